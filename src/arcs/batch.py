@@ -1,0 +1,81 @@
+"""The normalized form of a write: what the edge queues and what ingest turns into Parquet."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import msgpack
+import pyarrow as pa
+
+from arcs.errors import BadRequest
+
+TIME_TYPE = pa.timestamp("us", tz="UTC")
+STORAGE_TYPES: dict[str, pa.DataType] = {
+    "int64": pa.int64(),
+    "float64": pa.float64(),
+    "string": pa.string(),
+    "bool": pa.bool_(),
+    "timestamp": TIME_TYPE,
+}
+_ENVELOPE_VERSION = 1
+_IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")
+
+
+def type_name(arrow_type: pa.DataType) -> str:
+    for name, candidate in STORAGE_TYPES.items():
+        if arrow_type == candidate:
+            return name
+    if pa.types.is_timestamp(arrow_type):
+        return "timestamp"
+    return str(arrow_type)
+
+
+@dataclass(frozen=True, slots=True)
+class MeasurementRows:
+    """Rows of one measurement: ``time`` (TIMESTAMP us UTC) plus int64/float64/string/bool columns."""
+
+    measurement: str
+    table: pa.Table
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class WriteBatch:
+    """One accepted request: all of it is stored or none of it (API.md, all-or-nothing)."""
+
+    write_id: str
+    database: str
+    parts: tuple[MeasurementRows, ...]
+
+    @property
+    def row_count(self) -> int:
+        return sum(part.table.num_rows for part in self.parts)
+
+    def to_bytes(self) -> bytes:
+        parts = []
+        for part in self.parts:
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, part.table.schema, options=_IPC_OPTIONS) as writer:
+                writer.write_table(part.table)
+            parts.append({"m": part.measurement, "tags": list(part.tags), "ipc": sink.getvalue().to_pybytes()})
+        envelope = {"v": _ENVELOPE_VERSION, "id": self.write_id, "db": self.database, "parts": parts}
+        return msgpack.packb(envelope, use_bin_type=True)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> WriteBatch:
+        """Raises ``BadRequest`` for anything that is not an envelope we wrote (a poison message)."""
+        try:
+            envelope = msgpack.unpackb(data, raw=False)
+            if envelope.get("v") != _ENVELOPE_VERSION:
+                raise BadRequest(f"unknown queued-write version {envelope.get('v')!r}")
+            parts = tuple(
+                MeasurementRows(
+                    measurement=part["m"],
+                    table=pa.ipc.open_stream(part["ipc"]).read_all(),
+                    tags=tuple(part["tags"]),
+                )
+                for part in envelope["parts"]
+            )
+            return cls(write_id=str(envelope["id"]), database=str(envelope["db"]), parts=parts)
+        except (ValueError, KeyError, TypeError, AttributeError, pa.ArrowException) as exc:
+            raise BadRequest(f"queued write is not a valid envelope: {exc}") from exc

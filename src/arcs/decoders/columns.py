@@ -1,0 +1,232 @@
+"""Turning decoded Python values into validated Arrow columns, and time into microseconds."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from arcs.batch import TIME_TYPE, MeasurementRows, type_name
+from arcs.errors import BadRequest
+from arcs.names import MAX_COLUMNS, TIME_COLUMN, check_column, check_measurement
+
+# Microseconds per unit; "m" and "h" are InfluxDB 1.x's minutes and hours.
+_MICROS_PER_UNIT: dict[str, int] = {"us": 1, "u": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000,
+                                     "h": 3_600_000_000}
+_NANO_UNITS = frozenset({"ns", "n"})
+PRECISIONS = frozenset(_MICROS_PER_UNIT) | _NANO_UNITS
+# The range an int64 of nanoseconds can hold (1677-09-21 .. 2262-04-11): every client can send it.
+MIN_MICROS = -9_223_372_036_854_775
+MAX_MICROS = 9_223_372_036_854_775
+_CONTROL_CHARS = r"[\x00-\x1f\x7f]"
+
+
+def check_precision(value: object) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or value not in PRECISIONS:
+        raise BadRequest(f"invalid precision {value!r}: use one of ns, us, ms, s (or n, u, m, h)")
+    return value
+
+
+def to_micros(
+    values: pa.Array, precision: str | None, where: str, now_micros: int | None = None
+) -> pa.Array:
+    """Integers (or floats, or RFC 3339 strings) in ``precision`` -> TIMESTAMP(us, UTC).
+
+    Without a precision, each value's unit follows from its magnitude (API.md): < 1e10 s,
+    < 1e13 ms, < 1e16 us, else ns.
+    """
+    if values.null_count and now_micros is not None:
+        present = to_micros(values.drop_null(), precision, where)
+        filled = pc.replace_with_mask(
+            pa.array([now_micros] * len(values), pa.int64()), pc.is_valid(values), present.cast(pa.int64())
+        )
+        return filled.cast(TIME_TYPE)
+    if values.null_count:
+        first = values.is_null().index(True).as_py()
+        raise BadRequest(f"{where}: time is null at row {first}")
+    kind = values.type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        try:
+            parsed = values.cast(TIME_TYPE)
+        except pa.ArrowInvalid as exc:
+            raise BadRequest(f"{where}: time strings must be RFC 3339 with a zone: {exc}") from exc
+        _check_range(parsed.cast(pa.int64()), where)
+        return parsed
+    if pa.types.is_boolean(kind) or not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+        raise BadRequest(f"{where}: time must be integers, got {type_name(kind)}")
+    if pa.types.is_floating(kind):
+        if not pc.all(pc.is_finite(values)).as_py():
+            raise BadRequest(f"{where}: time contains NaN or infinity")
+        if precision is None:
+            values = _floats_by_magnitude(values)
+            precision = "us"
+        elif precision not in _NANO_UNITS:
+            values = pc.multiply(values, float(_MICROS_PER_UNIT[precision]))
+            precision = "us"
+        else:
+            values = pc.divide(values, 1000.0)
+            precision = "us"
+        values = pc.round(values)
+        if not pc.all(pc.and_(pc.greater_equal(values, float(MIN_MICROS)), pc.less_equal(values, float(MAX_MICROS)))).as_py():
+            raise BadRequest(f"{where}: time is outside 1677-09-21 .. 2262-04-11")
+        values = values.cast(pa.int64())
+    values = values.cast(pa.int64())
+    if precision is None:
+        micros = _ints_by_magnitude(values, where)
+    elif precision in _NANO_UNITS:
+        micros = _floor_div(values, 1000)
+    else:
+        factor = _MICROS_PER_UNIT[precision]
+        if factor != 1:
+            limit = MAX_MICROS // factor
+            _check_range(values, where, low=-limit, high=limit)
+            micros = pc.multiply(values, factor)
+        else:
+            micros = values
+    _check_range(micros, where)
+    return micros.cast(TIME_TYPE)
+
+
+def _floor_div(values: pa.Array, divisor: int) -> pa.Array:
+    """Integer division rounding down (Arrow's divide truncates toward zero)."""
+    quotient = pc.divide(values, divisor)
+    remainder = pc.subtract(values, pc.multiply(quotient, divisor))
+    return pc.if_else(pc.less(remainder, 0), pc.subtract(quotient, 1), quotient)
+
+
+def _ints_by_magnitude(values: pa.Array, where: str) -> pa.Array:
+    try:
+        magnitude = pc.abs_checked(values)
+    except pa.ArrowInvalid as exc:
+        raise BadRequest(f"{where}: timestamp out of range") from exc
+    # Unchecked products are safe: each is only chosen where its magnitude test keeps it small.
+    return pc.case_when(
+        pc.make_struct(
+            pc.less(magnitude, 10_000_000_000),
+            pc.less(magnitude, 10_000_000_000_000),
+            pc.less(magnitude, 10_000_000_000_000_000),
+        ),
+        pc.multiply(values, 1_000_000),
+        pc.multiply(values, 1_000),
+        values,
+        _floor_div(values, 1_000),
+    )
+
+
+def _floats_by_magnitude(values: pa.Array) -> pa.Array:
+    magnitude = pc.abs(values)
+    return pc.case_when(
+        pc.make_struct(pc.less(magnitude, 1e10), pc.less(magnitude, 1e13), pc.less(magnitude, 1e16)),
+        pc.multiply(values, 1e6),
+        pc.multiply(values, 1e3),
+        values,
+        pc.divide(values, 1e3),
+    )
+
+
+def _check_range(micros: pa.Array, where: str, low: int = MIN_MICROS, high: int = MAX_MICROS) -> None:
+    if not len(micros):
+        return
+    bounds = pc.min_max(micros)
+    lowest, highest = bounds["min"].as_py(), bounds["max"].as_py()
+    if lowest < low or highest > high:
+        bad = lowest if lowest < low else highest
+        raise BadRequest(f"{where}: timestamp {bad} is outside 1677-09-21 .. 2262-04-11 for its precision")
+
+
+def column_array(values: Sequence[Any] | pa.Array, measurement: str, column: str) -> pa.Array:
+    """A list of JSON/MessagePack scalars -> an int64, float64, string or bool Arrow array."""
+    where = f"measurement {measurement!r}, column {column!r}"
+    if isinstance(values, pa.Array):
+        array = values
+    else:
+        try:
+            array = pa.array(values, from_pandas=False)
+        except OverflowError as exc:
+            raise BadRequest(f"{where}: integer out of the int64 range") from exc
+        except UnicodeError as exc:
+            raise BadRequest(f"{where}: string is not valid UTF-8") from exc
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise BadRequest(
+                f"{where}: values must share one type of int, float, string or bool ({exc})"
+            ) from exc
+    kind = array.type
+    if pa.types.is_integer(kind):
+        if kind != pa.int64():
+            try:
+                array = array.cast(pa.int64())
+            except pa.ArrowInvalid as exc:
+                raise BadRequest(f"{where}: integer out of the int64 range") from exc
+    elif pa.types.is_floating(kind):
+        array = array.cast(pa.float64())
+    elif pa.types.is_large_string(kind):
+        array = array.cast(pa.string())
+    elif not (pa.types.is_string(kind) or pa.types.is_boolean(kind) or pa.types.is_null(kind)):
+        raise BadRequest(f"{where}: unsupported value type {kind}; use int, float, string, bool or null")
+    return array
+
+
+def check_tag_values(array: pa.Array, measurement: str, column: str) -> pa.Array:
+    where = f"measurement {measurement!r}, tag {column!r}"
+    if pa.types.is_null(array.type):
+        return array.cast(pa.string())
+    if not pa.types.is_string(array.type):
+        raise BadRequest(f"{where}: tag values must be strings, got {type_name(array.type)}")
+    if pc.any(pc.match_substring_regex(array, _CONTROL_CHARS)).as_py():
+        raise BadRequest(f"{where}: tag value contains control characters")
+    return array
+
+
+def build_rows(
+    measurement: object,
+    columns: Mapping[str, Sequence[Any] | pa.Array],
+    tags: Sequence[str],
+    precision: str | None,
+    now_micros: int,
+    null_time_is_now: bool = False,
+) -> MeasurementRows:
+    """Validate names and values and assemble one measurement's table, ``time`` first."""
+    name = check_measurement(measurement)
+    if len(columns) > MAX_COLUMNS:
+        raise BadRequest(f"measurement {name!r}: {len(columns)} columns; the limit is {MAX_COLUMNS}")
+    lengths = {len(values) for values in columns.values()}
+    if len(lengths) > 1:
+        detail = ", ".join(f"{col}={len(vals)}" for col, vals in columns.items())
+        raise BadRequest(f"measurement {name!r}: columns have different lengths ({detail})")
+    rows = lengths.pop() if lengths else 0
+    if rows == 0:
+        raise BadRequest(f"measurement {name!r}: no rows")
+    tag_set = set(tags)
+    unknown_tags = tag_set - set(columns)
+    if unknown_tags:
+        raise BadRequest(f"measurement {name!r}: tags {sorted(unknown_tags)} name no column")
+    if TIME_COLUMN in tag_set:
+        raise BadRequest(f"measurement {name!r}: 'time' cannot be a tag")
+    arrays: dict[str, pa.Array] = {}
+    for column, values in columns.items():
+        check_column(column, name)
+        if column == TIME_COLUMN:
+            continue
+        array = column_array(values, name, column)
+        if column in tag_set:
+            array = check_tag_values(array, name, column)
+        elif pa.types.is_null(array.type):
+            # A column that is null throughout has no type to store; it adds nothing.
+            continue
+        arrays[column] = array
+    if TIME_COLUMN in columns:
+        raw_time = columns[TIME_COLUMN]
+        time_values = raw_time if isinstance(raw_time, pa.Array) else column_array(raw_time, name, "time")
+        time = to_micros(
+            time_values, precision, f"measurement {name!r}", now_micros if null_time_is_now else None
+        )
+    else:
+        time = pa.array([now_micros] * rows, pa.int64()).cast(TIME_TYPE)
+    if len(arrays) == 0:
+        raise BadRequest(f"measurement {name!r}: no field or tag columns besides time")
+    table = pa.Table.from_arrays([time, *arrays.values()], names=[TIME_COLUMN, *arrays])
+    return MeasurementRows(name, table, tuple(t for t in tags if t in arrays))

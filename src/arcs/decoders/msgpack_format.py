@@ -1,0 +1,21 @@
+"""MessagePack bodies (Arc's fast path)."""
+
+from __future__ import annotations
+
+import msgpack
+
+from arcs.batch import MeasurementRows
+from arcs.decoders.shapes import rows_from_objects
+from arcs.errors import BadRequest
+
+
+def decode_msgpack(body: bytes, now_micros: int, precision: str | None) -> list[MeasurementRows]:
+    try:
+        document = msgpack.unpackb(body, raw=False, strict_map_key=True, use_list=True)
+    except msgpack.ExtraData as exc:
+        raise BadRequest(f"MessagePack body has {len(exc.extra)} trailing bytes after the first object") from exc
+    except UnicodeDecodeError as exc:
+        raise BadRequest(f"MessagePack body holds a string that is not valid UTF-8 (byte {exc.start})") from exc
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise BadRequest(f"MessagePack body is malformed or truncated: {exc}") from exc
+    return rows_from_objects(document, now_micros, precision)

@@ -1,0 +1,129 @@
+"""The MessagePack/JSON object shapes of API.md: columnar, row, ``{"batch": [...]}``, bare array."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pyarrow as pa
+
+from arcs.batch import MeasurementRows
+from arcs.decoders.columns import build_rows, check_precision
+from arcs.errors import BadRequest
+from arcs.names import TIME_COLUMN
+
+MAX_ITEMS = 1_000_000
+
+
+def rows_from_objects(document: Any, now_micros: int, precision: str | None) -> list[MeasurementRows]:
+    items = _items(document)
+    parts: list[MeasurementRows] = []
+    row_groups: dict[str, _RowAccumulator] = {}
+    for index, item in enumerate(items):
+        where = f"item {index}"
+        if not isinstance(item, dict):
+            raise BadRequest(f"{where}: expected an object, got {type(item).__name__}")
+        if "columns" in item:
+            parts.append(_columnar(item, where, now_micros, precision))
+        elif "fields" in item:
+            measurement = item.get("m")
+            if not isinstance(measurement, str):
+                raise BadRequest(f"{where}: 'm' (the measurement) must be a string")
+            accumulator = row_groups.get(measurement)
+            if accumulator is None:
+                accumulator = row_groups[measurement] = _RowAccumulator(measurement)
+            accumulator.add(item, where, precision)
+        else:
+            raise BadRequest(f"{where}: expected a columnar object ('m', 'columns') or a row ('m', 'fields')")
+    for accumulator in row_groups.values():
+        parts.append(accumulator.build(now_micros))
+    if not parts:
+        raise BadRequest("the request holds no rows")
+    return parts
+
+
+def _items(document: Any) -> list[Any]:
+    if isinstance(document, list):
+        items = document
+    elif isinstance(document, dict) and "batch" in document:
+        items = document["batch"]
+        if not isinstance(items, list):
+            raise BadRequest("'batch' must be an array")
+    elif isinstance(document, dict):
+        items = [document]
+    else:
+        raise BadRequest(f"expected an object or an array at the top level, got {type(document).__name__}")
+    if len(items) > MAX_ITEMS:
+        raise BadRequest(f"{len(items)} items in one request; the limit is {MAX_ITEMS}")
+    return items
+
+
+def _columnar(item: dict[str, Any], where: str, now_micros: int, precision: str | None) -> MeasurementRows:
+    columns = item["columns"]
+    if not isinstance(columns, dict) or not columns:
+        raise BadRequest(f"{where}: 'columns' must be a non-empty object of arrays")
+    for name, values in columns.items():
+        if not isinstance(values, list):
+            raise BadRequest(f"{where}: column {name!r} must be an array")
+    tags = item.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
+        raise BadRequest(f"{where}: 'tags' must be an array of column names")
+    item_precision = check_precision(item.get("precision")) or precision
+    try:
+        return build_rows(item.get("m"), columns, tags, item_precision, now_micros)
+    except BadRequest as exc:
+        raise BadRequest(f"{where}: {exc.message}") from exc
+
+
+class _RowAccumulator:
+    """Gathers row-shaped objects of one measurement into columns, padding absent keys with null."""
+
+    def __init__(self, measurement: str) -> None:
+        self.measurement = measurement
+        self.times: list[Any] = []
+        self.columns: dict[str, list[Any]] = {}
+        self.tags: dict[str, None] = {}
+        self.precision: str | None = None
+        self.rows = 0
+
+    def add(self, item: dict[str, Any], where: str, precision: str | None) -> None:
+        item_precision = check_precision(item.get("precision")) or precision
+        if self.rows and item_precision != self.precision:
+            raise BadRequest(f"{where}: rows of {self.measurement!r} mix precisions")
+        self.precision = item_precision
+        tags = item.get("tags") or {}
+        fields = item["fields"]
+        if not isinstance(tags, dict) or not isinstance(fields, dict):
+            raise BadRequest(f"{where}: 'tags' and 'fields' must be objects")
+        if not fields:
+            raise BadRequest(f"{where}: a row needs at least one field")
+        self.times.append(item.get("t", item.get(TIME_COLUMN)))
+        for key, value in tags.items():
+            if key in fields:
+                raise BadRequest(f"{where}: {key!r} is both a tag and a field")
+            self.tags[key] = None
+            self._put(key, value)
+        for key, value in fields.items():
+            self._put(key, value)
+        self.rows += 1
+        for values in self.columns.values():
+            if len(values) < self.rows:
+                values.append(None)
+
+    def _put(self, key: Any, value: Any) -> None:
+        if not isinstance(key, str):
+            raise BadRequest(f"measurement {self.measurement!r}: keys must be strings, got {key!r}")
+        if key == TIME_COLUMN:
+            raise BadRequest(f"measurement {self.measurement!r}: 'time' cannot be a tag or field")
+        values = self.columns.get(key)
+        if values is None:
+            values = self.columns[key] = [None] * self.rows
+        if len(values) > self.rows:
+            raise BadRequest(f"measurement {self.measurement!r}: key {key!r} repeated in one row")
+        values.append(value)
+
+    def build(self, now_micros: int) -> MeasurementRows:
+        columns: dict[str, Iterable[Any] | pa.Array] = {TIME_COLUMN: self.times, **self.columns}
+        return build_rows(
+            self.measurement, columns, list(self.tags), self.precision, now_micros, null_time_is_now=True  # type: ignore[arg-type]
+        )

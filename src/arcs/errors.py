@@ -1,0 +1,67 @@
+"""The one exception hierarchy of the core.
+
+Every failure a caller can cause is an ``ArcsError`` subclass carrying its HTTP status; the
+single place that turns them into responses is ``arcs.api``. Library errors (boto, DuckDB,
+pyarrow) are translated where they are raised, with ``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+
+class ArcsError(Exception):
+    status: int = 500
+    #: Client mistakes are logged as warnings, our faults as errors.
+    client_error: bool = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class BadRequest(ArcsError):
+    status = 400
+    client_error = True
+
+
+class Unauthorized(ArcsError):
+    status = 401
+    client_error = True
+
+
+class Forbidden(ArcsError):
+    status = 403
+    client_error = True
+
+
+class NotFound(ArcsError):
+    status = 404
+    client_error = True
+
+
+class Conflict(ArcsError):
+    status = 409
+    client_error = True
+
+
+class PayloadTooLarge(ArcsError):
+    status = 413
+    client_error = True
+
+
+class UnsupportedMediaType(ArcsError):
+    status = 415
+    client_error = True
+
+
+class StorageFault(ArcsError):
+    """A dependency (object store, queue, catalog) failed; the request may be retried."""
+
+    status = 503
+
+
+class ServiceUnavailable(ArcsError):
+    status = 503
+
+    def __init__(self, message: str, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s

@@ -1,0 +1,97 @@
+"""One frozen settings object, built once from the environment."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+from arcs import envvars
+from arcs.errors import ArcsError
+
+Backend = Literal["local", "aws"]
+
+
+class ConfigError(ArcsError):
+    """The deployment is misconfigured; never the caller's fault."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    backend: Backend = "local"
+    data_dir: Path = Path("./data")
+    bucket: str = ""
+    prefix: str = ""
+    queue_url: str = ""
+    table: str = ""
+    aws_endpoint_url: str | None = None
+    aws_region: str = "us-east-1"
+    bootstrap_token: str | None = None
+    token_cache_ttl_s: float = 60.0
+    # API Gateway's payload limit; the decompressed cap protects against bombs.
+    max_request_bytes: int = 10 * 1024 * 1024
+    max_decompressed_bytes: int = 100 * 1024 * 1024
+    # Queued writes above this size travel as a claim-check object (SQS messages cap at 1 MiB,
+    # and base64 adds a third).
+    claim_check_bytes: int = 700 * 1024
+    row_group_rows: int = 122_880
+    ingest_batch_messages: int = 100
+    ingest_batch_window_s: float = 0.2
+    duckdb_threads: int | None = None
+    duckdb_memory_limit: str | None = None
+    work_dir: Path | None = None
+    query_max_rows: int = 10_000_000
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        base = cls()
+
+        def text(name: str, default: str) -> str:
+            return env.get(name, default)
+
+        def number(name: str, default: float) -> float:
+            raw = env.get(name)
+            if raw is None or raw == "":
+                return default
+            try:
+                return float(raw)
+            except ValueError as exc:
+                raise ConfigError(f"{name} must be a number, got {raw!r}") from exc
+
+        backend = text(envvars.BACKEND, base.backend)
+        if backend not in ("local", "aws"):
+            raise ConfigError(f"{envvars.BACKEND} must be 'local' or 'aws', got {backend!r}")
+        threads = env.get(envvars.DUCKDB_THREADS)
+        work_dir = env.get(envvars.WORK_DIR)
+        return cls(
+            backend=backend,  # type: ignore[arg-type]
+            data_dir=Path(text(envvars.DATA_DIR, str(base.data_dir))),
+            bucket=text(envvars.BUCKET, ""),
+            prefix=text(envvars.PREFIX, "").strip("/"),
+            queue_url=text(envvars.QUEUE_URL, ""),
+            table=text(envvars.TABLE, ""),
+            aws_endpoint_url=env.get(envvars.AWS_ENDPOINT_URL) or None,
+            aws_region=env.get(envvars.AWS_REGION) or env.get("AWS_DEFAULT_REGION") or base.aws_region,
+            bootstrap_token=env.get(envvars.BOOTSTRAP_TOKEN) or None,
+            token_cache_ttl_s=number(envvars.TOKEN_CACHE_TTL_S, base.token_cache_ttl_s),
+            max_request_bytes=int(number(envvars.MAX_REQUEST_BYTES, base.max_request_bytes)),
+            max_decompressed_bytes=int(
+                number(envvars.MAX_DECOMPRESSED_BYTES, base.max_decompressed_bytes)
+            ),
+            claim_check_bytes=int(number(envvars.CLAIM_CHECK_BYTES, base.claim_check_bytes)),
+            row_group_rows=int(number(envvars.ROW_GROUP_ROWS, base.row_group_rows)),
+            ingest_batch_messages=int(
+                number(envvars.INGEST_BATCH_MESSAGES, base.ingest_batch_messages)
+            ),
+            ingest_batch_window_s=number(envvars.INGEST_BATCH_WINDOW_S, base.ingest_batch_window_s),
+            duckdb_threads=int(threads) if threads else None,
+            duckdb_memory_limit=env.get(envvars.DUCKDB_MEMORY_LIMIT) or None,
+            work_dir=Path(work_dir) if work_dir else None,
+            query_max_rows=int(number(envvars.QUERY_MAX_ROWS, base.query_max_rows)),
+        )
+
+    def with_(self, **changes: object) -> Settings:
+        return replace(self, **changes)  # type: ignore[arg-type]
