@@ -63,9 +63,7 @@ def parse_data_key(prefix: str, key: str) -> DataKey:
     match = _KEY_RE.fullmatch(rest)
     if match is None:
         raise ValueError(f"not a data key: {key!r}")
-    hour = datetime(
-        int(match["y"]), int(match["mo"]), int(match["d"]), int(match["h"]), tzinfo=UTC
-    )
+    hour = datetime(int(match["y"]), int(match["mo"]), int(match["d"]), int(match["h"]), tzinfo=UTC)
     return DataKey(match["db"], match["m"], hour, match["f"])
 
 

@@ -17,9 +17,7 @@ DEFAULT_DATABASE = "default"
 
 def check_database(name: object) -> str:
     if not isinstance(name, str) or not DATABASE_RULE.fullmatch(name):
-        raise BadRequest(
-            f"invalid database name {_show(name)}: must match ^[a-zA-Z][a-zA-Z0-9_-]{{0,63}}$"
-        )
+        raise BadRequest(f"invalid database name {_show(name)}: must match ^[a-zA-Z][a-zA-Z0-9_-]{{0,63}}$")
     if name.lower() in RESERVED_DATABASES:
         raise Forbidden(f"database name {name!r} is reserved")
     return name
@@ -27,9 +25,7 @@ def check_database(name: object) -> str:
 
 def check_measurement(name: object) -> str:
     if not isinstance(name, str) or not MEASUREMENT_RULE.fullmatch(name):
-        raise BadRequest(
-            f"invalid measurement name {_show(name)}: must match ^[a-zA-Z][a-zA-Z0-9_-]{{0,127}}$"
-        )
+        raise BadRequest(f"invalid measurement name {_show(name)}: must match ^[a-zA-Z][a-zA-Z0-9_-]{{0,127}}$")
     return name
 
 
@@ -39,13 +35,10 @@ def check_column(name: object, measurement: str) -> str:
         raise BadRequest(f"measurement {measurement!r}: column names must be non-empty strings")
     if len(name.encode("utf-8", "surrogatepass")) > MAX_COLUMN_NAME_BYTES:
         raise BadRequest(
-            f"measurement {measurement!r}: column name {_show(name)} is longer than "
-            f"{MAX_COLUMN_NAME_BYTES} bytes"
+            f"measurement {measurement!r}: column name {_show(name)} is longer than {MAX_COLUMN_NAME_BYTES} bytes"
         )
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
-        raise BadRequest(
-            f"measurement {measurement!r}: column name {_show(name)} contains control characters"
-        )
+        raise BadRequest(f"measurement {measurement!r}: column name {_show(name)} contains control characters")
     if any(0xD800 <= ord(ch) <= 0xDFFF for ch in name):
         raise BadRequest(f"measurement {measurement!r}: column name {_show(name)} is not valid UTF-8")
     return name

@@ -78,14 +78,10 @@ class Settings:
             bootstrap_token=env.get(envvars.BOOTSTRAP_TOKEN) or None,
             token_cache_ttl_s=number(envvars.TOKEN_CACHE_TTL_S, base.token_cache_ttl_s),
             max_request_bytes=int(number(envvars.MAX_REQUEST_BYTES, base.max_request_bytes)),
-            max_decompressed_bytes=int(
-                number(envvars.MAX_DECOMPRESSED_BYTES, base.max_decompressed_bytes)
-            ),
+            max_decompressed_bytes=int(number(envvars.MAX_DECOMPRESSED_BYTES, base.max_decompressed_bytes)),
             claim_check_bytes=int(number(envvars.CLAIM_CHECK_BYTES, base.claim_check_bytes)),
             row_group_rows=int(number(envvars.ROW_GROUP_ROWS, base.row_group_rows)),
-            ingest_batch_messages=int(
-                number(envvars.INGEST_BATCH_MESSAGES, base.ingest_batch_messages)
-            ),
+            ingest_batch_messages=int(number(envvars.INGEST_BATCH_MESSAGES, base.ingest_batch_messages)),
             ingest_batch_window_s=number(envvars.INGEST_BATCH_WINDOW_S, base.ingest_batch_window_s),
             duckdb_threads=int(threads) if threads else None,
             duckdb_memory_limit=env.get(envvars.DUCKDB_MEMORY_LIMIT) or None,

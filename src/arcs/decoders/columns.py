@@ -13,8 +13,14 @@ from arcs.errors import BadRequest
 from arcs.names import MAX_COLUMNS, TIME_COLUMN, check_column, check_measurement
 
 # Microseconds per unit; "m" and "h" are InfluxDB 1.x's minutes and hours.
-_MICROS_PER_UNIT: dict[str, int] = {"us": 1, "u": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000,
-                                     "h": 3_600_000_000}
+_MICROS_PER_UNIT: dict[str, int] = {
+    "us": 1,
+    "u": 1,
+    "ms": 1_000,
+    "s": 1_000_000,
+    "m": 60_000_000,
+    "h": 3_600_000_000,
+}
 _NANO_UNITS = frozenset({"ns", "n"})
 PRECISIONS = frozenset(_MICROS_PER_UNIT) | _NANO_UNITS
 # The range an int64 of nanoseconds can hold (1677-09-21 .. 2262-04-11): every client can send it.
@@ -31,9 +37,7 @@ def check_precision(value: object) -> str | None:
     return value
 
 
-def to_micros(
-    values: pa.Array, precision: str | None, where: str, now_micros: int | None = None
-) -> pa.Array:
+def to_micros(values: pa.Array, precision: str | None, where: str, now_micros: int | None = None) -> pa.Array:
     """Integers (or floats, or RFC 3339 strings) in ``precision`` -> TIMESTAMP(us, UTC).
 
     Without a precision, each value's unit follows from its magnitude (API.md): < 1e10 s,
@@ -71,7 +75,9 @@ def to_micros(
             values = pc.divide(values, 1000.0)
             precision = "us"
         values = pc.round(values)
-        if not pc.all(pc.and_(pc.greater_equal(values, float(MIN_MICROS)), pc.less_equal(values, float(MAX_MICROS)))).as_py():
+        if not pc.all(
+            pc.and_(pc.greater_equal(values, float(MIN_MICROS)), pc.less_equal(values, float(MAX_MICROS)))
+        ).as_py():
             raise BadRequest(f"{where}: time is outside 1677-09-21 .. 2262-04-11")
         values = values.cast(pa.int64())
     values = values.cast(pa.int64())
@@ -151,9 +157,7 @@ def column_array(values: Sequence[Any] | pa.Array, measurement: str, column: str
         except UnicodeError as exc:
             raise BadRequest(f"{where}: string is not valid UTF-8") from exc
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-            raise BadRequest(
-                f"{where}: values must share one type of int, float, string or bool ({exc})"
-            ) from exc
+            raise BadRequest(f"{where}: values must share one type of int, float, string or bool ({exc})") from exc
     kind = array.type
     if pa.types.is_integer(kind):
         if kind != pa.int64():
@@ -221,9 +225,7 @@ def build_rows(
     if TIME_COLUMN in columns:
         raw_time = columns[TIME_COLUMN]
         time_values = raw_time if isinstance(raw_time, pa.Array) else column_array(raw_time, name, "time")
-        time = to_micros(
-            time_values, precision, f"measurement {name!r}", now_micros if null_time_is_now else None
-        )
+        time = to_micros(time_values, precision, f"measurement {name!r}", now_micros if null_time_is_now else None)
     else:
         time = pa.array([now_micros] * rows, pa.int64()).cast(TIME_TYPE)
     if len(arrays) == 0:

@@ -26,9 +26,7 @@ def decompress(body: bytes, content_encoding: str | None, max_bytes: int) -> byt
     elif encoding == "zstd":
         encoding = "zstd"
     else:
-        raise UnsupportedMediaType(
-            f"unsupported Content-Encoding {content_encoding!r}: use gzip, zstd or none"
-        )
+        raise UnsupportedMediaType(f"unsupported Content-Encoding {content_encoding!r}: use gzip, zstd or none")
     if body.startswith(GZIP_MAGIC):
         return _gunzip(body, max_bytes)
     if body.startswith(ZSTD_MAGIC):

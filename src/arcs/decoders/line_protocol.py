@@ -157,7 +157,7 @@ def _field_value(name: str, raw: str) -> tuple[str, Any, str]:
     if raw in _FALSE:
         return name, False, BOOL
     if _FLOAT.fullmatch(raw) is None:
-        raise LineError(f"field {name!r}: bad value {raw!r} (numbers, 1i, 1u, \"strings\", true/false)")
+        raise LineError(f'field {name!r}: bad value {raw!r} (numbers, 1i, 1u, "strings", true/false)')
     return name, float(raw), FLOAT
 
 
@@ -194,7 +194,13 @@ class _Accumulator:
                     values.append(None)
 
     def _put(
-        self, name: str, value: Any, kind: str, rows: int, columns: dict[str, list[Any]], kinds: dict[str, str]
+        self,
+        name: str,
+        value: Any,
+        kind: str,
+        rows: int,
+        columns: dict[str, list[Any]],
+        kinds: dict[str, str],
     ) -> None:
         values = columns.get(name)
         if values is None:

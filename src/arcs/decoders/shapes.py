@@ -125,5 +125,10 @@ class _RowAccumulator:
     def build(self, now_micros: int) -> MeasurementRows:
         columns: dict[str, Iterable[Any] | pa.Array] = {TIME_COLUMN: self.times, **self.columns}
         return build_rows(
-            self.measurement, columns, list(self.tags), self.precision, now_micros, null_time_is_now=True  # type: ignore[arg-type]
+            self.measurement,
+            columns,
+            list(self.tags),
+            self.precision,
+            now_micros,
+            null_time_is_now=True,  # type: ignore[arg-type]
         )

@@ -1,0 +1,96 @@
+"""Object storage on a local directory: the standalone server's data lives here."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from arcs.errors import NotFound, StorageFault
+from arcs.ports import ObjectInfo
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_durably(path: Path, data: bytes) -> Path:
+    """Write ``data`` to a temporary sibling of ``path`` and fsync it; the caller publishes it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return tmp
+
+
+class DirectoryStore:
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, key: str) -> Path:
+        path = (self.root / key).resolve()
+        if not path.is_relative_to(self.root) or path == self.root:
+            raise ValueError(f"key escapes the store: {key!r}")
+        return path
+
+    def put(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        try:
+            tmp = write_durably(path, data)
+            os.replace(tmp, path)
+            fsync_dir(path.parent)
+        except OSError as exc:
+            raise StorageFault(f"cannot write {key}: {exc}") from exc
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        path = self._path(key)
+        try:
+            tmp = write_durably(path, data)
+            try:
+                # link() refuses to replace an existing name: the local If-None-Match.
+                os.link(tmp, path)
+            except FileExistsError:
+                return False
+            finally:
+                tmp.unlink()
+            fsync_dir(path.parent)
+            return True
+        except OSError as exc:
+            raise StorageFault(f"cannot write {key}: {exc}") from exc
+
+    def get(self, key: str) -> bytes:
+        try:
+            return self._path(key).read_bytes()
+        except FileNotFoundError as exc:
+            raise NotFound(f"no object {key}") from exc
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+    def delete(self, key: str) -> None:
+        self._path(key).unlink(missing_ok=True)
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        base = self.root / prefix
+        start = base if base.is_dir() else base.parent
+        if not start.exists():
+            return
+        for dirpath, _dirs, files in os.walk(start):
+            for name in sorted(files):
+                if name.startswith("."):
+                    continue
+                full = Path(dirpath) / name
+                key = full.relative_to(self.root).as_posix()
+                if key.startswith(prefix):
+                    yield ObjectInfo(key, full.stat().st_size)
+
+    def url(self, key: str) -> str:
+        return str(self._path(key))

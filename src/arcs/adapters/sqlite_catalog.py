@@ -1,0 +1,316 @@
+"""The catalog and token store on one SQLite file (the standalone server's adapters)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+from arcs.ports import CommitRecord, FileRecord, MeasurementSchema, TokenRecord
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS measurements (
+    database TEXT NOT NULL, measurement TEXT NOT NULL, columns TEXT NOT NULL, tags TEXT NOT NULL,
+    version INTEGER NOT NULL, PRIMARY KEY (database, measurement));
+CREATE TABLE IF NOT EXISTS databases (name TEXT PRIMARY KEY, created_at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS files (
+    database TEXT NOT NULL, measurement TEXT NOT NULL, hour TEXT NOT NULL, key TEXT NOT NULL,
+    rows INTEGER NOT NULL, size INTEGER NOT NULL, min_time_us INTEGER NOT NULL,
+    max_time_us INTEGER NOT NULL, commit_id TEXT NOT NULL,
+    PRIMARY KEY (database, measurement, hour, key));
+CREATE TABLE IF NOT EXISTS write_markers (write_id TEXT PRIMARY KEY, commit_id TEXT NOT NULL,
+    updated_at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS commits (commit_id TEXT PRIMARY KEY, status TEXT NOT NULL,
+    files TEXT NOT NULL, created_at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS tokens (
+    token_id TEXT PRIMARY KEY, name TEXT NOT NULL, description TEXT NOT NULL, lookup TEXT NOT NULL,
+    salt BLOB NOT NULL, secret_hash BLOB NOT NULL, permissions TEXT NOT NULL, databases TEXT NOT NULL,
+    created_at TEXT NOT NULL, expires_at TEXT, revoked INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS tokens_by_lookup ON tokens (lookup);
+"""
+
+
+def _hour_text(hour: datetime) -> str:
+    return hour.astimezone(UTC).strftime("%Y-%m-%dT%H")
+
+
+def _hour_value(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H").replace(tzinfo=UTC)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def file_to_json(record: FileRecord) -> dict[str, object]:
+    return {
+        "database": record.database,
+        "measurement": record.measurement,
+        "hour": _hour_text(record.hour),
+        "key": record.key,
+        "rows": record.rows,
+        "size": record.size,
+        "min_time_us": record.min_time_us,
+        "max_time_us": record.max_time_us,
+        "commit_id": record.commit_id,
+    }
+
+
+def file_from_json(data: dict[str, object]) -> FileRecord:
+    return FileRecord(
+        database=str(data["database"]),
+        measurement=str(data["measurement"]),
+        hour=_hour_value(str(data["hour"])),
+        key=str(data["key"]),
+        rows=int(data["rows"]),  # type: ignore[call-overload]
+        size=int(data["size"]),
+        min_time_us=int(data["min_time_us"]),  # type: ignore[call-overload]
+        max_time_us=int(data["max_time_us"]),
+        commit_id=str(data["commit_id"]),  # type: ignore[call-overload]
+    )
+
+
+class SqliteDatabase:
+    """One SQLite file in WAL mode; a lock serializes writers across the server's threads."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        # FULL: a commit is on disk before we acknowledge anything that depends on it.
+        self._conn.execute("PRAGMA synchronous=FULL")
+        self._conn.executescript(_SCHEMA)
+        self._lock = threading.RLock()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[object, ...]]:
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+class SqliteCatalog:
+    def __init__(self, db: SqliteDatabase) -> None:
+        self.db = db
+
+    def get_schema(self, database: str, measurement: str) -> MeasurementSchema | None:
+        rows = self.db.query(
+            "SELECT columns, tags, version FROM measurements WHERE database=? AND measurement=?",
+            (database, measurement),
+        )
+        if not rows:
+            return None
+        columns, tags, version = rows[0]
+        return MeasurementSchema(
+            database, measurement, json.loads(str(columns)), tuple(json.loads(str(tags))), int(version)
+        )  # type: ignore[call-overload]
+
+    def put_schema(self, schema: MeasurementSchema, expected_version: int | None) -> bool:
+        with self.db.transaction() as conn:
+            row = conn.execute(
+                "SELECT version FROM measurements WHERE database=? AND measurement=?",
+                (schema.database, schema.measurement),
+            ).fetchone()
+            current = None if row is None else int(row[0])
+            if current != expected_version:
+                return False
+            conn.execute(
+                "INSERT OR REPLACE INTO measurements VALUES (?, ?, ?, ?, ?)",
+                (
+                    schema.database,
+                    schema.measurement,
+                    json.dumps(schema.columns),
+                    json.dumps(list(schema.tags)),
+                    (expected_version or 0) + 1,
+                ),
+            )
+            conn.execute("INSERT OR IGNORE INTO databases VALUES (?, ?)", (schema.database, _now()))
+            return True
+
+    def list_schemas(self, database: str | None = None) -> list[MeasurementSchema]:
+        sql = "SELECT database, measurement FROM measurements"
+        rows = (
+            self.db.query(sql + " WHERE database=? ORDER BY 2", (database,))
+            if database
+            else self.db.query(sql + " ORDER BY 1, 2")
+        )
+        schemas = [self.get_schema(str(db), str(m)) for db, m in rows]
+        return [schema for schema in schemas if schema is not None]
+
+    def create_database(self, name: str) -> bool:
+        with self.db.transaction() as conn:
+            return conn.execute("INSERT OR IGNORE INTO databases VALUES (?, ?)", (name, _now())).rowcount == 1
+
+    def list_databases(self) -> list[str]:
+        return [str(row[0]) for row in self.db.query("SELECT name FROM databases ORDER BY name")]
+
+    def put_files(self, files: Sequence[FileRecord]) -> None:
+        with self.db.transaction() as conn:
+            conn.executemany(
+                "INSERT OR IGNORE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        f.database,
+                        f.measurement,
+                        _hour_text(f.hour),
+                        f.key,
+                        f.rows,
+                        f.size,
+                        f.min_time_us,
+                        f.max_time_us,
+                        f.commit_id,
+                    )
+                    for f in files
+                ],
+            )
+
+    def list_files(
+        self,
+        database: str,
+        measurement: str,
+        first_hour: datetime | None = None,
+        last_hour: datetime | None = None,
+    ) -> list[FileRecord]:
+        sql = "SELECT * FROM files WHERE database=? AND measurement=?"
+        params: list[object] = [database, measurement]
+        if first_hour is not None:
+            sql += " AND hour >= ?"
+            params.append(_hour_text(first_hour))
+        if last_hour is not None:
+            sql += " AND hour <= ?"
+            params.append(_hour_text(last_hour))
+        return [
+            FileRecord(str(db), str(m), _hour_value(str(h)), str(k), int(r), int(s), int(lo), int(hi), str(c))  # type: ignore[call-overload]
+            for db, m, h, k, r, s, lo, hi, c in self.db.query(sql + " ORDER BY hour, key", params)
+        ]
+
+    def get_markers(self, write_ids: Iterable[str]) -> dict[str, str]:
+        ids = list(write_ids)
+        found: dict[str, str] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for write_id, commit_id in self.db.query(
+                f"SELECT write_id, commit_id FROM write_markers WHERE write_id IN ({marks})", chunk
+            ):
+                found[str(write_id)] = str(commit_id)
+        return found
+
+    def swap_marker(self, write_id: str, expected: str | None, commit_id: str) -> bool:
+        with self.db.transaction() as conn:
+            if expected is None:
+                cursor = conn.execute(
+                    "INSERT OR IGNORE INTO write_markers VALUES (?, ?, ?)", (write_id, commit_id, _now())
+                )
+            else:
+                cursor = conn.execute(
+                    "UPDATE write_markers SET commit_id=?, updated_at=? WHERE write_id=? AND commit_id=?",
+                    (commit_id, _now(), write_id, expected),
+                )
+            return cursor.rowcount == 1
+
+    def get_commit(self, commit_id: str) -> CommitRecord | None:
+        rows = self.db.query("SELECT status, files FROM commits WHERE commit_id=?", (commit_id,))
+        if not rows:
+            return None
+        status, files = rows[0]
+        return CommitRecord(
+            commit_id,
+            status,  # type: ignore[arg-type]
+            tuple(file_from_json(f) for f in json.loads(str(files))),
+        )
+
+    def put_commit_if_absent(self, record: CommitRecord) -> bool:
+        with self.db.transaction() as conn:
+            cursor = conn.execute(
+                "INSERT OR IGNORE INTO commits VALUES (?, ?, ?, ?)",
+                (
+                    record.commit_id,
+                    record.status,
+                    json.dumps([file_to_json(f) for f in record.files]),
+                    _now(),
+                ),
+            )
+            return cursor.rowcount == 1
+
+
+def _ts(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _dt(value: object) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(str(value))
+
+
+class SqliteTokenStore:
+    def __init__(self, db: SqliteDatabase) -> None:
+        self.db = db
+
+    def _record(self, row: tuple[object, ...]) -> TokenRecord:
+        tid, name, desc, lookup, salt, digest, perms, dbs, created, expires, revoked = row
+        return TokenRecord(
+            token_id=str(tid),
+            name=str(name),
+            description=str(desc),
+            lookup=str(lookup),
+            salt=bytes(salt),
+            secret_hash=bytes(digest),  # type: ignore[arg-type]
+            permissions=tuple(json.loads(str(perms))),
+            databases=tuple(json.loads(str(dbs))),
+            created_at=_dt(created) or datetime.now(UTC),
+            expires_at=_dt(expires),
+            revoked=bool(revoked),
+        )
+
+    def put(self, record: TokenRecord, previous_lookup: str | None = None) -> None:
+        with self.db.transaction() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO tokens VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.token_id,
+                    record.name,
+                    record.description,
+                    record.lookup,
+                    record.salt,
+                    record.secret_hash,
+                    json.dumps(list(record.permissions)),
+                    json.dumps(list(record.databases)),
+                    _ts(record.created_at),
+                    _ts(record.expires_at),
+                    int(record.revoked),
+                ),
+            )
+
+    def get(self, token_id: str) -> TokenRecord | None:
+        rows = self.db.query("SELECT * FROM tokens WHERE token_id=?", (token_id,))
+        return self._record(rows[0]) if rows else None
+
+    def find(self, lookup: str) -> list[TokenRecord]:
+        return [self._record(row) for row in self.db.query("SELECT * FROM tokens WHERE lookup=?", (lookup,))]
+
+    def list(self) -> list[TokenRecord]:
+        return [self._record(row) for row in self.db.query("SELECT * FROM tokens ORDER BY created_at")]
+
+    def delete(self, token_id: str) -> bool:
+        with self.db.transaction() as conn:
+            return conn.execute("DELETE FROM tokens WHERE token_id=?", (token_id,)).rowcount == 1
+
+    def is_empty(self) -> bool:
+        return not self.db.query("SELECT 1 FROM tokens LIMIT 1")

@@ -1,0 +1,157 @@
+"""The ports: what the core needs from storage, queue and catalog. Each has a local and an AWS adapter.
+
+The catalog holds everything small and transactional: measurement schemas, the databases, the
+list of committed data files (readers list files here, never by globbing storage), the ingest
+commit records and the per-write markers that make redelivery harmless (docs/ingest.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal, Protocol
+
+CommitStatus = Literal["committed", "aborted"]
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    key: str
+    size: int
+
+
+class ObjectStore(Protocol):
+    """Immutable objects by key (S3, S3 Express, or a local directory)."""
+
+    def put(self, key: str, data: bytes) -> None: ...
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Create ``key`` only if it does not exist (S3 ``If-None-Match: *``); False if it did."""
+        ...
+
+    def get(self, key: str) -> bytes:
+        """Raises ``arcs.errors.NotFound`` for a missing key."""
+        ...
+
+    def exists(self, key: str) -> bool: ...
+
+    def delete(self, key: str) -> None: ...
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]: ...
+
+    def url(self, key: str) -> str:
+        """How DuckDB reads the object: a local path or an ``s3://`` URL."""
+        ...
+
+
+class WriteQueue(Protocol):
+    """Where the write edge puts an accepted request; ``enqueue`` returns once it is durable."""
+
+    def enqueue(self, write_id: str, envelope: bytes) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class MeasurementSchema:
+    database: str
+    measurement: str
+    columns: dict[str, str]  # column -> storage type name (int64, float64, string, bool, timestamp)
+    tags: tuple[str, ...] = ()
+    version: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FileRecord:
+    database: str
+    measurement: str
+    hour: datetime
+    key: str
+    rows: int
+    size: int
+    min_time_us: int
+    max_time_us: int
+    commit_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRecord:
+    commit_id: str
+    status: CommitStatus
+    files: tuple[FileRecord, ...] = field(default=())
+
+
+class Catalog(Protocol):
+    # --- schemas and databases -------------------------------------------------------------
+    def get_schema(self, database: str, measurement: str) -> MeasurementSchema | None: ...
+
+    def put_schema(self, schema: MeasurementSchema, expected_version: int | None) -> bool:
+        """Store ``schema`` with version ``expected_version + 1`` (or 1 when None, i.e. new).
+
+        Returns False when someone else changed it first (compare-and-set on the version).
+        """
+        ...
+
+    def list_schemas(self, database: str | None = None) -> list[MeasurementSchema]: ...
+
+    def create_database(self, name: str) -> bool:
+        """False if it existed."""
+        ...
+
+    def list_databases(self) -> list[str]: ...
+
+    # --- committed data files ---------------------------------------------------------------
+    def put_files(self, files: Sequence[FileRecord]) -> None:
+        """Idempotent: putting a record again changes nothing."""
+        ...
+
+    def list_files(
+        self,
+        database: str,
+        measurement: str,
+        first_hour: datetime | None = None,
+        last_hour: datetime | None = None,
+    ) -> list[FileRecord]: ...
+
+    # --- the ingest commit protocol ----------------------------------------------------------
+    def get_markers(self, write_ids: Iterable[str]) -> dict[str, str]:
+        """write id -> commit id of the attempt that claimed it."""
+        ...
+
+    def swap_marker(self, write_id: str, expected: str | None, commit_id: str) -> bool:
+        """Point ``write_id`` at ``commit_id`` if it still points at ``expected`` (None: unset)."""
+        ...
+
+    def get_commit(self, commit_id: str) -> CommitRecord | None: ...
+
+    def put_commit_if_absent(self, record: CommitRecord) -> bool:
+        """The commit point: exactly one of 'committed' and 'aborted' is ever stored for an id."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRecord:
+    token_id: str
+    name: str
+    description: str
+    lookup: str  # a short prefix of a fast hash: finds the record without the secret
+    salt: bytes
+    secret_hash: bytes  # slow salted hash (scrypt)
+    permissions: tuple[str, ...]
+    databases: tuple[str, ...]  # empty: all databases
+    created_at: datetime
+    expires_at: datetime | None = None
+    revoked: bool = False
+
+
+class TokenStore(Protocol):
+    def put(self, record: TokenRecord, previous_lookup: str | None = None) -> None: ...
+
+    def get(self, token_id: str) -> TokenRecord | None: ...
+
+    def find(self, lookup: str) -> list[TokenRecord]: ...
+
+    def list(self) -> list[TokenRecord]: ...
+
+    def delete(self, token_id: str) -> bool: ...
+
+    def is_empty(self) -> bool: ...
