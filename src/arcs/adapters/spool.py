@@ -86,10 +86,14 @@ class Spool:
         self._attempts[name] = entry.attempts
         if entry.attempts < self.max_attempts:
             return False
-        os.replace(entry.path, self.root / _POISON_DIR / name)
-        fsync_dir(self.root)
-        self._attempts.pop(name, None)
+        self.dead_letter(entry)
         return True
+
+    def dead_letter(self, entry: SpoolEntry) -> None:
+        """Set a write aside for a person to look at; it is kept, never dropped."""
+        os.replace(entry.path, self.root / _POISON_DIR / entry.path.name)
+        fsync_dir(self.root)
+        self._attempts.pop(entry.path.name, None)
 
     def dead_letters(self) -> list[Path]:
         return sorted((self.root / _POISON_DIR).iterdir())

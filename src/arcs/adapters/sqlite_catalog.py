@@ -10,6 +10,9 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
+from arcs.adapters.records import file_from_json, file_to_json
+from arcs.adapters.records import hour_text as _hour_text
+from arcs.adapters.records import hour_value as _hour_value
 from arcs.ports import CommitRecord, FileRecord, MeasurementSchema, TokenRecord
 
 _SCHEMA = """
@@ -34,44 +37,8 @@ CREATE INDEX IF NOT EXISTS tokens_by_lookup ON tokens (lookup);
 """
 
 
-def _hour_text(hour: datetime) -> str:
-    return hour.astimezone(UTC).strftime("%Y-%m-%dT%H")
-
-
-def _hour_value(text: str) -> datetime:
-    return datetime.strptime(text, "%Y-%m-%dT%H").replace(tzinfo=UTC)
-
-
 def _now() -> str:
     return datetime.now(UTC).isoformat()
-
-
-def file_to_json(record: FileRecord) -> dict[str, object]:
-    return {
-        "database": record.database,
-        "measurement": record.measurement,
-        "hour": _hour_text(record.hour),
-        "key": record.key,
-        "rows": record.rows,
-        "size": record.size,
-        "min_time_us": record.min_time_us,
-        "max_time_us": record.max_time_us,
-        "commit_id": record.commit_id,
-    }
-
-
-def file_from_json(data: dict[str, object]) -> FileRecord:
-    return FileRecord(
-        database=str(data["database"]),
-        measurement=str(data["measurement"]),
-        hour=_hour_value(str(data["hour"])),
-        key=str(data["key"]),
-        rows=int(data["rows"]),  # type: ignore[call-overload]
-        size=int(data["size"]),
-        min_time_us=int(data["min_time_us"]),  # type: ignore[call-overload]
-        max_time_us=int(data["max_time_us"]),
-        commit_id=str(data["commit_id"]),  # type: ignore[call-overload]
-    )
 
 
 class SqliteDatabase:

@@ -1,0 +1,174 @@
+"""The AWS adapters in one import, the boto3 clients they use, and idempotent resource creation.
+
+``create_resources`` builds what the CDK app builds for real (bucket, queue with its dead-letter
+queue, table): ``arcs local`` and the tests call it against a moto server.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypedDict, cast
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from arcs.adapters.aws_dynamodb import TTL_ATTRIBUTE, DynamoCatalog, DynamoTokenStore
+from arcs.adapters.aws_s3 import S3Store, error_code
+from arcs.adapters.aws_sqs import SqsWriteQueue, claim_key, read_queued_body
+from arcs.errors import StorageFault
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.literals import BucketLocationConstraintType
+    from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sqs.literals import QueueAttributeNameType
+
+    from arcs.settings import Settings
+
+__all__ = [
+    "AwsClients",
+    "AwsResources",
+    "DynamoCatalog",
+    "DynamoTokenStore",
+    "S3Store",
+    "SqsWriteQueue",
+    "claim_key",
+    "create_resources",
+    "read_queued_body",
+]
+
+# SQS keeps messages 4 days unless told otherwise; an accepted write must outlive any outage.
+MAX_RETENTION_S = 14 * 24 * 3600
+SQS_MAX_MESSAGE_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class AwsClients:
+    s3: S3Client
+    sqs: SQSClient
+    dynamodb: DynamoDBClient
+
+    @classmethod
+    def create(
+        cls,
+        session: boto3.Session | None = None,
+        *,
+        endpoint_url: str | None = None,
+        region: str = "us-east-1",
+    ) -> AwsClients:
+        session = session or boto3.Session(region_name=region)
+        # Emulators serve every bucket on one host, so S3 must address buckets by path there.
+        config = Config(retries={"mode": "standard"}, s3={"addressing_style": "path"} if endpoint_url else None)
+        return cls(
+            s3=session.client("s3", endpoint_url=endpoint_url, region_name=region, config=config),
+            sqs=session.client("sqs", endpoint_url=endpoint_url, region_name=region, config=config),
+            dynamodb=session.client("dynamodb", endpoint_url=endpoint_url, region_name=region, config=config),
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Settings, session: boto3.Session | None = None) -> AwsClients:
+        return cls.create(session, endpoint_url=settings.aws_endpoint_url, region=settings.aws_region)
+
+    def close(self) -> None:
+        for client in (self.s3, self.sqs, self.dynamodb):
+            client.close()
+
+
+class AwsResources(TypedDict):
+    bucket: str
+    queue_url: str
+    queue_arn: str
+    dlq_url: str
+    dlq_arn: str
+    table: str
+
+
+def _create_bucket(s3: S3Client, bucket: str) -> None:
+    region = s3.meta.region_name
+    try:
+        if region in (None, "us-east-1"):
+            s3.create_bucket(Bucket=bucket)
+        else:
+            location = cast("BucketLocationConstraintType", region)
+            s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": location})
+    except ClientError as exc:
+        if error_code(exc) != "BucketAlreadyOwnedByYou":
+            raise
+
+
+def _ensure_queue(sqs: SQSClient, name: str, attributes: dict[QueueAttributeNameType, str]) -> tuple[str, str]:
+    try:
+        url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    except ClientError as exc:
+        # An existing queue with other attributes: keep it and bring its attributes up to date.
+        if error_code(exc) not in ("QueueAlreadyExists", "QueueNameExists", "AWS.SimpleQueueService.QueueNameExists"):
+            raise
+        url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+        sqs.set_queue_attributes(QueueUrl=url, Attributes=attributes)
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    return url, arn
+
+
+def _ensure_table(dynamodb: DynamoDBClient, table: str) -> None:
+    try:
+        dynamodb.create_table(
+            TableName=table,
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+        )
+    except ClientError as exc:
+        if error_code(exc) != "ResourceInUseException":
+            raise
+    dynamodb.get_waiter("table_exists").wait(TableName=table, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
+    ttl = dynamodb.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
+    # Enabling TTL twice is an error on AWS, so look first.
+    if ttl.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING"):
+        dynamodb.update_time_to_live(
+            TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
+        )
+
+
+def create_resources(
+    clients: AwsClients | boto3.Session,
+    bucket: str,
+    queue_name: str,
+    dlq_name: str,
+    table_name: str,
+    max_receive_count: int = 5,
+    visibility_timeout_s: int = 30,
+) -> AwsResources:
+    """Create (or bring up to date) the bucket, queues and table; safe to call again."""
+    if isinstance(clients, boto3.Session):
+        clients = AwsClients.create(clients, region=clients.region_name or "us-east-1")
+    try:
+        _create_bucket(clients.s3, bucket)
+        dlq_url, dlq_arn = _ensure_queue(clients.sqs, dlq_name, {"MessageRetentionPeriod": str(MAX_RETENTION_S)})
+        redrive = {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(max_receive_count)}
+        attributes: dict[QueueAttributeNameType, str] = {
+            "MaximumMessageSize": str(SQS_MAX_MESSAGE_BYTES),
+            "VisibilityTimeout": str(visibility_timeout_s),
+            "MessageRetentionPeriod": str(MAX_RETENTION_S),
+            "RedrivePolicy": json.dumps(redrive),
+        }
+        queue_url, queue_arn = _ensure_queue(clients.sqs, queue_name, attributes)
+        _ensure_table(clients.dynamodb, table_name)
+    except (ClientError, BotoCoreError) as exc:
+        raise StorageFault(f"cannot create the AWS resources: {exc}") from exc
+    return AwsResources(
+        bucket=bucket,
+        queue_url=queue_url,
+        queue_arn=queue_arn,
+        dlq_url=dlq_url,
+        dlq_arn=dlq_arn,
+        table=table_name,
+    )

@@ -1,0 +1,471 @@
+"""The catalog and the token store on one DynamoDB table with string keys ``pk`` and ``sk``.
+
+Items (one table keeps the deployment small and lets transactions span kinds):
+
+| kind | pk | sk | attributes |
+|---|---|---|---|
+| schema | ``SCHEMA#{db}`` | ``{measurement}`` | columns (map), tags (list), version |
+| database | ``DATABASES`` | ``{name}`` | created_at |
+| data file | ``FILES#{db}#{measurement}`` | ``{YYYY-MM-DDTHH}#{key}`` | the ``FileRecord`` fields |
+| write marker | ``WRITE#{write_id}`` | ``#`` | commit_id, updated_at, expires_at (TTL) |
+| commit | ``COMMIT#{commit_id}`` | ``#`` | status, files (JSON text), expires_at (TTL) |
+| token | ``TOKENS`` | ``{token_id}`` | the ``TokenRecord`` fields, bytes as Binary |
+| token lookup | ``TOKENLOOKUP#{lookup}`` | ``{token_id}`` | a copy of the token, so auth is one query |
+
+Names never contain ``#`` (``arcs.names``), so the composite keys cannot collide. Every read is
+strongly consistent: the commit protocol and readers listing new files depend on it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import BotoCoreError, ClientError
+
+from arcs.adapters.records import file_from_json, file_to_json, hour_text
+from arcs.errors import StorageFault
+from arcs.ports import CommitRecord, FileRecord, MeasurementSchema, TokenRecord
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import (
+        AttributeValueTypeDef,
+        PutTypeDef,
+        QueryInputTypeDef,
+        TransactWriteItemTypeDef,
+    )
+
+# Markers and commit records only matter while SQS may redeliver (14 days at most).
+RECORD_TTL = timedelta(days=15)
+TTL_ATTRIBUTE = "expires_at"
+BATCH_GET_LIMIT = 100
+TRANSACT_LIMIT = 100
+_MAX_ATTEMPTS = 8
+_NO_SORT = "#"
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+Item = dict[str, "AttributeValueTypeDef"]
+
+
+def _item(values: Mapping[str, object]) -> Item:
+    return {name: _serializer.serialize(value) for name, value in values.items()}
+
+
+def _plain(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: _deserializer.deserialize(value) for name, value in item.items()}
+
+
+def _key(pk: str, sk: str) -> Item:
+    return {"pk": {"S": pk}, "sk": {"S": sk}}
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _expiry() -> int:
+    return int((_now() + RECORD_TTL).timestamp())
+
+
+def _backoff(attempt: int) -> None:
+    time.sleep(min(0.02 * 2**attempt, 1.0))
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _cancel_codes(exc: ClientError) -> list[str]:
+    """Per-item reasons of a cancelled transaction, in item order ('None' for fine items)."""
+    reasons = exc.response.get("CancellationReasons", [])
+    return [str(reason.get("Code", "None")) for reason in reasons]
+
+
+class _Table:
+    def __init__(self, client: DynamoDBClient, table_name: str, page_size: int | None = None) -> None:
+        self.client = client
+        self.table = table_name
+        # Only tests set a page size: it makes pagination happen with a handful of items.
+        self.page_size = page_size
+
+    def _fault(self, action: str, exc: Exception) -> StorageFault:
+        return StorageFault(f"DynamoDB {action} on {self.table} failed: {exc}")
+
+    def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
+        try:
+            response = self.client.get_item(TableName=self.table, Key=_key(pk, sk), ConsistentRead=True)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._fault("get", exc) from exc
+        item = response.get("Item")
+        return None if item is None else _plain(item)
+
+    def _query(self, pk: str, condition: str = "", values: Mapping[str, str] | None = None) -> Iterator[dict[str, Any]]:
+        """Items of one partition in sort-key order; ``condition`` further limits ``sk``."""
+        expression = "pk = :pk" + (f" AND {condition}" if condition else "")
+        request: QueryInputTypeDef = {
+            "TableName": self.table,
+            "KeyConditionExpression": expression,
+            "ExpressionAttributeValues": _item({":pk": pk, **(values or {})}),
+            "ConsistentRead": True,
+        }
+        if self.page_size:
+            request["Limit"] = self.page_size
+        while True:
+            try:
+                response = self.client.query(**request)
+            except (ClientError, BotoCoreError) as exc:
+                raise self._fault("query", exc) from exc
+            for item in response.get("Items", []):
+                yield _plain(item)
+            last = response.get("LastEvaluatedKey")
+            if not last:
+                return
+            request["ExclusiveStartKey"] = last
+
+    def _put(
+        self,
+        values: Mapping[str, object],
+        condition: str,
+        names: Mapping[str, str] | None = None,
+        args: Mapping[str, object] | None = None,
+    ) -> bool:
+        """A conditional put; False when the condition does not hold."""
+        request: dict[str, Any] = {"TableName": self.table, "Item": _item(values), "ConditionExpression": condition}
+        if names:
+            request["ExpressionAttributeNames"] = dict(names)
+        if args:
+            request["ExpressionAttributeValues"] = _item(args)
+        try:
+            self.client.put_item(**request)
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise self._fault("conditional put", exc) from exc
+        except BotoCoreError as exc:
+            raise self._fault("conditional put", exc) from exc
+        return True
+
+    def _transact(self, items: Sequence[TransactWriteItemTypeDef]) -> list[str] | None:
+        """Run one transaction: None when it committed, else the per-item cancellation codes."""
+        try:
+            self.client.transact_write_items(TransactItems=list(items))
+        except ClientError as exc:
+            if _code(exc) == "TransactionCanceledException":
+                return _cancel_codes(exc) or ["Unknown"] * len(items)
+            raise self._fault("transaction", exc) from exc
+        except BotoCoreError as exc:
+            raise self._fault("transaction", exc) from exc
+        return None
+
+
+def _put_op(table: str, values: Mapping[str, object], condition: str = "") -> TransactWriteItemTypeDef:
+    put: PutTypeDef = {"TableName": table, "Item": _item(values)}
+    if condition:
+        put["ConditionExpression"] = condition
+    return {"Put": put}
+
+
+def _files_pk(database: str, measurement: str) -> str:
+    return f"FILES#{database}#{measurement}"
+
+
+def _schema(item: Mapping[str, Any]) -> MeasurementSchema:
+    return MeasurementSchema(
+        database=str(item["database"]),
+        measurement=str(item["measurement"]),
+        columns={str(name): str(kind) for name, kind in item["columns"].items()},
+        tags=tuple(str(tag) for tag in item["tags"]),
+        version=int(item["version"]),
+    )
+
+
+class DynamoCatalog(_Table):
+    # --- schemas and databases -------------------------------------------------------------
+    def get_schema(self, database: str, measurement: str) -> MeasurementSchema | None:
+        item = self._get(f"SCHEMA#{database}", measurement)
+        return None if item is None else _schema(item)
+
+    def put_schema(self, schema: MeasurementSchema, expected_version: int | None) -> bool:
+        values = {
+            "pk": f"SCHEMA#{schema.database}",
+            "sk": schema.measurement,
+            "database": schema.database,
+            "measurement": schema.measurement,
+            "columns": dict(schema.columns),
+            "tags": list(schema.tags),
+            "version": (expected_version or 0) + 1,
+        }
+        put = _put_op(self.table, values)
+        if expected_version is None:
+            put["Put"]["ConditionExpression"] = "attribute_not_exists(pk)"
+        else:
+            put["Put"]["ConditionExpression"] = "#version = :expected"
+            put["Put"]["ExpressionAttributeNames"] = {"#version": "version"}
+            put["Put"]["ExpressionAttributeValues"] = _item({":expected": expected_version})
+        # Registering the database in the same transaction: a schema never exists without it.
+        register: TransactWriteItemTypeDef = {
+            "Update": {
+                "TableName": self.table,
+                "Key": _key("DATABASES", schema.database),
+                "UpdateExpression": "SET created_at = if_not_exists(created_at, :now)",
+                "ExpressionAttributeValues": _item({":now": _now().isoformat()}),
+            }
+        }
+        codes = self._transact([put, register])
+        if codes is None:
+            return True
+        if codes[0] == "ConditionalCheckFailed":
+            return False
+        raise StorageFault(f"DynamoDB schema update of {schema.database}.{schema.measurement} cancelled: {codes}")
+
+    def list_schemas(self, database: str | None = None) -> list[MeasurementSchema]:
+        databases = [database] if database else self.list_databases()
+        return [_schema(item) for name in databases for item in self._query(f"SCHEMA#{name}")]
+
+    def create_database(self, name: str) -> bool:
+        return self._put({"pk": "DATABASES", "sk": name, "created_at": _now().isoformat()}, "attribute_not_exists(pk)")
+
+    def list_databases(self) -> list[str]:
+        return [str(item["sk"]) for item in self._query("DATABASES")]
+
+    # --- committed data files ---------------------------------------------------------------
+    def put_files(self, files: Sequence[FileRecord]) -> None:
+        # Conditional puts keep the first record of a key, like the SQLite catalog; a
+        # transaction writes up to 100 of them in one call, and its cancellation reasons say
+        # which ones already existed.
+        pending: dict[tuple[str, str], TransactWriteItemTypeDef] = {}
+        for record in files:
+            pk = _files_pk(record.database, record.measurement)
+            sk = f"{hour_text(record.hour)}#{record.key}"
+            values = {"pk": pk, "sk": sk, **file_to_json(record)}
+            pending.setdefault((pk, sk), _put_op(self.table, values, "attribute_not_exists(pk)"))
+        ops = list(pending.values())
+        for start in range(0, len(ops), TRANSACT_LIMIT):
+            chunk = ops[start : start + TRANSACT_LIMIT]
+            for attempt in range(_MAX_ATTEMPTS):
+                codes = self._transact(chunk)
+                if codes is None:
+                    break
+                # Drop what already exists; anything else (a conflicting transaction) is retried.
+                chunk = [op for op, code in zip(chunk, codes, strict=False) if code != "ConditionalCheckFailed"]
+                if not chunk:
+                    break
+                _backoff(attempt)
+            else:
+                raise StorageFault(f"DynamoDB could not record {len(chunk)} files: {codes}")
+
+    def list_files(
+        self,
+        database: str,
+        measurement: str,
+        first_hour: datetime | None = None,
+        last_hour: datetime | None = None,
+    ) -> list[FileRecord]:
+        # Sort keys are "{hour}#{key}": "#" < "$", so "{hour}$" sorts after every key of that hour.
+        lower = None if first_hour is None else f"{hour_text(first_hour)}#"
+        upper = None if last_hour is None else f"{hour_text(last_hour)}$"
+        pk = _files_pk(database, measurement)
+        if lower is not None and upper is not None:
+            if lower > upper:
+                return []
+            items = self._query(pk, "sk BETWEEN :lo AND :hi", {":lo": lower, ":hi": upper})
+        elif lower is not None:
+            items = self._query(pk, "sk >= :lo", {":lo": lower})
+        elif upper is not None:
+            items = self._query(pk, "sk < :hi", {":hi": upper})
+        else:
+            items = self._query(pk)
+        return [file_from_json(item) for item in items]
+
+    # --- the ingest commit protocol ----------------------------------------------------------
+    def get_markers(self, write_ids: Iterable[str]) -> dict[str, str]:
+        ids = list(dict.fromkeys(write_ids))  # BatchGetItem refuses duplicate keys
+        found: dict[str, str] = {}
+        for start in range(0, len(ids), BATCH_GET_LIMIT):
+            keys = [_key(f"WRITE#{write_id}", _NO_SORT) for write_id in ids[start : start + BATCH_GET_LIMIT]]
+            for attempt in range(_MAX_ATTEMPTS):
+                try:
+                    response = self.client.batch_get_item(
+                        RequestItems={
+                            self.table: {
+                                "Keys": keys,
+                                "ConsistentRead": True,
+                                "ProjectionExpression": "pk, commit_id",
+                            }
+                        }
+                    )
+                except (ClientError, BotoCoreError) as exc:
+                    raise self._fault("batch get", exc) from exc
+                for raw in response.get("Responses", {}).get(self.table, []):
+                    item = _plain(raw)
+                    found[str(item["pk"]).removeprefix("WRITE#")] = str(item["commit_id"])
+                unprocessed = response.get("UnprocessedKeys", {}).get(self.table)
+                if not unprocessed or not unprocessed.get("Keys"):
+                    break
+                keys = list(unprocessed["Keys"])
+                _backoff(attempt)
+            else:
+                raise StorageFault(f"DynamoDB left {len(keys)} write markers unread after {_MAX_ATTEMPTS} attempts")
+        return found
+
+    def swap_marker(self, write_id: str, expected: str | None, commit_id: str) -> bool:
+        values = {
+            "pk": f"WRITE#{write_id}",
+            "sk": _NO_SORT,
+            "commit_id": commit_id,
+            "updated_at": _now().isoformat(),
+            TTL_ATTRIBUTE: _expiry(),
+        }
+        if expected is None:
+            return self._put(values, "attribute_not_exists(pk)")
+        return self._put(values, "#commit = :expected", {"#commit": "commit_id"}, {":expected": expected})
+
+    def get_commit(self, commit_id: str) -> CommitRecord | None:
+        item = self._get(f"COMMIT#{commit_id}", _NO_SORT)
+        if item is None:
+            return None
+        files = tuple(file_from_json(data) for data in json.loads(str(item["files"])))
+        return CommitRecord(commit_id, item["status"], files)
+
+    def put_commit_if_absent(self, record: CommitRecord) -> bool:
+        values = {
+            "pk": f"COMMIT#{record.commit_id}",
+            "sk": _NO_SORT,
+            "status": record.status,
+            # JSON text, not nested maps: the record is read whole and never queried inside.
+            "files": json.dumps([file_to_json(f) for f in record.files]),
+            "created_at": _now().isoformat(),
+            TTL_ATTRIBUTE: _expiry(),
+        }
+        return self._put(values, "attribute_not_exists(pk)")
+
+
+def _token_values(record: TokenRecord) -> dict[str, object]:
+    return {
+        "token_id": record.token_id,
+        "name": record.name,
+        "description": record.description,
+        "lookup": record.lookup,
+        "salt": record.salt,
+        "secret_hash": record.secret_hash,
+        "permissions": list(record.permissions),
+        "databases": list(record.databases),
+        "created_at": record.created_at.isoformat(),
+        "token_expires_at": None if record.expires_at is None else record.expires_at.isoformat(),
+        "revoked": record.revoked,
+    }
+
+
+def _binary(value: Any) -> bytes:
+    # The deserializer wraps Binary values; its ``value`` holds the bytes.
+    return bytes(getattr(value, "value", value))
+
+
+def _token(item: Mapping[str, Any]) -> TokenRecord:
+    expires = item.get("token_expires_at")
+    return TokenRecord(
+        token_id=str(item["token_id"]),
+        name=str(item["name"]),
+        description=str(item["description"]),
+        lookup=str(item["lookup"]),
+        salt=_binary(item["salt"]),
+        secret_hash=_binary(item["secret_hash"]),
+        permissions=tuple(str(p) for p in item["permissions"]),
+        databases=tuple(str(d) for d in item["databases"]),
+        created_at=datetime.fromisoformat(str(item["created_at"])),
+        expires_at=None if expires is None else datetime.fromisoformat(str(expires)),
+        revoked=bool(item["revoked"]),
+    )
+
+
+_TOKENS = "TOKENS"
+
+
+def _lookup_pk(lookup: str) -> str:
+    return f"TOKENLOOKUP#{lookup}"
+
+
+class DynamoTokenStore(_Table):
+    """Tokens by id, plus a copy under their lookup so authentication is a single query.
+
+    The two items change together in one transaction, guarded by the lookup the main item had
+    when we read it, so a concurrent change is retried instead of leaving a stale pointer.
+    """
+
+    def put(self, record: TokenRecord, previous_lookup: str | None = None) -> None:
+        values = _token_values(record)
+        for attempt in range(_MAX_ATTEMPTS):
+            current = self._get(_TOKENS, record.token_id)
+            current_lookup = None if current is None else str(current["lookup"])
+            main = _put_op(self.table, {"pk": _TOKENS, "sk": record.token_id, **values})
+            if current_lookup is None:
+                main["Put"]["ConditionExpression"] = "attribute_not_exists(pk)"
+            else:
+                main["Put"]["ConditionExpression"] = "#lookup = :seen"
+                main["Put"]["ExpressionAttributeNames"] = {"#lookup": "lookup"}
+                main["Put"]["ExpressionAttributeValues"] = _item({":seen": current_lookup})
+            ops: list[TransactWriteItemTypeDef] = [
+                main,
+                _put_op(self.table, {"pk": _lookup_pk(record.lookup), "sk": record.token_id, **values}),
+            ]
+            stale = {previous_lookup, current_lookup} - {None, record.lookup}
+            ops += [
+                {"Delete": {"TableName": self.table, "Key": _key(_lookup_pk(str(old)), record.token_id)}}
+                for old in sorted(str(old) for old in stale)
+            ]
+            codes = self._transact(ops)
+            if codes is None:
+                return
+            if "ConditionalCheckFailed" not in codes and "TransactionConflict" not in codes:
+                raise StorageFault(f"DynamoDB token update cancelled: {codes}")
+            _backoff(attempt)
+        raise StorageFault(f"token {record.token_id} kept changing; giving up after {_MAX_ATTEMPTS} attempts")
+
+    def get(self, token_id: str) -> TokenRecord | None:
+        item = self._get(_TOKENS, token_id)
+        return None if item is None else _token(item)
+
+    def find(self, lookup: str) -> list[TokenRecord]:
+        return [_token(item) for item in self._query(_lookup_pk(lookup))]
+
+    def delete(self, token_id: str) -> bool:
+        for attempt in range(_MAX_ATTEMPTS):
+            current = self._get(_TOKENS, token_id)
+            if current is None:
+                return False
+            lookup = str(current["lookup"])
+            codes = self._transact(
+                [
+                    {
+                        "Delete": {
+                            "TableName": self.table,
+                            "Key": _key(_TOKENS, token_id),
+                            "ConditionExpression": "#lookup = :seen",
+                            "ExpressionAttributeNames": {"#lookup": "lookup"},
+                            "ExpressionAttributeValues": _item({":seen": lookup}),
+                        }
+                    },
+                    {"Delete": {"TableName": self.table, "Key": _key(_lookup_pk(lookup), token_id)}},
+                ]
+            )
+            if codes is None:
+                return True
+            if "ConditionalCheckFailed" not in codes and "TransactionConflict" not in codes:
+                raise StorageFault(f"DynamoDB token delete cancelled: {codes}")
+            _backoff(attempt)
+        raise StorageFault(f"token {token_id} kept changing; giving up after {_MAX_ATTEMPTS} attempts")
+
+    def is_empty(self) -> bool:
+        for _item_found in self._query(_TOKENS):
+            return False
+        return True
+
+    def list(self) -> list[TokenRecord]:
+        return sorted((_token(item) for item in self._query(_TOKENS)), key=lambda record: record.created_at)

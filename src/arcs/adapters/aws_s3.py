@@ -1,0 +1,103 @@
+"""Object storage on S3 (or S3 Express, or a moto server): the ``ObjectStore`` port."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from arcs.errors import NotFound, StorageFault
+from arcs.ports import ObjectInfo
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+# S3 answers 409 when two conditional writes of one key race; AWS says retry.
+_CONFLICT_RETRIES = 3
+
+
+def error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def http_status(exc: ClientError) -> int:
+    return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+
+
+class S3Store:
+    def __init__(self, client: S3Client, bucket: str, list_page_size: int = 1000) -> None:
+        self.client = client
+        self.bucket = bucket
+        self.list_page_size = list_page_size
+
+    def _fault(self, action: str, key: str, exc: Exception) -> StorageFault:
+        return StorageFault(f"S3 {action} s3://{self.bucket}/{key} failed: {exc}")
+
+    def put(self, key: str, data: bytes) -> None:
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=data)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._fault("put", key, exc) from exc
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        for attempt in range(_CONFLICT_RETRIES + 1):
+            try:
+                self.client.put_object(Bucket=self.bucket, Key=key, Body=data, IfNoneMatch="*")
+                return True
+            except ClientError as exc:
+                code = error_code(exc)
+                if code == "PreconditionFailed" or http_status(exc) == 412:
+                    return False
+                if code == "ConditionalRequestConflict" and attempt < _CONFLICT_RETRIES:
+                    time.sleep(0.05 * 2**attempt)
+                    continue
+                raise self._fault("conditional put", key, exc) from exc
+            except BotoCoreError as exc:
+                raise self._fault("conditional put", key, exc) from exc
+        raise AssertionError("unreachable")
+
+    def get(self, key: str) -> bytes:
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=key)
+            return response["Body"].read()
+        except ClientError as exc:
+            if error_code(exc) == "NoSuchKey":
+                raise NotFound(f"no object {key}") from exc
+            raise self._fault("get", key, exc) from exc
+        except BotoCoreError as exc:
+            raise self._fault("get", key, exc) from exc
+
+    def exists(self, key: str) -> bool:
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=key)
+            return True
+        except ClientError as exc:
+            # HEAD has no body, so a missing key shows only as the status code.
+            if http_status(exc) == 404 and error_code(exc) in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise self._fault("head", key, exc) from exc
+        except BotoCoreError as exc:
+            raise self._fault("head", key, exc) from exc
+
+    def delete(self, key: str) -> None:
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=key)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._fault("delete", key, exc) from exc
+
+    def url(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        paginator = self.client.get_paginator("list_objects_v2")
+        pages = paginator.paginate(
+            Bucket=self.bucket, Prefix=prefix, PaginationConfig={"PageSize": self.list_page_size}
+        )
+        try:
+            for page in pages:
+                for item in page.get("Contents", []):
+                    yield ObjectInfo(item["Key"], int(item["Size"]))
+        except (ClientError, BotoCoreError) as exc:
+            raise self._fault("list", prefix + "*", exc) from exc

@@ -1,0 +1,164 @@
+"""The DuckDB engine: one connection per process, configured once, cursors per query.
+
+DuckDB never downloads anything: httpfs comes from the ``duckdb-extension-httpfs`` wheel, laid out
+where DuckDB looks for it (``<dir>/v<version>/<platform>/httpfs.duckdb_extension``), with
+autoinstall off. The connection is sandboxed with DuckDB's own controls: external access is
+limited to the data root (``allowed_directories`` is set before ``enable_external_access=false``,
+as it cannot change afterwards) and the configuration is locked.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from arcs.errors import BadRequest, ServiceUnavailable
+
+logger = logging.getLogger(__name__)
+_BATCH_ROWS = 122_880
+
+
+@dataclass(frozen=True, slots=True)
+class S3Access:
+    region: str
+    endpoint: str | None  # host:port for moto/LocalStack; None for AWS
+    use_ssl: bool
+    url_style: str  # "path" for emulators, "vhost" for AWS
+    key_id: str
+    secret: str
+    session_token: str | None
+
+
+def extension_directory(work_dir: Path) -> Path:
+    """Lay the bundled httpfs extension out as DuckDB expects it; returns the directory."""
+    import duckdb_extension_httpfs
+
+    source = Path(duckdb_extension_httpfs.__file__).parent / "extensions" / f"v{duckdb.__version__}"
+    platform = duckdb.sql("PRAGMA platform").fetchone()[0]  # type: ignore[index]
+    target_dir = work_dir / "duckdb_extensions"
+    target = target_dir / f"v{duckdb.__version__}" / platform / "httpfs.duckdb_extension"
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(f".{os.getpid()}.tmp")
+        shutil.copyfile(source / "httpfs.duckdb_extension", tmp)
+        os.replace(tmp, target)
+    return target_dir
+
+
+class Engine:
+    def __init__(
+        self,
+        allowed_roots: Sequence[str],
+        work_dir: Path,
+        threads: int | None = None,
+        memory_limit: str | None = None,
+        s3: S3Access | None = None,
+    ) -> None:
+        self.allowed_roots = list(allowed_roots)
+        self.work_dir = work_dir
+        self.threads = threads
+        self.memory_limit = memory_limit
+        self.s3 = s3
+        self._conn: duckdb.DuckDBPyConnection | None = None
+        self._lock = threading.Lock()
+
+    def connection(self) -> duckdb.DuckDBPyConnection:
+        if self._conn is None:
+            with self._lock:
+                if self._conn is None:
+                    self._conn = self._connect()
+        return self._conn
+
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        temp = self.work_dir / "duckdb_tmp"
+        temp.mkdir(exist_ok=True)
+        config: dict[str, Any] = {
+            "autoinstall_known_extensions": False,
+            "autoload_known_extensions": self.s3 is not None,
+            "home_directory": str(self.work_dir),
+            "temp_directory": str(temp),
+            "preserve_insertion_order": False,
+        }
+        if self.s3 is not None:
+            config["extension_directory"] = str(extension_directory(self.work_dir))
+        if self.threads:
+            config["threads"] = self.threads
+        if self.memory_limit:
+            config["memory_limit"] = self.memory_limit
+        conn = duckdb.connect(":memory:", config=config)
+        conn.execute("SET parquet_metadata_cache = true")
+        conn.execute("SET TimeZone = 'UTC'")
+        if self.s3 is not None:
+            conn.execute("LOAD httpfs")
+            self._create_secret(conn, self.s3)
+        conn.execute("SET allowed_directories = ?", [[*self.allowed_roots, str(temp)]])
+        conn.execute("SET enable_external_access = false")
+        conn.execute("SET lock_configuration = true")
+        return conn
+
+    @staticmethod
+    def _create_secret(conn: duckdb.DuckDBPyConnection, s3: S3Access) -> None:
+        options = {
+            "KEY_ID": s3.key_id,
+            "SECRET": s3.secret,
+            "REGION": s3.region,
+            "URL_STYLE": s3.url_style,
+            "USE_SSL": "true" if s3.use_ssl else "false",
+        }
+        if s3.session_token:
+            options["SESSION_TOKEN"] = s3.session_token
+        if s3.endpoint:
+            options["ENDPOINT"] = s3.endpoint
+        rendered = ", ".join(f"{key} '{value.replace(chr(39), chr(39) * 2)}'" for key, value in options.items())
+        conn.execute(f"CREATE OR REPLACE SECRET arcs_data (TYPE s3, {rendered})")
+
+    def query_arrow(self, sql: str, params: Sequence[object] | None = None, max_rows: int | None = None) -> pa.Table:
+        """Run ``sql``; more than ``max_rows`` result rows is an error, never a silent truncation."""
+        cursor = self.connection().cursor()
+        try:
+            reader = cursor.execute(sql, params).fetch_record_batch(_BATCH_ROWS)  # type: ignore[arg-type]
+            batches = []
+            rows = 0
+            for batch in reader:
+                rows += batch.num_rows
+                if max_rows is not None and rows > max_rows:
+                    raise BadRequest(f"the result has more than {max_rows} rows; add a LIMIT or narrow the query")
+                batches.append(batch)
+            return pa.Table.from_batches(batches, schema=reader.schema)
+        except duckdb.OutOfMemoryException as exc:
+            raise ServiceUnavailable(f"query needs more memory than this function has: {exc}") from exc
+        except duckdb.PermissionException as exc:
+            raise BadRequest(f"query refused by the sandbox: {_first_line(exc)}") from exc
+        except (
+            duckdb.ParserException,
+            duckdb.BinderException,
+            duckdb.CatalogException,
+            duckdb.ConversionException,
+            duckdb.InvalidInputException,
+            duckdb.NotImplementedException,
+            duckdb.OutOfRangeException,
+            duckdb.TypeMismatchException,
+        ) as exc:
+            raise BadRequest(f"query failed: {_first_line(exc)}") from exc
+        finally:
+            cursor.close()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -1,0 +1,213 @@
+"""Ingest: queued writes -> time-sorted Parquet, one file per (database, measurement, hour).
+
+Exactly-once visibility under at-least-once delivery (the argument is in docs/ingest.md):
+
+1. Every queued write carries a write id. The catalog keeps a *marker* per write id naming the
+   ingest attempt (commit id) that claimed it, and a *commit record* per attempt that is stored
+   once, as either ``committed`` (with its files) or ``aborted``, never both.
+2. An attempt claims each write by compare-and-set on its marker, writes its Parquet files under
+   keys that contain its own commit id (``If-None-Match``), then stores its commit record. That
+   single conditional write is the commit point; only then are the file records (what readers
+   list) added.
+3. A write whose marker names an earlier attempt is done if that attempt committed (its file
+   records are rolled forward); if the attempt is unknown it is aborted by storing its record as
+   ``aborted`` first — a slow attempt that wakes up later then fails to commit and cleans up.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from arcs import layout
+from arcs.batch import WriteBatch
+from arcs.errors import ArcsError
+from arcs.names import TIME_COLUMN
+from arcs.ports import Catalog, CommitRecord, FileRecord, ObjectStore
+
+logger = logging.getLogger(__name__)
+
+# Row groups: enough of them for DuckDB to scan a file on several threads, none tiny.
+MIN_ROW_GROUP_ROWS = 16_384
+TARGET_ROW_GROUPS_PER_FILE = 4
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedWrite:
+    handle: str  # what the queue knows the message by (SQS message id, spool file name)
+    write_id: str
+    load: Callable[[], bytes]
+    cleanup: Callable[[], None] | None = None  # e.g. delete a claim-check object once committed
+
+
+@dataclass
+class IngestResult:
+    committed: list[str] = field(default_factory=list)  # handles stored by this attempt
+    already_done: list[str] = field(default_factory=list)  # handles a previous attempt stored
+    failed: dict[str, str] = field(default_factory=dict)  # handle -> reason
+    poison: dict[str, str] = field(default_factory=dict)  # handle -> why it can never succeed
+    files: list[FileRecord] = field(default_factory=list)
+
+
+FaultHook = Callable[[str], None]
+
+
+def _no_fault(step: str) -> None:
+    return None
+
+
+class Ingestor:
+    def __init__(
+        self,
+        catalog: Catalog,
+        store: ObjectStore,
+        prefix: str = "",
+        row_group_rows: int = 122_880,
+        fault: FaultHook = _no_fault,
+    ) -> None:
+        self.catalog = catalog
+        self.store = store
+        self.prefix = prefix
+        self.row_group_rows = row_group_rows
+        # Tests stop the protocol between any two steps through this hook.
+        self._fault = fault
+
+    def ingest(self, writes: Sequence[QueuedWrite]) -> IngestResult:
+        result = IngestResult()
+        commit_id = uuid.uuid4().hex
+        markers = self.catalog.get_markers(w.write_id for w in writes)
+        self._fault("markers-read")
+        claimed: list[tuple[QueuedWrite, WriteBatch]] = []
+        seen: set[str] = set()
+        for write in writes:
+            if write.write_id in seen:  # the same write twice in one batch
+                result.already_done.append(write.handle)
+                continue
+            seen.add(write.write_id)
+            try:
+                previous = markers.get(write.write_id)
+                if previous is not None and self._settled(previous):
+                    result.already_done.append(write.handle)
+                    continue
+                try:
+                    batch = WriteBatch.from_bytes(write.load())
+                except ArcsError as exc:
+                    if exc.client_error:
+                        result.poison[write.handle] = exc.message
+                        continue
+                    raise
+                if not self.catalog.swap_marker(write.write_id, previous, commit_id):
+                    result.failed[write.handle] = "claimed concurrently by another ingest attempt"
+                    continue
+                claimed.append((write, batch))
+            except ArcsError as exc:
+                result.failed[write.handle] = exc.message
+        self._fault("claimed")
+        if not claimed:
+            return result
+        try:
+            files = self._write_files(commit_id, [batch for _write, batch in claimed])
+            self._fault("files-written")
+            committed = self.catalog.put_commit_if_absent(CommitRecord(commit_id, "committed", tuple(files)))
+        except Exception as exc:
+            logger.exception("ingest attempt %s failed before its commit", commit_id)
+            for write, _batch in claimed:
+                result.failed[write.handle] = f"ingest failed: {exc}"
+            return result
+        if not committed:
+            # Another attempt aborted ours while we were slow: its redelivery owns these writes now.
+            self._delete_quietly([f.key for f in files])
+            for write, _batch in claimed:
+                result.failed[write.handle] = "ingest attempt was aborted by a newer one"
+            return result
+        self._fault("committed")
+        self.catalog.put_files(files)
+        self._fault("files-listed")
+        result.files = files
+        for write, _batch in claimed:
+            result.committed.append(write.handle)
+            if write.cleanup is not None:
+                try:
+                    write.cleanup()
+                except Exception:
+                    logger.warning("could not clean up after write %s", write.write_id, exc_info=True)
+        return result
+
+    def _settled(self, commit_id: str) -> bool:
+        """True if ``commit_id`` committed (its files are then made visible); False if it never will."""
+        record = self.catalog.get_commit(commit_id)
+        if record is None:
+            if self.catalog.put_commit_if_absent(CommitRecord(commit_id, "aborted")):
+                return False
+            record = self.catalog.get_commit(commit_id)
+            if record is None:
+                raise ArcsError(f"commit record {commit_id} vanished")
+        if record.status == "committed":
+            self.catalog.put_files(record.files)  # roll forward: a crash may have come before this
+            return True
+        return False
+
+    def _write_files(self, commit_id: str, batches: list[WriteBatch]) -> list[FileRecord]:
+        groups: dict[tuple[str, str], list[pa.Table]] = {}
+        for batch in batches:
+            for part in batch.parts:
+                groups.setdefault((batch.database, part.measurement), []).append(part.table)
+        files: list[FileRecord] = []
+        for (database, measurement), tables in groups.items():
+            table = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
+            # A stable sort: rows with equal times keep their ingest order.
+            table = table.take(pc.sort_indices(table, [(TIME_COLUMN, "ascending")]))
+            hour_starts = pc.floor_temporal(table.column(TIME_COLUMN).combine_chunks(), unit="hour")
+            for start, stop in _runs(hour_starts):
+                piece = table.slice(start, stop - start)
+                files.append(self._write_file(commit_id, len(files), database, measurement, piece))
+        return files
+
+    def _write_file(self, commit_id: str, index: int, database: str, measurement: str, table: pa.Table) -> FileRecord:
+        micros = table.column(TIME_COLUMN).cast(pa.int64())
+        first, last = micros[0].as_py(), micros[-1].as_py()
+        hour = layout.hour_from_micros(first)
+        key = layout.data_key(self.prefix, database, measurement, hour, f"{commit_id}-{index:04d}.parquet")
+        rows = table.num_rows
+        row_group = max(MIN_ROW_GROUP_ROWS, math.ceil(rows / TARGET_ROW_GROUPS_PER_FILE))
+        sink = io.BytesIO()
+        pq.write_table(
+            table,
+            sink,
+            row_group_size=min(row_group, self.row_group_rows),
+            compression="zstd",
+            compression_level=1,
+            use_dictionary=True,
+            write_statistics=True,
+        )
+        data = sink.getvalue()
+        if not self.store.put_if_absent(key, data):
+            # Keys hold this attempt's unique id, so an existing key is a retry of this very write.
+            logger.info("data file %s already present", key)
+        self._fault("file-written")
+        return FileRecord(database, measurement, hour, key, rows, len(data), first, last, commit_id)
+
+    def _delete_quietly(self, keys: list[str]) -> None:
+        for key in keys:
+            try:
+                self.store.delete(key)
+            except Exception:
+                logger.warning("could not delete orphan data file %s", key, exc_info=True)
+
+
+def _runs(values: pa.Array) -> list[tuple[int, int]]:
+    """[start, stop) index ranges of equal consecutive values in a sorted array."""
+    count = len(values)
+    if count == 0:
+        return []
+    changes = pc.not_equal(values.slice(1), values.slice(0, count - 1)).fill_null(True)
+    starts = [0, *(i + 1 for i in pc.indices_nonzero(changes).to_pylist())]
+    return list(zip(starts, [*starts[1:], count], strict=True))

@@ -1,0 +1,69 @@
+"""HTTP request <-> API Gateway REST proxy event, for the runtimes that are not behind API Gateway."""
+
+from __future__ import annotations
+
+import base64
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl
+
+
+@dataclass(frozen=True, slots=True)
+class HttpResponse:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+def proxy_event(
+    method: str,
+    path: str,
+    query_string: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    authorizer_context: Mapping[str, str] | None = None,
+    source_ip: str = "127.0.0.1",
+) -> dict[str, Any]:
+    """The event API Gateway would send for this request (binary media types: ``*/*``)."""
+    pairs = parse_qsl(query_string, keep_blank_values=True)
+    single: dict[str, str] = {}
+    multi: dict[str, list[str]] = {}
+    for key, value in pairs:
+        single[key] = value
+        multi.setdefault(key, []).append(value)
+    header_map = dict(headers)
+    return {
+        "resource": path,
+        "path": path,
+        "httpMethod": method.upper(),
+        "headers": header_map,
+        "multiValueHeaders": {key: [value] for key, value in header_map.items()},
+        "queryStringParameters": single or None,
+        "multiValueQueryStringParameters": multi or None,
+        "pathParameters": None,
+        "stageVariables": None,
+        "requestContext": {
+            "resourcePath": path,
+            "httpMethod": method.upper(),
+            "path": path,
+            "stage": "local",
+            "requestId": str(uuid.uuid4()),
+            "requestTimeEpoch": int(time.time() * 1000),
+            "identity": {"sourceIp": source_ip},
+            "authorizer": dict(authorizer_context) if authorizer_context else None,
+        },
+        "body": base64.b64encode(body).decode("ascii") if body else None,
+        "isBase64Encoded": bool(body),
+    }
+
+
+def http_response(result: Mapping[str, Any]) -> HttpResponse:
+    headers = {str(k): str(v) for k, v in (result.get("headers") or {}).items()}
+    for key, values in (result.get("multiValueHeaders") or {}).items():
+        headers[str(key)] = ", ".join(str(v) for v in values)
+    raw = result.get("body") or ""
+    body = base64.b64decode(raw) if result.get("isBase64Encoded") else str(raw).encode("utf-8")
+    return HttpResponse(int(result["statusCode"]), headers, body)

@@ -1,0 +1,126 @@
+"""The query use case: SQL over measurements -> Arrow table, and its JSON shape (API.md)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from arcs.engine import Engine
+from arcs.errors import BadRequest, NotFound
+from arcs.names import check_database, check_measurement
+from arcs.ports import Catalog, ObjectStore
+from arcs.rewriter import TableRef, quote_identifier, quote_literal, rewrite_tables
+from arcs.tokens import Principal
+
+MAX_SQL_BYTES = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class QueryResult:
+    table: pa.Table
+    execution_time_ms: float
+
+
+class QueryService:
+    def __init__(self, catalog: Catalog, store: ObjectStore, engine: Engine, max_rows: int) -> None:
+        self.catalog = catalog
+        self.store = store
+        self.engine = engine
+        self.max_rows = max_rows
+
+    def run(self, sql: object, database: str, principal: Principal) -> QueryResult:
+        started = time.perf_counter()
+        if not isinstance(sql, str) or not sql.strip():
+            raise BadRequest("'sql' must be a non-empty string")
+        if len(sql.encode("utf-8", "surrogatepass")) > MAX_SQL_BYTES:
+            raise BadRequest(f"SQL is longer than {MAX_SQL_BYTES} bytes")
+        check_database(database)
+        self._check_read_only(sql)
+        rewritten = rewrite_tables(sql, lambda ref: self._scan(ref, database, principal))
+        table = self.engine.query_arrow(rewritten, max_rows=self.max_rows)
+        return QueryResult(table, (time.perf_counter() - started) * 1000)
+
+    def _check_read_only(self, sql: str) -> None:
+        try:
+            statements = self.engine.connection().cursor().extract_statements(sql)
+        except duckdb.Error as exc:
+            raise BadRequest(f"SQL does not parse: {str(exc).splitlines()[0]}") from exc
+        if len(statements) != 1:
+            raise BadRequest(f"send exactly one statement; got {len(statements)}")
+        if statements[0].type != duckdb.StatementType.SELECT:
+            raise BadRequest(f"only SELECT queries are allowed; got {statements[0].type.name}")
+
+    def _scan(self, ref: TableRef, default_database: str, principal: Principal) -> str:
+        database = check_database(ref.database) if ref.database is not None else default_database
+        measurement = check_measurement(ref.measurement)
+        principal.require_database(database)
+        schema = self.catalog.get_schema(database, measurement)
+        if schema is None:
+            raise NotFound(f"measurement {measurement!r} not found in database {database!r}")
+        files = self.catalog.list_files(database, measurement)
+        if not files:
+            columns = ", ".join(
+                f"CAST(NULL AS {_duckdb_type(kind)}) AS {quote_identifier(name)}"
+                for name, kind in schema.columns.items()
+            )
+            return f"(SELECT {columns} WHERE false)"
+        paths = ", ".join(quote_literal(self.store.url(f.key)) for f in files)
+        return f"read_parquet([{paths}], union_by_name = true)"
+
+
+def _duckdb_type(kind: str) -> str:
+    return {
+        "int64": "BIGINT",
+        "float64": "DOUBLE",
+        "string": "VARCHAR",
+        "bool": "BOOLEAN",
+        "timestamp": "TIMESTAMPTZ",
+    }.get(kind, "VARCHAR")
+
+
+def _json_column(column: pa.ChunkedArray) -> list[Any]:
+    kind = column.type
+    if pa.types.is_timestamp(kind):
+        if kind.tz is None:
+            column = column.cast(pa.timestamp(kind.unit, tz="UTC"))
+        return pc.strftime(column, format="%Y-%m-%dT%H:%M:%SZ").to_pylist()  # type: ignore[no-any-return]
+    if pa.types.is_floating(kind):
+        return [None if v is not None and not math.isfinite(v) else v for v in column.to_pylist()]
+    values = column.to_pylist()
+    if pa.types.is_date(kind) or pa.types.is_time(kind):
+        return [None if v is None else v.isoformat() for v in values]
+    if pa.types.is_decimal(kind):
+        return [None if v is None else float(v) for v in values]
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        return [None if v is None else v.hex() for v in values]
+    if pa.types.is_nested(kind) or pa.types.is_interval(kind) or pa.types.is_duration(kind):
+        return [None if v is None else json.loads(json.dumps(v, default=str)) for v in values]
+    return values  # type: ignore[no-any-return]
+
+
+def to_json_document(result: QueryResult) -> dict[str, Any]:
+    table = result.table
+    columns = [_json_column(table.column(i)) for i in range(table.num_columns)]
+    return {
+        "success": True,
+        "columns": table.column_names,
+        "data": [list(row) for row in zip(*columns, strict=True)] if columns else [],
+        "row_count": table.num_rows,
+        "execution_time_ms": round(result.execution_time_ms, 3),
+        "timestamp": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+    }
+
+
+def to_arrow_stream(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]

@@ -1,0 +1,102 @@
+"""Wiring: adapters chosen by settings, use cases built on them, once per process."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import tempfile
+from pathlib import Path
+
+from arcs.adapters.local_storage import DirectoryStore
+from arcs.adapters.spool import Spool
+from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase, SqliteTokenStore
+from arcs.engine import Engine, S3Access
+from arcs.ingest import Ingestor
+from arcs.ports import Catalog, ObjectStore, TokenStore, WriteQueue
+from arcs.query import QueryService
+from arcs.settings import Settings
+from arcs.tokens import TokenService
+from arcs.writes import WriteService
+
+logger = logging.getLogger(__name__)
+
+
+class Runtime:
+    def __init__(
+        self,
+        settings: Settings,
+        store: ObjectStore,
+        catalog: Catalog,
+        token_store: TokenStore,
+        queue: WriteQueue,
+        allowed_roots: list[str],
+        s3_access: S3Access | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.catalog = catalog
+        self.queue = queue
+        self.tokens = TokenService(token_store, settings.token_cache_ttl_s)
+        self.writes = WriteService(catalog, queue, settings.max_request_bytes, settings.max_decompressed_bytes)
+        self._allowed_roots = allowed_roots
+        self._s3_access = s3_access
+
+    @functools.cached_property
+    def engine(self) -> Engine:
+        work_dir = self.settings.work_dir or (
+            self.settings.data_dir / "work"
+            if self.settings.backend == "local"
+            else Path(tempfile.gettempdir()) / "arcs"
+        )
+        return Engine(
+            self._allowed_roots,
+            work_dir,
+            self.settings.duckdb_threads,
+            self.settings.duckdb_memory_limit,
+            self._s3_access,
+        )
+
+    @functools.cached_property
+    def queries(self) -> QueryService:
+        return QueryService(self.catalog, self.store, self.engine, self.settings.query_max_rows)
+
+    def ingestor(self) -> Ingestor:
+        return Ingestor(self.catalog, self.store, self.settings.prefix, self.settings.row_group_rows)
+
+    def ready(self) -> bool:
+        try:
+            self.catalog.list_databases()
+        except Exception:
+            logger.warning("catalog not reachable", exc_info=True)
+            return False
+        return True
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Runtime:
+        if settings.backend == "local":
+            return local_runtime(settings)
+        from arcs.adapters.aws import aws_runtime_parts
+
+        store, catalog, token_store, queue, roots, s3_access = aws_runtime_parts(settings)
+        return cls(settings, store, catalog, token_store, queue, roots, s3_access)
+
+
+class LocalRuntime(Runtime):
+    """The standalone server's wiring: everything under one data directory."""
+
+    spool: Spool
+    sqlite: SqliteDatabase
+
+
+def local_runtime(settings: Settings) -> LocalRuntime:
+    data_dir = settings.data_dir.resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    store = DirectoryStore(data_dir / "storage")
+    sqlite = SqliteDatabase(data_dir / "catalog.sqlite")
+    spool = Spool(data_dir / "spool")
+    runtime = LocalRuntime(
+        settings, store, SqliteCatalog(sqlite), SqliteTokenStore(sqlite), spool, [str(store.root) + "/"]
+    )
+    runtime.spool = spool
+    runtime.sqlite = sqlite
+    return runtime

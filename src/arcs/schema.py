@@ -1,0 +1,83 @@
+"""Measurement schemas: the stored type of every column, kept in the catalog.
+
+A request may add columns; it may never change a stored column's type, except that integers
+written into a float column widen. Whatever a client sends, a measurement stays queryable.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from arcs.batch import STORAGE_TYPES, MeasurementRows, type_name
+from arcs.errors import BadRequest, Conflict
+from arcs.ports import Catalog, MeasurementSchema
+
+_MAX_CAS_ATTEMPTS = 20
+
+
+def _reconcile_part(part: MeasurementRows, stored: MeasurementSchema | None) -> tuple[MeasurementRows, bool]:
+    """Cast ``part`` to the stored types; True when it brings columns the schema lacks."""
+    known = stored.columns if stored else {}
+    table = part.table
+    adds = False
+    for index, field in enumerate(table.schema):
+        incoming = type_name(field.type)
+        expected = known.get(field.name)
+        if expected is None:
+            adds = True
+        elif expected == incoming:
+            continue
+        elif expected == "float64" and incoming == "int64":
+            table = table.set_column(index, field.name, table.column(index).cast(pa.float64()))
+        else:
+            raise BadRequest(
+                f"measurement {part.measurement!r}: column {field.name!r} is {expected} in storage "
+                f"but the request sends {incoming}"
+            )
+    if stored and not set(part.tags) <= set(stored.tags):
+        adds = True
+    return MeasurementRows(part.measurement, table, part.tags), adds
+
+
+def _merged(stored: MeasurementSchema | None, database: str, part: MeasurementRows) -> MeasurementSchema:
+    columns = dict(stored.columns) if stored else {}
+    for field in part.table.schema:
+        columns.setdefault(field.name, type_name(field.type))
+    tags = tuple(dict.fromkeys((*(stored.tags if stored else ()), *part.tags)))
+    return MeasurementSchema(database, part.measurement, columns, tags, stored.version if stored else 0)
+
+
+def apply_schema(catalog: Catalog, database: str, parts: list[MeasurementRows]) -> list[MeasurementRows]:
+    """Check every part against its stored schema, then record new columns; all-or-nothing.
+
+    All parts are checked before any schema is written, so a conflict in the last part changes
+    nothing. Schema updates are compare-and-set on a version: concurrent writers adding the same
+    column with different types cannot both win.
+    """
+    merged: dict[str, MeasurementRows] = {}
+    for part in parts:
+        if part.measurement in merged:
+            previous = merged[part.measurement]
+            try:
+                table = pa.concat_tables([previous.table, part.table], promote_options="permissive")
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+                raise BadRequest(f"measurement {part.measurement!r}: items disagree on column types ({exc})") from exc
+            part = MeasurementRows(part.measurement, table, tuple(dict.fromkeys((*previous.tags, *part.tags))))
+        merged[part.measurement] = part
+    for _attempt in range(_MAX_CAS_ATTEMPTS):
+        checked: list[tuple[MeasurementRows, MeasurementSchema | None, bool]] = []
+        for part in merged.values():
+            stored = catalog.get_schema(database, part.measurement)
+            reconciled, adds = _reconcile_part(part, stored)
+            checked.append((reconciled, stored, adds))
+        if all(_store(catalog, database, part, stored) for part, stored, adds in checked if adds):
+            return [part for part, _stored, _adds in checked]
+    raise Conflict("the measurement schema kept changing under this request; retry it")
+
+
+def _store(catalog: Catalog, database: str, part: MeasurementRows, stored: MeasurementSchema | None) -> bool:
+    return catalog.put_schema(_merged(stored, database, part), stored.version if stored else None)
+
+
+def arrow_schema(schema: MeasurementSchema) -> pa.Schema:
+    return pa.schema([pa.field(name, STORAGE_TYPES.get(kind, pa.string())) for name, kind in schema.columns.items()])

@@ -1,0 +1,225 @@
+"""The standalone server: one process, local adapters, the same routes as the Lambda functions.
+
+HTTP requests become API Gateway proxy events (``arcs.proxy``), the token is checked by the same
+code as the Lambda authorizer, and the routes of ``arcs.api`` answer. A background thread drains
+the disk spool into Parquet through ``arcs.ingest``, as the ingest function drains SQS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from collections.abc import Awaitable, Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+
+from arcs.api import PUBLIC_PATHS, build_app, error_response
+from arcs.errors import ArcsError, PayloadTooLarge
+from arcs.ingest import QueuedWrite
+from arcs.proxy import HttpResponse, http_response, proxy_event
+from arcs.runtime import LocalRuntime
+from arcs.tokens import extract_token
+
+logger = logging.getLogger(__name__)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+class _LambdaContext:
+    """What the resolver may read from a Lambda context; nothing of it matters outside Lambda."""
+
+    function_name = "arcs-standalone"
+    aws_request_id = "local"
+
+
+class Gateway:
+    """Authorizer + router for one process; each worker thread has its own resolver (they keep state)."""
+
+    def __init__(self, runtime: LocalRuntime) -> None:
+        self.runtime = runtime
+        self._local = threading.local()
+
+    def _app(self) -> APIGatewayRestResolver:
+        app: APIGatewayRestResolver | None = getattr(self._local, "app", None)
+        if app is None:
+            app = self._local.app = build_app(self.runtime)
+        return app
+
+    def handle(self, method: str, path: str, query: str, headers: dict[str, str], body: bytes) -> HttpResponse:
+        context = None
+        if path not in PUBLIC_PATHS:
+            try:
+                event = proxy_event(method, path, query, headers, b"")
+                token = extract_token(headers, event["queryStringParameters"] or {})
+                context = self.runtime.tokens.verify(token).to_context()
+            except ArcsError as exc:
+                return _from_error(exc)
+        event = proxy_event(method, path, query, headers, body, context)
+        return http_response(self._app().resolve(event, _LambdaContext()))  # type: ignore[arg-type]
+
+
+def _from_error(exc: ArcsError) -> HttpResponse:
+    response = error_response(exc)
+    headers = {"Content-Type": "application/json", **{k: str(v) for k, v in response.headers.items()}}
+    return HttpResponse(exc.status, headers, str(response.body).encode())
+
+
+class AsgiApp:
+    def __init__(self, gateway: Gateway, max_request_bytes: int, workers: int) -> None:
+        self.gateway = gateway
+        self.max_request_bytes = max_request_bytes
+        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="arcs-http")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope["headers"]}
+        try:
+            body = await self._read_body(receive, headers)
+        except ArcsError as exc:
+            await self._send(send, _from_error(exc))
+            return
+        loop = asyncio.get_running_loop()
+        response = await loop.run_in_executor(
+            self.executor,
+            self.gateway.handle,
+            scope["method"],
+            scope["path"],
+            scope.get("query_string", b"").decode("latin-1"),
+            headers,
+            body,
+        )
+        await self._send(send, response)
+
+    async def _read_body(self, receive: Receive, headers: dict[str, str]) -> bytes:
+        declared = headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > self.max_request_bytes:
+            raise PayloadTooLarge(f"body is {declared} bytes; the limit is {self.max_request_bytes}")
+        chunks = bytearray()
+        more = True
+        while more:
+            message = await receive()
+            chunks += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(chunks) > self.max_request_bytes:
+                raise PayloadTooLarge(f"body exceeds the limit of {self.max_request_bytes} bytes")
+        return bytes(chunks)
+
+    @staticmethod
+    async def _send(send: Send, response: HttpResponse) -> None:
+        headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.items()]
+        headers.append((b"content-length", str(len(response.body)).encode()))
+        await send({"type": "http.response.start", "status": response.status, "headers": headers})
+        await send({"type": "http.response.body", "body": response.body})
+
+
+class IngestLoop(threading.Thread):
+    """Drains the spool into Parquet, with the SQS event source's batching semantics."""
+
+    def __init__(self, runtime: LocalRuntime) -> None:
+        super().__init__(name="arcs-ingest", daemon=True)
+        self.runtime = runtime
+        self.ingestor = runtime.ingestor()
+        self._stop_event = threading.Event()
+        self.idle = threading.Event()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+    def run(self) -> None:
+        spool = self.runtime.spool
+        settings = self.runtime.settings
+        while not self._stop_event.is_set():
+            try:
+                entries = spool.take(settings.ingest_batch_messages)
+                if not entries:
+                    self.idle.set()
+                    spool.wait(0.5)
+                    continue
+                self.idle.clear()
+                if len(entries) < settings.ingest_batch_messages and settings.ingest_batch_window_s > 0:
+                    # The batching window: a moment for more writes to join this batch.
+                    self._stop_event.wait(settings.ingest_batch_window_s)
+                    entries = spool.take(settings.ingest_batch_messages)
+                self.drain_once(entries)
+            except Exception:
+                logger.exception("ingest loop error; retrying")
+                self._stop_event.wait(1.0)
+
+    def drain_once(self, entries: list[Any]) -> None:
+        spool = self.runtime.spool
+        by_handle = {entry.path.name: entry for entry in entries}
+        writes = [QueuedWrite(entry.path.name, entry.write_id, entry.read) for entry in entries]
+        result = self.ingestor.ingest(writes)
+        spool.done([by_handle[h] for h in (*result.committed, *result.already_done)])
+        for handle, reason in result.poison.items():
+            logger.error("write %s can never be ingested (%s); moved to the dead-letter folder", handle, reason)
+            spool.failed(
+                type(by_handle[handle])(by_handle[handle].path, by_handle[handle].write_id, spool.max_attempts)
+            )
+        for handle, reason in result.failed.items():
+            if spool.failed(by_handle[handle]):
+                logger.error(
+                    "write %s failed %d times (%s); moved to the dead-letter folder", handle, spool.max_attempts, reason
+                )
+            else:
+                logger.warning("write %s not ingested yet: %s", handle, reason)
+
+
+def banner(url: str, token: str | None) -> str:
+    shown = token or "$ARCS_TOKEN"
+    lines = [f"Arc Serverless is running at {url}", ""]
+    if token:
+        lines += ["Admin token (shown only this once; keep it):", f"  {token}", ""]
+    else:
+        lines += ["The admin token was printed on first start; export it as ARCS_TOKEN.", ""]
+    lines += [
+        "Write a point, then query it (ingest takes about a second):",
+        f"  curl -sS -X POST '{url}/api/v1/write/line-protocol' -H 'Authorization: Bearer {shown}' "
+        "--data-binary 'cpu,host=server01 usage=64.2'",
+        f"  curl -sS -X POST '{url}/api/v1/query' -H 'Authorization: Bearer {shown}' "
+        "-H 'Content-Type: application/json' -d '{\"sql\": \"SELECT * FROM cpu\"}'",
+    ]
+    return "\n".join(lines)
+
+
+def serve(runtime: LocalRuntime, host: str, port: int, workers: int = 8) -> None:
+    import uvicorn
+
+    token = runtime.tokens.bootstrap(runtime.settings.bootstrap_token)
+    ingest = IngestLoop(runtime)
+    ingest.start()
+    app = AsgiApp(Gateway(runtime), runtime.settings.max_request_bytes, workers)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", access_log=False)
+    server = uvicorn.Server(config)
+    original_startup = server.startup
+
+    async def startup(sockets: Any = None) -> None:
+        await original_startup(sockets)
+        bound_port = port
+        if server.servers and server.servers[0].sockets:
+            bound_port = server.servers[0].sockets[0].getsockname()[1]
+        print(banner(f"http://{host}:{bound_port}", token), flush=True)
+        print(json.dumps({"event": "listening", "host": host, "port": bound_port}), flush=True)
+
+    server.startup = startup  # type: ignore[method-assign]
+    try:
+        server.run()
+    finally:
+        ingest.stop()
+        ingest.join(timeout=10)

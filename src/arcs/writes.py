@@ -1,0 +1,55 @@
+"""The write edge: a request body -> validated, normalized batch, durable in the queue."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from arcs.batch import WriteBatch
+from arcs.decoders import WireFormat, decode
+from arcs.decoders.columns import check_precision
+from arcs.decoders.compression import decompress
+from arcs.errors import PayloadTooLarge
+from arcs.names import check_database
+from arcs.ports import Catalog, WriteQueue
+from arcs.schema import apply_schema
+
+
+@dataclass(frozen=True, slots=True)
+class WriteRequest:
+    kind: WireFormat
+    body: bytes
+    database: str
+    content_encoding: str | None = None
+    precision: str | None = None
+
+
+class WriteService:
+    def __init__(
+        self,
+        catalog: Catalog,
+        queue: WriteQueue,
+        max_request_bytes: int,
+        max_decompressed_bytes: int,
+        clock_ns: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.catalog = catalog
+        self.queue = queue
+        self.max_request_bytes = max_request_bytes
+        self.max_decompressed_bytes = max_decompressed_bytes
+        self.clock_ns = clock_ns
+
+    def accept(self, request: WriteRequest) -> WriteBatch:
+        """Returns once the whole request is durable in the queue; raises and stores nothing otherwise."""
+        database = check_database(request.database)
+        precision = check_precision(request.precision)
+        if len(request.body) > self.max_request_bytes:
+            raise PayloadTooLarge(f"body is {len(request.body)} bytes; the limit is {self.max_request_bytes}")
+        body = decompress(request.body, request.content_encoding, self.max_decompressed_bytes)
+        parts = decode(request.kind, body, self.clock_ns() // 1000, precision)
+        parts = apply_schema(self.catalog, database, parts)
+        batch = WriteBatch(uuid.uuid4().hex, database, tuple(parts))
+        self.queue.enqueue(batch.write_id, batch.to_bytes())
+        return batch
