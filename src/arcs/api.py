@@ -37,7 +37,12 @@ def error_response(exc: ArcsError) -> Response:
     headers = {}
     if isinstance(exc, ServiceUnavailable):
         headers["Retry-After"] = str(exc.retry_after_s)
-    return Response(exc.status, "application/json", json.dumps({"success": False, "error": exc.message}, separators=(",", ":")), headers)
+    return Response(
+        exc.status,
+        "application/json",
+        json.dumps({"success": False, "error": exc.message}, separators=(",", ":")),
+        headers,
+    )
 
 
 def build_app(runtime: Runtime) -> APIGatewayRestResolver:

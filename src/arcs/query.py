@@ -45,7 +45,7 @@ class QueryService:
         check_database(database)
         self._check_read_only(sql)
         rewritten = rewrite_tables(sql, lambda ref: self._scan(ref, database, principal))
-        table = self.engine.query_arrow(rewritten, max_rows=self.max_rows)
+        table = _utc_named(self.engine.query_arrow(rewritten, max_rows=self.max_rows))
         return QueryResult(table, (time.perf_counter() - started) * 1000)
 
     def _check_read_only(self, sql: str) -> None:
@@ -74,6 +74,18 @@ class QueryService:
             return f"(SELECT {columns} WHERE false)"
         paths = ", ".join(quote_literal(self.store.url(f.key)) for f in files)
         return f"read_parquet([{paths}], union_by_name = true)"
+
+
+def _utc_named(table: pa.Table) -> pa.Table:
+    """DuckDB names the zone 'Etc/UTC'; clients expect the plain 'UTC' our files carry."""
+    fields = [
+        field.with_type(pa.timestamp(field.type.unit, tz="UTC"))
+        if pa.types.is_timestamp(field.type) and field.type.tz in ("Etc/UTC", "UTC")
+        else field
+        for field in table.schema
+    ]
+    schema = pa.schema(fields, metadata=table.schema.metadata)
+    return table if schema.equals(table.schema) else table.cast(schema)
 
 
 def _duckdb_type(kind: str) -> str:

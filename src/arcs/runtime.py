@@ -7,6 +7,8 @@ import logging
 import tempfile
 from pathlib import Path
 
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+
 from arcs.adapters.local_storage import DirectoryStore
 from arcs.adapters.spool import Spool
 from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase, SqliteTokenStore
@@ -100,3 +102,16 @@ def local_runtime(settings: Settings) -> LocalRuntime:
     runtime.spool = spool
     runtime.sqlite = sqlite
     return runtime
+
+
+@functools.cache
+def lambda_runtime() -> Runtime:
+    """One runtime per Lambda container, built on first use and reused while the container is warm."""
+    return Runtime.from_settings(Settings.from_env())
+
+
+@functools.cache
+def lambda_app() -> APIGatewayRestResolver:
+    from arcs.api import build_app
+
+    return build_app(lambda_runtime())

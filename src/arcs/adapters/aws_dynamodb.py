@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +45,8 @@ if TYPE_CHECKING:
 RECORD_TTL = timedelta(days=15)
 TTL_ATTRIBUTE = "expires_at"
 BATCH_GET_LIMIT = 100
-TRANSACT_LIMIT = 100
+# boto3 clients are thread-safe; a few concurrent puts keep a big backfill's commit short.
+_PUT_WORKERS = 8
 _MAX_ATTEMPTS = 8
 _NO_SORT = "#"
 
@@ -237,29 +239,21 @@ class DynamoCatalog(_Table):
 
     # --- committed data files ---------------------------------------------------------------
     def put_files(self, files: Sequence[FileRecord]) -> None:
-        # Conditional puts keep the first record of a key, like the SQLite catalog; a
-        # transaction writes up to 100 of them in one call, and its cancellation reasons say
-        # which ones already existed.
-        pending: dict[tuple[str, str], TransactWriteItemTypeDef] = {}
+        # One conditional put per file keeps the first record of a key, like the SQLite catalog.
+        # Not a transaction: files need no atomicity (the commit record is the commit point), and
+        # moto copies the whole table for every transaction item, which grows quadratically.
+        items: dict[tuple[str, str], dict[str, object]] = {}
         for record in files:
             pk = _files_pk(record.database, record.measurement)
             sk = f"{hour_text(record.hour)}#{record.key}"
-            values = {"pk": pk, "sk": sk, **file_to_json(record)}
-            pending.setdefault((pk, sk), _put_op(self.table, values, "attribute_not_exists(pk)"))
-        ops = list(pending.values())
-        for start in range(0, len(ops), TRANSACT_LIMIT):
-            chunk = ops[start : start + TRANSACT_LIMIT]
-            for attempt in range(_MAX_ATTEMPTS):
-                codes = self._transact(chunk)
-                if codes is None:
-                    break
-                # Drop what already exists; anything else (a conflicting transaction) is retried.
-                chunk = [op for op, code in zip(chunk, codes, strict=False) if code != "ConditionalCheckFailed"]
-                if not chunk:
-                    break
-                _backoff(attempt)
-            else:
-                raise StorageFault(f"DynamoDB could not record {len(chunk)} files: {codes}")
+            items.setdefault((pk, sk), {"pk": pk, "sk": sk, **file_to_json(record)})
+        if len(items) <= 1:
+            for values in items.values():
+                self._put(values, "attribute_not_exists(pk)")
+            return
+        with ThreadPoolExecutor(max_workers=min(_PUT_WORKERS, len(items))) as pool:
+            # list() surfaces the first StorageFault raised by any worker.
+            list(pool.map(lambda values: self._put(values, "attribute_not_exists(pk)"), items.values()))
 
     def list_files(
         self,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -27,6 +27,19 @@ PRECISIONS = frozenset(_MICROS_PER_UNIT) | _NANO_UNITS
 MIN_MICROS = -9_223_372_036_854_775
 MAX_MICROS = 9_223_372_036_854_775
 _CONTROL_CHARS = r"[\x00-\x1f\x7f]"
+_MAX_DETAIL = 200
+
+#: Names a row in messages: "row 3", or "line 7" when the decoder knows where the row came from.
+RowLabel = Callable[[int], str]
+
+
+def row_label(index: int) -> str:
+    return f"row {index}"
+
+
+def shorten(text: str, limit: int = _MAX_DETAIL) -> str:
+    """Library messages and types can quote a whole hostile value; keep what we echo bounded."""
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def check_precision(value: object) -> str | None:

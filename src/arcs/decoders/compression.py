@@ -72,19 +72,22 @@ _ZSTD_MAX_RATIO = 1 << 15
 def _unzstd(body: bytes, max_bytes: int) -> bytes:
     out = bytearray()
     data = memoryview(body)
+    pos = 0
     context = zstandard.ZstdDecompressor()
     try:
-        while len(data):
+        # Concatenated frames are legal (``zstd`` writes them for multiple inputs).
+        while pos < len(data):
             inflater = context.decompressobj()
-            while len(data) and not inflater.eof:
+            while pos < len(data) and not inflater.eof:
                 step = max(64, (max_bytes + 1 - len(out)) // _ZSTD_MAX_RATIO)
-                out += inflater.decompress(bytes(data[:step]))
-                data = data[step:]
+                out += inflater.decompress(bytes(data[pos : pos + step]))
+                pos += step
                 if len(out) > max_bytes:
                     raise _too_large(max_bytes)
             if not inflater.eof:
                 raise BadRequest("zstd body is truncated")
-            data = memoryview(inflater.unused_data)
+            # The frame ended inside the last slice: what it did not use starts the next frame.
+            pos = min(pos, len(data)) - len(inflater.unused_data)
     except zstandard.ZstdError as exc:
         raise BadRequest(f"zstd body is corrupt: {exc}") from exc
     return bytes(out)

@@ -1,0 +1,36 @@
+# The README's two commands are `make serve` and `make test`; everything they need is set up here.
+UV := $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
+UV_VERSION := 0.13.9
+HOST ?= 127.0.0.1
+PORT ?= 8000
+DATA_DIR ?= ./data
+
+.PHONY: setup serve local test lint format bench-ingest clean
+
+setup:
+	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
+	@$(UV) sync --all-extras --frozen --quiet
+
+serve: setup
+	$(UV) run arcs serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
+
+local: setup
+	$(UV) run arcs local --host $(HOST) --port $(PORT)
+
+lint: setup
+	$(UV) run ruff check .
+	$(UV) run ruff format --check .
+	$(UV) run mypy
+
+format: setup
+	$(UV) run ruff format .
+	$(UV) run ruff check --fix .
+
+test: lint
+	$(UV) run pytest
+
+bench-ingest: setup
+	$(UV) run python -m benchmarks.ingest
+
+clean:
+	rm -rf .venv .pytest_cache .mypy_cache .ruff_cache cdk.out

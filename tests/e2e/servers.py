@@ -1,0 +1,113 @@
+"""Starting real server processes for end-to-end tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+TOKEN = "e2e-admin-token-0123456789abcdef"
+
+
+class ServerProcess:
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        self.args = args
+        self.env = env
+        self.process: subprocess.Popen[str] | None = None
+        self.url = ""
+        self.output: list[str] = []
+
+    def start(self, timeout: float = 60.0) -> ServerProcess:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "arcs.cli", *self.args], env=self.env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True,
+        )
+        deadline = time.monotonic() + timeout
+        assert self.process.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                raise RuntimeError("server exited:\n" + "".join(self.output))
+            self.output.append(line)
+            if line.startswith('{"event": "listening"'):
+                event = json.loads(line)
+                self.url = f"http://{event['host']}:{event['port']}"
+                break
+        else:
+            raise RuntimeError("server did not start:\n" + "".join(self.output))
+        # Keep draining output so the pipe never fills up and blocks the server.
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
+        return self
+
+    def _drain(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        for line in self.process.stdout:
+            self.output.append(line)
+
+    def kill(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+        self._close()
+
+    def _close(self) -> None:
+        # The process is gone, so its pipe reaches end of file and the drain thread ends.
+        self._drainer.join(10)
+        if self.process and self.process.stdout:
+            self.process.stdout.close()
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._close()
+
+
+def standalone(data_dir: Path, token: str = TOKEN) -> ServerProcess:
+    env = {**os.environ, "ARCS_BOOTSTRAP_TOKEN": token, "ARCS_INGEST_BATCH_WINDOW_S": "0.05",
+           "ARCS_TOKEN_CACHE_TTL_S": "1"}
+    return ServerProcess(["serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", str(data_dir)], env)
+
+
+class Client:
+    def __init__(self, url: str, token: str = TOKEN) -> None:
+        self.http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+    def write(self, path: str, body: bytes, **kwargs: Any) -> httpx.Response:
+        return self.http.post(path, content=body, **kwargs)
+
+    def query(self, sql: str, database: str | None = None) -> httpx.Response:
+        headers = {"x-arc-database": database} if database else {}
+        return self.http.post("/api/v1/query", json={"sql": sql}, headers=headers)
+
+    def rows(self, sql: str, database: str | None = None) -> list[list[Any]]:
+        response = self.query(sql, database)
+        assert response.status_code == 200, response.text
+        return response.json()["data"]  # type: ignore[no-any-return]
+
+    def wait_count(self, measurement: str, expected: int, database: str | None = None, timeout: float = 30) -> int:
+        """Ingest is asynchronous: poll until the count is reached (or return the last count)."""
+        deadline = time.monotonic() + timeout
+        count = -1
+        while time.monotonic() < deadline:
+            response = self.query(f"SELECT count(*) FROM {measurement}", database)
+            if response.status_code == 200:
+                count = response.json()["data"][0][0]
+                if count >= expected:
+                    # give a wrongly duplicated batch the chance to show up before we look
+                    time.sleep(0.3)
+                    return self.rows(f"SELECT count(*) FROM {measurement}", database)[0][0]  # type: ignore[no-any-return]
+            time.sleep(0.1)
+        return count

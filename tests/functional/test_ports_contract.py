@@ -1,0 +1,444 @@
+"""One contract for each port, run against both adapters: local (directory, SQLite) and AWS (moto)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from arcs.adapters.aws import (
+    AwsClients,
+    DynamoCatalog,
+    DynamoTokenStore,
+    S3Store,
+    SqsWriteQueue,
+    create_resources,
+    read_queued_body,
+)
+from arcs.adapters.local_storage import DirectoryStore
+from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase, SqliteTokenStore
+from arcs.errors import BadRequest, NotFound, StorageFault
+from arcs.layout import data_key, parse_data_key, system_key
+from arcs.ports import (
+    Catalog,
+    CommitRecord,
+    FileRecord,
+    MeasurementSchema,
+    ObjectInfo,
+    ObjectStore,
+    TokenRecord,
+    TokenStore,
+)
+
+if TYPE_CHECKING:
+    from tests.conftest import AwsEnv
+
+pytestmark = pytest.mark.functional
+
+H0 = datetime(2024, 3, 1, 0, tzinfo=UTC)
+HOUR = timedelta(hours=1)
+
+
+@dataclass
+class Ports:
+    name: str
+    store: ObjectStore
+    catalog: Catalog
+    tokens: TokenStore
+
+
+@pytest.fixture(params=["local", "aws"])
+def ports(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ports]:
+    if request.param == "local":
+        db = SqliteDatabase(tmp_path / "catalog.sqlite")
+        yield Ports("local", DirectoryStore(tmp_path / "data"), SqliteCatalog(db), SqliteTokenStore(db))
+        db.close()
+        return
+    aws: AwsEnv = request.getfixturevalue("aws")
+    # Tiny pages so every listing and query goes through pagination.
+    yield Ports(
+        "aws",
+        S3Store(aws.s3, aws.bucket, list_page_size=2),
+        DynamoCatalog(aws.dynamodb, aws.table, page_size=2),
+        DynamoTokenStore(aws.dynamodb, aws.table, page_size=2),
+    )
+
+
+def file_record(database: str, measurement: str, hour: datetime, name: str, commit_id: str = "c1") -> FileRecord:
+    micros = int((hour - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds() * 1_000_000)
+    return FileRecord(
+        database=database,
+        measurement=measurement,
+        hour=hour,
+        key=data_key("arcs", database, measurement, hour, f"{name}.parquet"),
+        rows=10,
+        size=1234,
+        min_time_us=micros,
+        max_time_us=micros + 3_599_999_999,
+        commit_id=commit_id,
+    )
+
+
+# --- object store ------------------------------------------------------------------------------
+
+
+def test_put_if_absent_refuses_overwrite_and_keeps_first(ports: Ports) -> None:
+    key = "arcs/db/cpu/2024/03/01/00/a.parquet"
+    assert ports.store.put_if_absent(key, b"first")
+    assert not ports.store.put_if_absent(key, b"second")
+    assert ports.store.get(key) == b"first"
+    ports.store.put(key, b"third")  # a plain put does overwrite
+    assert ports.store.get(key) == b"third"
+
+
+def test_get_missing_key_is_not_found(ports: Ports) -> None:
+    with pytest.raises(NotFound):
+        ports.store.get("arcs/db/cpu/nothing.parquet")
+    assert not ports.store.exists("arcs/db/cpu/nothing.parquet")
+
+
+def test_exists_delete_and_url(ports: Ports) -> None:
+    key = "arcs/db/cpu/2024/03/01/00/b.parquet"
+    ports.store.put(key, b"\x00\x01binary\xff")
+    assert ports.store.exists(key)
+    assert ports.store.url(key).endswith(key)
+    ports.store.delete(key)
+    assert not ports.store.exists(key)
+    ports.store.delete(key)  # deleting what is gone is not an error
+
+
+def test_list_by_prefix(ports: Ports) -> None:
+    wanted = [f"arcs/db/cpu/2024/03/01/{hour:02d}/f{i}.parquet" for hour in range(3) for i in range(2)]
+    others = ["arcs/db/cpu2/2024/03/01/00/x.parquet", "arcs/db/mem/2024/03/01/00/y.parquet", "arcs/_arcs/claims/w.bin"]
+    for n, key in enumerate(wanted + others):
+        ports.store.put(key, b"x" * (n + 1))
+    listed = sorted(ports.store.list("arcs/db/cpu/"), key=lambda info: info.key)
+    assert listed == [ObjectInfo(key, n + 1) for n, key in enumerate(wanted)]
+    assert list(ports.store.list("arcs/db/disk/")) == []
+
+
+# --- schemas and databases -------------------------------------------------------------------
+
+
+def test_schema_compare_and_set(ports: Ports) -> None:
+    catalog = ports.catalog
+    schema = MeasurementSchema("db1", "cpu", {"time": "timestamp", "host": "string", "v": "float64"}, ("host",))
+    assert catalog.get_schema("db1", "cpu") is None
+    assert not catalog.put_schema(schema, 0)  # expecting a version of something that does not exist
+    assert catalog.put_schema(schema, None)
+    assert catalog.get_schema("db1", "cpu") == replace(schema, version=1)
+    assert not catalog.put_schema(schema, None)  # it exists now
+
+    wider = replace(schema, columns={**schema.columns, "w": "int64"})
+    assert catalog.put_schema(wider, 1)
+    stale = replace(schema, columns={**schema.columns, "z": "bool"})
+    assert not catalog.put_schema(stale, 1)
+    assert catalog.get_schema("db1", "cpu") == replace(wider, version=2)
+    assert catalog.list_databases() == ["db1"]  # a new schema registers its database
+
+
+def test_databases_and_schema_listing(ports: Ports) -> None:
+    catalog = ports.catalog
+    assert catalog.create_database("alpha")
+    assert not catalog.create_database("alpha")
+    cpu = MeasurementSchema("beta", "cpu", {"time": "timestamp", "v": "float64"})
+    mem = MeasurementSchema("beta", "mem", {"time": "timestamp", "free": "int64"}, ("host",))
+    disk = MeasurementSchema("gamma", "disk", {"time": "timestamp", "used": "int64"})
+    for schema in (mem, disk, cpu):
+        assert catalog.put_schema(schema, None)
+    assert catalog.list_databases() == ["alpha", "beta", "gamma"]
+    assert catalog.list_schemas("beta") == [replace(cpu, version=1), replace(mem, version=1)]
+    assert catalog.list_schemas("alpha") == []
+    assert catalog.list_schemas() == [replace(s, version=1) for s in (cpu, mem, disk)]
+
+
+# --- data files ----------------------------------------------------------------------------
+
+
+def test_files_listed_by_hour_range(ports: Ports) -> None:
+    catalog = ports.catalog
+    cpu = [file_record("db", "cpu", H0 + n * HOUR, f"f{n}") for n in range(5)]
+    cpu.append(file_record("db", "cpu", H0 + 2 * HOUR, "g2"))
+    noise = [
+        file_record("db", "cpu2", H0 + 2 * HOUR, "x"),
+        file_record("db", "mem", H0 + 2 * HOUR, "y"),
+        file_record("other", "cpu", H0 + 2 * HOUR, "z"),
+    ]
+    catalog.put_files(cpu + noise)
+
+    by_time = sorted(cpu, key=lambda f: (f.hour, f.key))
+    assert catalog.list_files("db", "cpu") == by_time
+    assert catalog.list_files("db", "cpu", H0 + HOUR, H0 + 3 * HOUR) == [
+        f for f in by_time if H0 + HOUR <= f.hour <= H0 + 3 * HOUR
+    ]
+    assert catalog.list_files("db", "cpu", H0 + 2 * HOUR, H0 + 2 * HOUR) == [
+        f for f in by_time if f.hour == H0 + 2 * HOUR
+    ]
+    assert catalog.list_files("db", "cpu", first_hour=H0 + 3 * HOUR) == by_time[-2:]
+    assert catalog.list_files("db", "cpu", last_hour=H0 + HOUR) == by_time[:2]
+    assert catalog.list_files("db", "cpu", H0 + 3 * HOUR, H0 + HOUR) == []
+    assert catalog.list_files("db", "disk") == []
+
+
+def test_put_files_is_idempotent_and_keeps_the_first(ports: Ports) -> None:
+    catalog = ports.catalog
+    files = [file_record("db", "cpu", H0 + (n % 7) * HOUR, f"f{n}") for n in range(40)]
+    catalog.put_files(files)
+    catalog.put_files([*files[:15], replace(files[0], commit_id="c2", rows=99)])
+    listed = catalog.list_files("db", "cpu")
+    assert sorted(listed, key=lambda f: f.key) == sorted(files, key=lambda f: f.key)
+
+
+# --- the commit protocol -------------------------------------------------------------------------
+
+
+def test_marker_swap_semantics(ports: Ports) -> None:
+    catalog = ports.catalog
+    assert catalog.get_markers(["w1"]) == {}
+    assert catalog.swap_marker("w1", None, "c1")
+    assert not catalog.swap_marker("w1", None, "c2")  # None means "unset", and it is set
+    assert catalog.get_markers(["w1"]) == {"w1": "c1"}
+    assert not catalog.swap_marker("w1", "c9", "c3")  # expected does not match
+    assert catalog.get_markers(["w1"]) == {"w1": "c1"}
+    assert catalog.swap_marker("w1", "c1", "c2")
+    assert catalog.get_markers(["w1"]) == {"w1": "c2"}
+    assert not catalog.swap_marker("w2", "c1", "c3")  # expecting a value of an unset marker
+    assert catalog.get_markers(["w2"]) == {}
+
+
+def test_get_markers_in_bulk(ports: Ports) -> None:
+    catalog = ports.catalog
+    expected = {f"w{n:03d}": f"c{n % 3}" for n in range(130)}
+    for write_id, commit_id in expected.items():
+        assert catalog.swap_marker(write_id, None, commit_id)
+    asked = [*expected, "missing-1", "w000", "missing-2"]  # duplicates and unknown ids too
+    assert catalog.get_markers(asked) == expected
+    assert catalog.get_markers([]) == {}
+
+
+def test_commit_is_stored_exactly_once(ports: Ports) -> None:
+    catalog = ports.catalog
+    record = CommitRecord(
+        "c1", "committed", (file_record("db", "cpu", H0, "a"), file_record("db", "mem", H0 + HOUR, "b"))
+    )
+    assert catalog.get_commit("c1") is None
+    assert catalog.put_commit_if_absent(record)
+    assert not catalog.put_commit_if_absent(CommitRecord("c1", "aborted"))
+    assert not catalog.put_commit_if_absent(record)
+    assert catalog.get_commit("c1") == record
+    aborted = CommitRecord("c2", "aborted")
+    assert catalog.put_commit_if_absent(aborted)
+    assert catalog.get_commit("c2") == aborted
+
+
+# --- tokens ----------------------------------------------------------------------------------
+
+
+def token(token_id: str, lookup: str, minutes: int, **changes: object) -> TokenRecord:
+    record = TokenRecord(
+        token_id=token_id,
+        name=f"name-{token_id}",
+        description="",
+        lookup=lookup,
+        salt=b"\x00salt\xff" + token_id.encode(),
+        secret_hash=bytes(range(32)),
+        permissions=("read", "write"),
+        databases=(),
+        created_at=datetime(2024, 1, 1, tzinfo=UTC) + timedelta(minutes=minutes),
+    )
+    return replace(record, **changes)  # type: ignore[arg-type]
+
+
+def test_tokens_put_find_get_list_delete(ports: Ports) -> None:
+    tokens = ports.tokens
+    assert tokens.is_empty()
+    assert tokens.list() == []
+    second = token("t2", "bbbb", 2, databases=("db1", "db2"), revoked=True)
+    first = token("t1", "aaaa", 1, expires_at=datetime(2030, 1, 1, tzinfo=UTC), description="ci")
+    tokens.put(second)
+    tokens.put(first)
+    assert not tokens.is_empty()
+    assert tokens.get("t1") == first
+    assert tokens.get("t2") == second
+    assert tokens.get("t3") is None
+    assert tokens.find("aaaa") == [first]
+    assert tokens.find("zzzz") == []
+    assert tokens.list() == [first, second]  # by creation time
+
+    assert tokens.delete("t1")
+    assert not tokens.delete("t1")
+    assert tokens.get("t1") is None
+    assert tokens.find("aaaa") == []
+    assert tokens.list() == [second]
+
+
+def test_token_lookup_changes_on_re_put(ports: Ports) -> None:
+    tokens = ports.tokens
+    original = token("t1", "aaaa", 1)
+    tokens.put(original)
+    rotated = replace(original, lookup="cccc", secret_hash=b"new-hash")
+    tokens.put(rotated, previous_lookup="aaaa")
+    assert tokens.find("aaaa") == []
+    assert tokens.find("cccc") == [rotated]
+    assert tokens.get("t1") == rotated
+    # Without the hint the store still drops the old lookup.
+    again = replace(rotated, lookup="dddd")
+    tokens.put(again)
+    assert tokens.find("cccc") == []
+    assert tokens.find("dddd") == [again]
+    assert tokens.list() == [again]
+
+
+def test_tokens_sharing_a_lookup_are_all_found(ports: Ports) -> None:
+    tokens = ports.tokens
+    one, two = token("t1", "same", 1), token("t2", "same", 2)
+    tokens.put(one)
+    tokens.put(two)
+    assert sorted(tokens.find("same"), key=lambda t: t.token_id) == [one, two]
+
+
+# --- the SQS write queue -------------------------------------------------------------------
+
+
+def receive_bodies(aws: AwsEnv) -> list[str]:
+    response = aws.sqs.receive_message(QueueUrl=aws.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
+    return [message["Body"] for message in response.get("Messages", [])]
+
+
+def make_queue(aws: AwsEnv, claim_check_bytes: int) -> tuple[SqsWriteQueue, S3Store]:
+    store = S3Store(aws.s3, aws.bucket)
+    return SqsWriteQueue(aws.sqs, aws.queue_url, store, aws.prefix, claim_check_bytes), store
+
+
+def test_small_envelope_travels_inline(aws: AwsEnv) -> None:
+    queue, store = make_queue(aws, claim_check_bytes=1024)
+    envelope = b"\x00\x01 small envelope \xff"
+    queue.enqueue("w-small", envelope)
+    (body,) = receive_bodies(aws)
+    assert json.loads(body) == {"id": "w-small", "inline": base64.b64encode(envelope).decode()}
+    write_id, load, claim = read_queued_body(body, store)
+    assert (write_id, load(), claim) == ("w-small", envelope, None)
+    assert list(store.list("")) == []
+
+
+def test_default_claim_threshold_fits_in_one_message(aws: AwsEnv) -> None:
+    # 700 KiB is the default threshold; base64 makes it ~933 KiB, under the queue's 1 MiB.
+    queue, store = make_queue(aws, claim_check_bytes=700 * 1024)
+    envelope = os.urandom(700 * 1024)
+    queue.enqueue("w-edge", envelope)
+    (body,) = receive_bodies(aws)
+    _write_id, load, claim = read_queued_body(body, store)
+    assert claim is None
+    assert load() == envelope
+
+
+def test_big_envelope_goes_through_a_claim_check(aws: AwsEnv) -> None:
+    queue, store = make_queue(aws, claim_check_bytes=1024)
+    envelope = os.urandom(4096)
+    queue.enqueue("w-big", envelope)
+    (body,) = receive_bodies(aws)
+    key = system_key(aws.prefix, "claims", "w-big.bin")
+    assert json.loads(body) == {"id": "w-big", "claim": key}
+    assert store.get(key) == envelope
+    assert [info.key for info in store.list("")] == [key]
+    with pytest.raises(ValueError, match="not a data key"):
+        parse_data_key(aws.prefix, key)  # no data glob can reach it
+    write_id, load, claim = read_queued_body(body, store)
+    assert (write_id, load(), claim) == ("w-big", envelope, key)
+
+
+def test_envelope_too_big_for_sqs_is_claimed_whatever_the_threshold(aws: AwsEnv) -> None:
+    queue, store = make_queue(aws, claim_check_bytes=10 * 1024 * 1024)
+    envelope = os.urandom(900 * 1024)
+    queue.enqueue("w-huge", envelope)
+    (body,) = receive_bodies(aws)
+    _write_id, load, claim = read_queued_body(body, store)
+    assert claim is not None
+    assert load() == envelope
+
+
+def test_missing_claim_object_is_not_found(tmp_path: Path) -> None:
+    store = DirectoryStore(tmp_path)
+    body = json.dumps({"id": "w1", "claim": system_key("arcs", "claims", "w1.bin")})
+    _write_id, load, _claim = read_queued_body(body, store)
+    with pytest.raises(NotFound):
+        load()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "not json",
+        "[1, 2]",
+        '{"inline": "AAAA"}',
+        '{"id": "", "inline": "AAAA"}',
+        '{"id": 7, "inline": "AAAA"}',
+        '{"id": "w"}',
+        '{"id": "w", "inline": "AAAA", "claim": "arcs/_arcs/claims/w.bin"}',
+        '{"id": "w", "inline": "***"}',
+        '{"id": "w", "inline": 5}',
+        '{"id": "w", "claim": "arcs/db/cpu/2024/03/01/00/x.parquet"}',
+        '{"id": "w", "claim": "arcs/_arcs/claims/../../db/x.bin"}',
+        '{"id": "w", "claim": ["arcs/_arcs/claims/w.bin"]}',
+    ],
+)
+def test_malformed_queued_body_is_bad_request(body: str, tmp_path: Path) -> None:
+    with pytest.raises(BadRequest):
+        read_queued_body(body, DirectoryStore(tmp_path))
+
+
+# --- resources and error translation ---------------------------------------------------------
+
+
+def test_create_resources_is_idempotent(aws: AwsEnv) -> None:
+    again = create_resources(
+        aws.clients,
+        bucket=aws.bucket,
+        queue_name=aws.queue_url.rsplit("/", 1)[1],
+        dlq_name=aws.dlq_url.rsplit("/", 1)[1],
+        table_name=aws.table,
+        max_receive_count=3,
+    )
+    assert (again["queue_url"], again["dlq_url"]) == (aws.queue_url, aws.dlq_url)
+    attributes = aws.sqs.get_queue_attributes(QueueUrl=aws.queue_url, AttributeNames=["All"])["Attributes"]
+    assert attributes["MaximumMessageSize"] == "1048576"
+    redrive = json.loads(attributes["RedrivePolicy"])
+    assert redrive["deadLetterTargetArn"] == again["dlq_arn"]
+    assert int(redrive["maxReceiveCount"]) == 3
+    ttl = aws.dynamodb.describe_time_to_live(TableName=aws.table)["TimeToLiveDescription"]
+    assert (ttl.get("TimeToLiveStatus"), ttl.get("AttributeName")) == ("ENABLED", "expires_at")
+
+
+def test_create_resources_from_a_session(aws: AwsEnv) -> None:
+    # A bare session has no endpoint, so the moto endpoint comes from clients made here.
+    clients = AwsClients.create(aws.session, endpoint_url=aws.endpoint)
+    try:
+        made = create_resources(clients, "arcs-second", "q-second", "dlq-second", "t-second")
+    finally:
+        clients.close()
+    assert made["queue_url"].endswith("/q-second")
+    assert made["table"] == "t-second"
+
+
+def test_backend_failures_become_storage_faults(aws: AwsEnv) -> None:
+    missing_bucket = S3Store(aws.s3, "arcs-no-such-bucket")
+    with pytest.raises(StorageFault):
+        missing_bucket.get("k")  # a missing bucket is our fault, not a missing object
+    with pytest.raises(StorageFault):
+        missing_bucket.put("k", b"x")
+    with pytest.raises(StorageFault):
+        list(missing_bucket.list(""))
+    with pytest.raises(StorageFault):
+        DynamoCatalog(aws.dynamodb, "no-such-table").get_schema("db", "cpu")
+    with pytest.raises(StorageFault):
+        DynamoTokenStore(aws.dynamodb, "no-such-table").list()
+    queue = SqsWriteQueue(aws.sqs, aws.queue_url + "-gone", S3Store(aws.s3, aws.bucket), aws.prefix, 1024)
+    with pytest.raises(StorageFault):
+        queue.enqueue("w1", b"x")

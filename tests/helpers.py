@@ -1,0 +1,44 @@
+"""Small builders shared by the tests."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from arcs.adapters.local_storage import DirectoryStore
+from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase
+from arcs.batch import TIME_TYPE, MeasurementRows, WriteBatch
+from arcs.ingest import QueuedWrite
+from arcs.ports import Catalog, ObjectStore
+
+HOUR_US = 3_600_000_000
+BASE_US = 1_700_000_000_000_000 - 1_700_000_000_000_000 % HOUR_US  # an hour boundary in 2023
+
+
+def make_batch(database: str, measurement: str, times_us: list[int], host: str = "a") -> WriteBatch:
+    table = pa.table({
+        "time": pa.array(times_us, pa.int64()).cast(TIME_TYPE),
+        "host": pa.array([host] * len(times_us)),
+        "value": pa.array([float(t % 1000) for t in times_us]),
+    })
+    return WriteBatch(uuid.uuid4().hex, database, (MeasurementRows(measurement, table, ("host",)),))
+
+
+def queued(batch: WriteBatch, handle: str | None = None) -> QueuedWrite:
+    data = batch.to_bytes()
+    return QueuedWrite(handle or batch.write_id, batch.write_id, lambda: data)
+
+
+def local_ports(root: Path) -> tuple[ObjectStore, Catalog]:
+    return DirectoryStore(root / "storage"), SqliteCatalog(SqliteDatabase(root / "catalog.sqlite"))
+
+
+def visible_rows(catalog: Catalog, store: ObjectStore, database: str, measurement: str) -> pa.Table:
+    """Every row a reader sees: the listed files, read back."""
+    import io
+
+    tables = [pq.read_table(io.BytesIO(store.get(f.key))) for f in catalog.list_files(database, measurement)]
+    return pa.concat_tables(tables, promote_options="permissive") if tables else pa.table({})
