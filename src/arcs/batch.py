@@ -18,7 +18,11 @@ STORAGE_TYPES: dict[str, pa.DataType] = {
     "timestamp": TIME_TYPE,
 }
 _ENVELOPE_VERSION = 1
-_IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")
+_IPC_OPTIONS = {
+    None: pa.ipc.IpcWriteOptions(),
+    "zstd": pa.ipc.IpcWriteOptions(compression="zstd"),
+    "lz4": pa.ipc.IpcWriteOptions(compression="lz4"),
+}
 
 
 def type_name(arrow_type: pa.DataType) -> str:
@@ -51,11 +55,11 @@ class WriteBatch:
     def row_count(self) -> int:
         return sum(part.table.num_rows for part in self.parts)
 
-    def to_bytes(self) -> bytes:
+    def to_bytes(self, compression: str | None = None) -> bytes:
         parts = []
         for part in self.parts:
             sink = pa.BufferOutputStream()
-            with pa.ipc.new_stream(sink, part.table.schema, options=_IPC_OPTIONS) as writer:
+            with pa.ipc.new_stream(sink, part.table.schema, options=_IPC_OPTIONS[compression]) as writer:
                 writer.write_table(part.table)
             parts.append({"m": part.measurement, "tags": list(part.tags), "ipc": sink.getvalue().to_pybytes()})
         envelope = {"v": _ENVELOPE_VERSION, "id": self.write_id, "db": self.database, "parts": parts}
@@ -66,16 +70,30 @@ class WriteBatch:
         """Raises ``BadRequest`` for anything that is not an envelope we wrote (a poison message)."""
         try:
             envelope = msgpack.unpackb(data, raw=False)
+            if not isinstance(envelope, dict):
+                raise BadRequest(f"queued write is not a valid envelope: a {type(envelope).__name__}, not a map")
             if envelope.get("v") != _ENVELOPE_VERSION:
-                raise BadRequest(f"unknown queued-write version {envelope.get('v')!r}")
-            parts = tuple(
-                MeasurementRows(
-                    measurement=part["m"],
-                    table=pa.ipc.open_stream(part["ipc"]).read_all(),
-                    tags=tuple(part["tags"]),
-                )
-                for part in envelope["parts"]
-            )
-            return cls(write_id=str(envelope["id"]), database=str(envelope["db"]), parts=parts)
-        except (ValueError, KeyError, TypeError, AttributeError, pa.ArrowException) as exc:
-            raise BadRequest(f"queued write is not a valid envelope: {exc}") from exc
+                raise BadRequest(f"unknown queued-write version {str(envelope.get('v'))[:40]!r}")
+            write_id, database, raw_parts = envelope["id"], envelope["db"], envelope["parts"]
+            if not isinstance(write_id, str) or not isinstance(database, str) or not isinstance(raw_parts, list):
+                raise BadRequest("queued write is not a valid envelope: 'id', 'db' or 'parts' has the wrong type")
+            parts = tuple(_part_from_dict(part) for part in raw_parts)
+            return cls(write_id=write_id, database=database, parts=parts)
+        except (ValueError, KeyError, TypeError, AttributeError, msgpack.UnpackException, pa.ArrowException) as exc:
+            raise BadRequest(f"queued write is not a valid envelope: {type(exc).__name__}: {str(exc)[:200]}") from exc
+
+
+def _part_from_dict(part: object) -> MeasurementRows:
+    if not isinstance(part, dict):
+        raise BadRequest("queued write is not a valid envelope: a part is not a map")
+    measurement, tags, ipc = part["m"], part["tags"], part["ipc"]
+    if not (
+        isinstance(measurement, str)
+        and isinstance(ipc, bytes)
+        and isinstance(tags, list)
+        and all(isinstance(tag, str) for tag in tags)
+    ):
+        raise BadRequest("queued write is not a valid envelope: a part's 'm', 'tags' or 'ipc' has the wrong type")
+    table = pa.ipc.open_stream(ipc).read_all()
+    table.validate(full=True)
+    return MeasurementRows(measurement=measurement, table=table, tags=tuple(tags))

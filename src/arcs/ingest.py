@@ -85,7 +85,7 @@ class Ingestor:
         commit_id = uuid.uuid4().hex
         markers = self.catalog.get_markers(w.write_id for w in writes)
         self._fault("markers-read")
-        claimed: list[tuple[QueuedWrite, WriteBatch]] = []
+        candidates: list[tuple[QueuedWrite, WriteBatch, str | None]] = []
         seen: set[str] = set()
         for write in writes:
             if write.write_id in seen:  # the same write twice in one batch
@@ -104,12 +104,16 @@ class Ingestor:
                         result.poison[write.handle] = exc.message
                         continue
                     raise
-                if not self.catalog.swap_marker(write.write_id, previous, commit_id):
-                    result.failed[write.handle] = "claimed concurrently by another ingest attempt"
-                    continue
-                claimed.append((write, batch))
+                candidates.append((write, batch, previous))
             except ArcsError as exc:
                 result.failed[write.handle] = exc.message
+        won = self.catalog.swap_markers([(w.write_id, previous) for w, _b, previous in candidates], commit_id)
+        claimed: list[tuple[QueuedWrite, WriteBatch]] = []
+        for write, batch, _previous in candidates:
+            if write.write_id in won:
+                claimed.append((write, batch))
+            else:
+                result.failed[write.handle] = "claimed concurrently by another ingest attempt"
         self._fault("claimed")
         if not claimed:
             return result

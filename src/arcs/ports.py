@@ -121,6 +121,10 @@ class Catalog(Protocol):
         """Point ``write_id`` at ``commit_id`` if it still points at ``expected`` (None: unset)."""
         ...
 
+    def swap_markers(self, claims: Sequence[tuple[str, str | None]], commit_id: str) -> set[str]:
+        """``swap_marker`` for many writes at once; returns the write ids claimed."""
+        ...
+
     def get_commit(self, commit_id: str) -> CommitRecord | None: ...
 
     def put_commit_if_absent(self, record: CommitRecord) -> bool:

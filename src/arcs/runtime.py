@@ -39,7 +39,13 @@ class Runtime:
         self.catalog = catalog
         self.queue = queue
         self.tokens = TokenService(token_store, settings.token_cache_ttl_s)
-        self.writes = WriteService(catalog, queue, settings.max_request_bytes, settings.max_decompressed_bytes)
+        self.writes = WriteService(
+            catalog,
+            queue,
+            settings.max_request_bytes,
+            settings.max_decompressed_bytes,
+            envelope_compression=None if settings.backend == "local" else "zstd",
+        )
         self._allowed_roots = allowed_roots
         self._s3_access = s3_access
 

@@ -47,7 +47,32 @@ def _merged(stored: MeasurementSchema | None, database: str, part: MeasurementRo
     return MeasurementSchema(database, part.measurement, columns, tags, stored.version if stored else 0)
 
 
-def apply_schema(catalog: Catalog, database: str, parts: list[MeasurementRows]) -> list[MeasurementRows]:
+class SchemaRegistry:
+    """The catalog's schemas behind a per-process cache.
+
+    The cache is safe because stored schemas only grow: a column's type, once stored, never
+    changes. A cached schema may lack columns another process added since; adding one is a
+    compare-and-set on the version, which then fails, and the fresh schema is read and checked.
+    """
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self._cache: dict[tuple[str, str], MeasurementSchema] = {}
+
+    def get(self, database: str, measurement: str, fresh: bool = False) -> MeasurementSchema | None:
+        key = (database, measurement)
+        if not fresh and key in self._cache:
+            return self._cache[key]
+        schema = self.catalog.get_schema(database, measurement)
+        if schema is not None:
+            self._cache[key] = schema
+        return schema
+
+    def apply(self, database: str, parts: list[MeasurementRows]) -> list[MeasurementRows]:
+        return apply_schema(self, database, parts)
+
+
+def apply_schema(registry: SchemaRegistry, database: str, parts: list[MeasurementRows]) -> list[MeasurementRows]:
     """Check every part against its stored schema, then record new columns; all-or-nothing.
 
     All parts are checked before any schema is written, so a conflict in the last part changes
@@ -64,13 +89,14 @@ def apply_schema(catalog: Catalog, database: str, parts: list[MeasurementRows]) 
                 raise BadRequest(f"measurement {part.measurement!r}: items disagree on column types ({exc})") from exc
             part = MeasurementRows(part.measurement, table, tuple(dict.fromkeys((*previous.tags, *part.tags))))
         merged[part.measurement] = part
-    for _attempt in range(_MAX_CAS_ATTEMPTS):
+    for attempt in range(_MAX_CAS_ATTEMPTS):
         checked: list[tuple[MeasurementRows, MeasurementSchema | None, bool]] = []
         for part in merged.values():
-            stored = catalog.get_schema(database, part.measurement)
+            # The first try trusts the cache; a failed compare-and-set makes later tries read afresh.
+            stored = registry.get(database, part.measurement, fresh=attempt > 0)
             reconciled, adds = _reconcile_part(part, stored)
             checked.append((reconciled, stored, adds))
-        if all(_store(catalog, database, part, stored) for part, stored, adds in checked if adds):
+        if all(_store(registry.catalog, database, part, stored) for part, stored, adds in checked if adds):
             return [part for part, _stored, _adds in checked]
     raise Conflict("the measurement schema kept changing under this request; retry it")
 

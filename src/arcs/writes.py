@@ -14,7 +14,7 @@ from arcs.decoders.compression import decompress
 from arcs.errors import PayloadTooLarge
 from arcs.names import check_database
 from arcs.ports import Catalog, WriteQueue
-from arcs.schema import apply_schema
+from arcs.schema import SchemaRegistry
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,8 +34,13 @@ class WriteService:
         max_request_bytes: int,
         max_decompressed_bytes: int,
         clock_ns: Callable[[], int] = time.time_ns,
+        envelope_compression: str | None = None,
     ) -> None:
         self.catalog = catalog
+        self.schemas = SchemaRegistry(catalog)
+        # SQS bills and caps message size, so queued envelopes are compressed there; a local
+        # spool is not worth the CPU.
+        self.envelope_compression = envelope_compression
         self.queue = queue
         self.max_request_bytes = max_request_bytes
         self.max_decompressed_bytes = max_decompressed_bytes
@@ -49,7 +54,7 @@ class WriteService:
             raise PayloadTooLarge(f"body is {len(request.body)} bytes; the limit is {self.max_request_bytes}")
         body = decompress(request.body, request.content_encoding, self.max_decompressed_bytes)
         parts = decode(request.kind, body, self.clock_ns() // 1000, precision)
-        parts = apply_schema(self.catalog, database, parts)
+        parts = self.schemas.apply(database, parts)
         batch = WriteBatch(uuid.uuid4().hex, database, tuple(parts))
-        self.queue.enqueue(batch.write_id, batch.to_bytes())
+        self.queue.enqueue(batch.write_id, batch.to_bytes(self.envelope_compression))
         return batch

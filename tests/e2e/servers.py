@@ -27,8 +27,11 @@ class ServerProcess:
 
     def start(self, timeout: float = 60.0) -> ServerProcess:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "arcs.cli", *self.args], env=self.env, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True,
+            [sys.executable, "-m", "arcs.cli", *self.args],
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         deadline = time.monotonic() + timeout
         assert self.process.stdout is not None
@@ -76,13 +79,18 @@ class ServerProcess:
 
 
 def standalone(data_dir: Path, token: str = TOKEN) -> ServerProcess:
-    env = {**os.environ, "ARCS_BOOTSTRAP_TOKEN": token, "ARCS_INGEST_BATCH_WINDOW_S": "0.05",
-           "ARCS_TOKEN_CACHE_TTL_S": "1"}
+    env = {
+        **os.environ,
+        "ARCS_BOOTSTRAP_TOKEN": token,
+        "ARCS_INGEST_BATCH_WINDOW_S": "0.05",
+        "ARCS_TOKEN_CACHE_TTL_S": "1",
+    }
     return ServerProcess(["serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", str(data_dir)], env)
 
 
 class Client:
     def __init__(self, url: str, token: str = TOKEN) -> None:
+        self.url = url
         self.http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
 
     def write(self, path: str, body: bytes, **kwargs: Any) -> httpx.Response:

@@ -25,17 +25,20 @@ def name(prefix: str) -> str:
 
 def test_msgpack_columnar_round_trip(client: Client) -> None:
     m = name("cpu")
-    body = msgpack.packb({
-        "m": m, "tags": ["host"],
-        "columns": {
-            "time": [T0 * 1000, T0 * 1000 + 1, T0 * 1000 + 2],
-            "host": ["a", "b", None],
-            "usage": [1.5, None, -2.25],
-            "count": [1, 2, 3],
-            "ok": [True, False, None],
-            "note": ["x", "", None],
-        },
-    })
+    body = msgpack.packb(
+        {
+            "m": m,
+            "tags": ["host"],
+            "columns": {
+                "time": [T0 * 1000, T0 * 1000 + 1, T0 * 1000 + 2],
+                "host": ["a", "b", None],
+                "usage": [1.5, None, -2.25],
+                "count": [1, 2, 3],
+                "ok": [True, False, None],
+                "note": ["x", "", None],
+            },
+        }
+    )
     response = client.write("/api/v1/write/msgpack", body, headers={"Content-Type": "application/msgpack"})
     assert response.status_code == 204, response.text
     assert client.wait_count(m, 3) == 3
@@ -52,10 +55,14 @@ def test_msgpack_columnar_round_trip(client: Client) -> None:
 
 def test_msgpack_rows_and_batch_round_trip(client: Client) -> None:
     m = name("mem")
-    body = msgpack.packb({"batch": [
-        {"m": m, "t": T0 * 1_000_000, "tags": {"host": "a"}, "fields": {"free": 10, "ratio": 0.5}},
-        {"m": m, "t": T0 * 1_000_000 + 7, "tags": {"host": "b"}, "fields": {"free": 11}},
-    ]})
+    body = msgpack.packb(
+        {
+            "batch": [
+                {"m": m, "t": T0 * 1_000_000, "tags": {"host": "a"}, "fields": {"free": 10, "ratio": 0.5}},
+                {"m": m, "t": T0 * 1_000_000 + 7, "tags": {"host": "b"}, "fields": {"free": 11}},
+            ]
+        }
+    )
     assert client.write("/api/v1/write/msgpack", body).status_code == 204
     assert client.wait_count(m, 2) == 2
     assert client.rows(f"SELECT time, host, free, ratio FROM {m} ORDER BY time") == [
@@ -66,13 +73,16 @@ def test_msgpack_rows_and_batch_round_trip(client: Client) -> None:
 
 def test_json_round_trip_with_bare_array(client: Client) -> None:
     m = name("disk")
-    body = json.dumps([
-        {"m": m, "columns": {"time": [T0, T0 + 1], "path": ["/", "/home"], "used": [1, 2.5]}, "tags": ["path"]},
-    ]).encode()
+    body = json.dumps(
+        [
+            {"m": m, "columns": {"time": [T0, T0 + 1], "path": ["/", "/home"], "used": [1, 2.5]}, "tags": ["path"]},
+        ]
+    ).encode()
     assert client.write("/api/v1/write/json", body).status_code == 204
     assert client.wait_count(m, 2) == 2
     assert client.rows(f"SELECT * FROM {m} ORDER BY time") == [
-        [f"{T0_ISO}.000000Z", "/", 1.0], [f"{T0_ISO[:-2]}21.000000Z", "/home", 2.5],
+        [f"{T0_ISO}.000000Z", "/", 1.0],
+        [f"{T0_ISO[:-2]}21.000000Z", "/home", 2.5],
     ]
 
 
@@ -104,8 +114,9 @@ def test_line_protocol_every_precision(client: Client, precision: str | None, st
 def test_influx_v1_and_v2_endpoints_and_compression(client: Client) -> None:
     m = name("influx")
     body = f"{m},host=a value=1 {T0}\n{m},host=b value=2 {T0 + 1}\n".encode()
-    v1 = client.write("/write?db=influxdb&rp=autogen&precision=s", gzip.compress(body),
-                      headers={"Content-Encoding": "gzip"})
+    v1 = client.write(
+        "/write?db=influxdb&rp=autogen&precision=s", gzip.compress(body), headers={"Content-Encoding": "gzip"}
+    )
     assert v1.status_code == 204, v1.text
     v2 = client.write("/api/v2/write?bucket=influxdb/autogen&org=x&precision=s", zstandard.compress(body))
     assert v2.status_code == 204, v2.text
@@ -128,14 +139,26 @@ def test_arrow_endpoint_returns_an_ipc_stream(client: Client) -> None:
 
 
 HOSTILE: list[tuple[str, str, bytes, dict[str, str], int, str]] = [
-    ("truncated msgpack", "/api/v1/write/msgpack", msgpack.packb({"m": "x", "columns": {"v": [1, 2]}})[:-3], {}, 400,
-     "MessagePack"),
+    (
+        "truncated msgpack",
+        "/api/v1/write/msgpack",
+        msgpack.packb({"m": "x", "columns": {"v": [1, 2]}})[:-3],
+        {},
+        400,
+        "MessagePack",
+    ),
     ("bad line escape", "/api/v1/write/line-protocol", b"m,t=a\\ v=1 x", {}, 400, "line 1"),
-    ("bad field type", "/api/v1/write/line-protocol", b"m v=1i\nm v=\"s\"", {}, 400, "line 2"),
+    ("bad field type", "/api/v1/write/line-protocol", b'm v=1i\nm v="s"', {}, 400, "line 2"),
     ("invalid measurement", "/api/v1/write/line-protocol", b"1m v=1", {}, 400, "measurement"),
-    ("control char in tag", "/api/v1/write/json",
-     json.dumps({"m": "m", "columns": {"t": ["a\u0001"], "v": [1]}, "tags": ["t"]}).encode(), {}, 400, "control"),
-    ("non-utf8", "/api/v1/write/line-protocol", b"m s=\"\xff\"", {}, 400, "UTF-8"),
+    (
+        "control char in tag",
+        "/api/v1/write/json",
+        json.dumps({"m": "m", "columns": {"t": ["a\u0001"], "v": [1]}, "tags": ["t"]}).encode(),
+        {},
+        400,
+        "control",
+    ),
+    ("non-utf8", "/api/v1/write/line-protocol", b'm s="\xff"', {}, 400, "UTF-8"),
     ("time out of range", "/api/v1/write/line-protocol", b"m v=1 99999999999", {"precision": "s"}, 400, "outside"),
     ("gzip bomb", "/api/v1/write/line-protocol", gzip.compress(b"0" * 150_000_000), {}, 413, "exceeds"),
     ("reserved database", "/api/v1/write/line-protocol", b"m v=1", {"x-arc-database": "system"}, 403, "reserved"),
@@ -164,7 +187,7 @@ def test_hostile_writes_get_4xx_and_store_nothing(
 def test_a_conflicting_type_names_column_and_both_types_and_stores_nothing(client: Client) -> None:
     m = name("typed")
     assert client.write("/api/v1/write/line-protocol", f"{m} v=1.5 {T0}000000000".encode()).status_code == 204
-    response = client.write("/api/v1/write/line-protocol", f"{m} ok=1i {T0}000000001\n{m} v=\"s\"".encode())
+    response = client.write("/api/v1/write/line-protocol", f'{m} ok=1i {T0}000000001\n{m} v="s"'.encode())
     assert response.status_code == 400
     assert "'v'" in response.json()["error"] and "float64" in response.json()["error"]
     assert "string" in response.json()["error"]
@@ -194,7 +217,7 @@ def test_every_token_form_is_accepted(client: Client, scheme: str) -> None:
         params["p"] = TOKEN
     else:
         headers["Authorization"] = f"{scheme} {TOKEN}"
-    response = httpx.get(f"{client.http.base_url}api/v1/auth/verify", headers=headers, params=params)
+    response = httpx.get(f"{client.url}/api/v1/auth/verify", headers=headers, params=params)
     assert response.status_code == 200, response.text
     assert "admin" in response.json()["permissions"]
 
@@ -204,8 +227,12 @@ def test_missing_or_wrong_token_is_401(client: Client, authorization: str | None
     import httpx
 
     headers = {"Authorization": authorization} if authorization else {}
-    for method, path in [("POST", "/api/v1/query"), ("POST", "/api/v1/write/line-protocol"), ("GET", "/api/v1/auth/verify")]:
-        response = httpx.request(method, f"{client.http.base_url}{path.lstrip('/')}", headers=headers, content=b"x v=1")
+    for method, path in [
+        ("POST", "/api/v1/query"),
+        ("POST", "/api/v1/write/line-protocol"),
+        ("GET", "/api/v1/auth/verify"),
+    ]:
+        response = httpx.request(method, f"{client.url}{path}", headers=headers, content=b"x v=1")
         assert response.status_code == 401, (path, response.text)
-    assert httpx.get(f"{client.http.base_url}health").status_code == 200
-    assert httpx.get(f"{client.http.base_url}ready").status_code == 200
+    assert httpx.get(f"{client.url}/health").status_code == 200
+    assert httpx.get(f"{client.url}/ready").status_code == 200

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict, cast
+from urllib.parse import urlparse
 
 import boto3
 from botocore.config import Config
@@ -17,7 +18,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 from arcs.adapters.aws_dynamodb import TTL_ATTRIBUTE, DynamoCatalog, DynamoTokenStore
 from arcs.adapters.aws_s3 import S3Store, error_code
 from arcs.adapters.aws_sqs import SqsWriteQueue, claim_key, read_queued_body
+from arcs.engine import S3Access
 from arcs.errors import StorageFault
+from arcs.ingest import QueuedWrite
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -35,8 +38,10 @@ __all__ = [
     "DynamoTokenStore",
     "S3Store",
     "SqsWriteQueue",
+    "aws_runtime_parts",
     "claim_key",
     "create_resources",
+    "queued_write_from_sqs",
     "read_queued_body",
 ]
 
@@ -172,3 +177,48 @@ def create_resources(
         dlq_arn=dlq_arn,
         table=table_name,
     )
+
+
+def s3_access(session: boto3.Session, settings: Settings) -> S3Access:
+    """What DuckDB's httpfs needs to read the bucket with this process's credentials."""
+    credentials = session.get_credentials()
+    if credentials is None:
+        raise StorageFault("no AWS credentials available to read the data bucket")
+    frozen = credentials.get_frozen_credentials()
+    endpoint = settings.aws_endpoint_url
+    parsed = urlparse(endpoint) if endpoint else None
+    return S3Access(
+        region=settings.aws_region,
+        endpoint=parsed.netloc if parsed else None,
+        use_ssl=parsed.scheme == "https" if parsed else True,
+        url_style="path" if parsed else "vhost",
+        key_id=frozen.access_key,
+        secret=frozen.secret_key,
+        session_token=frozen.token,
+    )
+
+
+def aws_runtime_parts(
+    settings: Settings, session: boto3.Session | None = None
+) -> tuple[S3Store, DynamoCatalog, DynamoTokenStore, SqsWriteQueue, list[str], S3Access]:
+    """The adapters of the Lambda functions (and of ``arcs local``), from settings."""
+    session = session or boto3.Session(region_name=settings.aws_region)
+    clients = AwsClients.from_settings(settings, session)
+    store = S3Store(clients.s3, settings.bucket)
+    queue = SqsWriteQueue(clients.sqs, settings.queue_url, store, settings.prefix, settings.claim_check_bytes)
+    root = f"s3://{settings.bucket}/{settings.prefix + '/' if settings.prefix else ''}"
+    return (
+        store,
+        DynamoCatalog(clients.dynamodb, settings.table),
+        DynamoTokenStore(clients.dynamodb, settings.table),
+        queue,
+        [root],
+        s3_access(session, settings),
+    )
+
+
+def queued_write_from_sqs(message_id: str, body: str, store: S3Store) -> QueuedWrite:
+    """An SQS record -> the ingest protocol's view of it; the claim-check object goes once committed."""
+    write_id, load, claim = read_queued_body(body, store)
+    cleanup = (lambda: store.delete(claim)) if claim else None
+    return QueuedWrite(message_id, write_id, load, cleanup)

@@ -321,6 +321,13 @@ class DynamoCatalog(_Table):
             return self._put(values, "attribute_not_exists(pk)")
         return self._put(values, "#commit = :expected", {"#commit": "commit_id"}, {":expected": expected})
 
+    def swap_markers(self, claims: Sequence[tuple[str, str | None]], commit_id: str) -> set[str]:
+        if len(claims) <= 1:
+            return {write_id for write_id, expected in claims if self.swap_marker(write_id, expected, commit_id)}
+        with ThreadPoolExecutor(max_workers=min(_PUT_WORKERS, len(claims))) as pool:
+            won = pool.map(lambda claim: self.swap_marker(claim[0], claim[1], commit_id), claims)
+            return {write_id for (write_id, _expected), ok in zip(claims, won, strict=True) if ok}
+
     def get_commit(self, commit_id: str) -> CommitRecord | None:
         item = self._get(f"COMMIT#{commit_id}", _NO_SORT)
         if item is None:

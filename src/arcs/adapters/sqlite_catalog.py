@@ -180,18 +180,26 @@ class SqliteCatalog:
                 found[str(write_id)] = str(commit_id)
         return found
 
-    def swap_marker(self, write_id: str, expected: str | None, commit_id: str) -> bool:
+    def swap_markers(self, claims: Sequence[tuple[str, str | None]], commit_id: str) -> set[str]:
+        won: set[str] = set()
+        now = _now()
         with self.db.transaction() as conn:
-            if expected is None:
-                cursor = conn.execute(
-                    "INSERT OR IGNORE INTO write_markers VALUES (?, ?, ?)", (write_id, commit_id, _now())
-                )
-            else:
-                cursor = conn.execute(
-                    "UPDATE write_markers SET commit_id=?, updated_at=? WHERE write_id=? AND commit_id=?",
-                    (commit_id, _now(), write_id, expected),
-                )
-            return cursor.rowcount == 1
+            for write_id, expected in claims:
+                if expected is None:
+                    cursor = conn.execute(
+                        "INSERT OR IGNORE INTO write_markers VALUES (?, ?, ?)", (write_id, commit_id, now)
+                    )
+                else:
+                    cursor = conn.execute(
+                        "UPDATE write_markers SET commit_id=?, updated_at=? WHERE write_id=? AND commit_id=?",
+                        (commit_id, now, write_id, expected),
+                    )
+                if cursor.rowcount == 1:
+                    won.add(write_id)
+        return won
+
+    def swap_marker(self, write_id: str, expected: str | None, commit_id: str) -> bool:
+        return write_id in self.swap_markers([(write_id, expected)], commit_id)
 
     def get_commit(self, commit_id: str) -> CommitRecord | None:
         rows = self.db.query("SELECT status, files FROM commits WHERE commit_id=?", (commit_id,))

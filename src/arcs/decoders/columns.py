@@ -46,68 +46,85 @@ def check_precision(value: object) -> str | None:
     if value is None or value == "":
         return None
     if not isinstance(value, str) or value not in PRECISIONS:
-        raise BadRequest(f"invalid precision {value!r}: use one of ns, us, ms, s (or n, u, m, h)")
+        raise BadRequest(f"invalid precision {shorten(repr(value), 40)}: use one of ns, us, ms, s (or n, u, m, h)")
     return value
 
 
-def to_micros(values: pa.Array, precision: str | None, where: str, now_micros: int | None = None) -> pa.Array:
+def to_micros(
+    values: pa.Array,
+    precision: str | None,
+    where: str,
+    now_micros: int | None = None,
+    label: RowLabel = row_label,
+) -> pa.Array:
     """Integers (or floats, or RFC 3339 strings) in ``precision`` -> TIMESTAMP(us, UTC).
 
     Without a precision, each value's unit follows from its magnitude (API.md): < 1e10 s,
-    < 1e13 ms, < 1e16 us, else ns.
+    < 1e13 ms, < 1e16 us, else ns. Sub-microsecond parts round down (toward the past). Nulls
+    become ``now_micros`` when it is given and are an error otherwise.
     """
-    if values.null_count and now_micros is not None:
-        present = to_micros(values.drop_null(), precision, where)
-        filled = pc.replace_with_mask(
-            pa.array([now_micros] * len(values), pa.int64()), pc.is_valid(values), present.cast(pa.int64())
-        )
-        return filled.cast(TIME_TYPE)
     if values.null_count:
-        first = values.is_null().index(True).as_py()
-        raise BadRequest(f"{where}: time is null at row {first}")
+        if now_micros is None:
+            first = pc.index(values.is_null(), True).as_py()
+            raise BadRequest(f"{where}: time is null at {label(first)}")
+        if values.null_count == len(values):
+            return pa.array([now_micros] * len(values), pa.int64()).cast(TIME_TYPE)
+        micros = _to_micros(values, precision, where, label)
+        return pc.fill_null(micros.cast(pa.int64()), now_micros).cast(TIME_TYPE)
+    return _to_micros(values, precision, where, label)
+
+
+def _to_micros(values: pa.Array, precision: str | None, where: str, label: RowLabel) -> pa.Array:
+    """``to_micros`` for arrays whose nulls (if any) stay null."""
     kind = values.type
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        try:
-            parsed = values.cast(TIME_TYPE)
-        except pa.ArrowInvalid as exc:
-            raise BadRequest(f"{where}: time strings must be RFC 3339 with a zone: {exc}") from exc
-        _check_range(parsed.cast(pa.int64()), where)
-        return parsed
+        return _strings_to_micros(values, where, label)
     if pa.types.is_boolean(kind) or not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
-        raise BadRequest(f"{where}: time must be integers, got {type_name(kind)}")
+        raise BadRequest(f"{where}: time must be integers, got {shorten(type_name(kind), 60)}")
     if pa.types.is_floating(kind):
-        if not pc.all(pc.is_finite(values)).as_py():
-            raise BadRequest(f"{where}: time contains NaN or infinity")
+        finite = pc.is_finite(values)
+        if not pc.all(finite).as_py():
+            raise BadRequest(f"{where}: time is NaN or infinite at {label(pc.index(finite, False).as_py())}")
         if precision is None:
             values = _floats_by_magnitude(values)
-            precision = "us"
-        elif precision not in _NANO_UNITS:
-            values = pc.multiply(values, float(_MICROS_PER_UNIT[precision]))
-            precision = "us"
-        else:
+        elif precision in _NANO_UNITS:
             values = pc.divide(values, 1000.0)
-            precision = "us"
+        else:
+            values = pc.multiply(values, float(_MICROS_PER_UNIT[precision]))
         values = pc.round(values)
-        if not pc.all(
-            pc.and_(pc.greater_equal(values, float(MIN_MICROS)), pc.less_equal(values, float(MAX_MICROS)))
-        ).as_py():
-            raise BadRequest(f"{where}: time is outside 1677-09-21 .. 2262-04-11")
-        values = values.cast(pa.int64())
+        # Roughly in range first (the cast to int64 fails beyond it), exactly after the cast.
+        _check_range(values, where, label, float(MIN_MICROS), float(MAX_MICROS))
+        micros = values.cast(pa.int64())
+        _check_range(micros, where, label)
+        return micros.cast(TIME_TYPE)
     values = values.cast(pa.int64())
     if precision is None:
-        micros = _ints_by_magnitude(values, where)
+        micros = _ints_by_magnitude(values, where, label)
     elif precision in _NANO_UNITS:
         micros = _floor_div(values, 1000)
     else:
         factor = _MICROS_PER_UNIT[precision]
         if factor != 1:
             limit = MAX_MICROS // factor
-            _check_range(values, where, low=-limit, high=limit)
+            _check_range(values, where, label, -limit, limit)
             micros = pc.multiply(values, factor)
         else:
             micros = values
-    _check_range(micros, where)
+    _check_range(micros, where, label)
     return micros.cast(TIME_TYPE)
+
+
+def _strings_to_micros(values: pa.Array, where: str, label: RowLabel) -> pa.Array:
+    # Through nanoseconds, so RFC 3339 with 7-9 fractional digits (Go's RFC3339Nano) parses too.
+    try:
+        nanos = values.cast(pa.timestamp("ns", tz="UTC"))
+    except pa.ArrowInvalid as exc:
+        try:
+            values.cast(TIME_TYPE)
+        except pa.ArrowInvalid:
+            raise BadRequest(f"{where}: time strings must be RFC 3339 with a zone: {shorten(str(exc))}") from exc
+        raise BadRequest(f"{where}: a time string is outside 1677-09-21 .. 2262-04-11: {shorten(str(exc))}") from exc
+    return _floor_div(nanos.cast(pa.int64()), 1000).cast(TIME_TYPE)
 
 
 def _floor_div(values: pa.Array, divisor: int) -> pa.Array:
@@ -117,11 +134,12 @@ def _floor_div(values: pa.Array, divisor: int) -> pa.Array:
     return pc.if_else(pc.less(remainder, 0), pc.subtract(quotient, 1), quotient)
 
 
-def _ints_by_magnitude(values: pa.Array, where: str) -> pa.Array:
+def _ints_by_magnitude(values: pa.Array, where: str, label: RowLabel) -> pa.Array:
     try:
         magnitude = pc.abs_checked(values)
     except pa.ArrowInvalid as exc:
-        raise BadRequest(f"{where}: timestamp out of range") from exc
+        row = label(pc.index(values, -(1 << 63)).as_py())
+        raise BadRequest(f"{where}: timestamp {-(1 << 63)} at {row} is out of range") from exc
     # Unchecked products are safe: each is only chosen where its magnitude test keeps it small.
     return pc.case_when(
         pc.make_struct(
@@ -147,14 +165,29 @@ def _floats_by_magnitude(values: pa.Array) -> pa.Array:
     )
 
 
-def _check_range(micros: pa.Array, where: str, low: int = MIN_MICROS, high: int = MAX_MICROS) -> None:
-    if not len(micros):
+def _check_range(
+    values: pa.Array,
+    where: str,
+    label: RowLabel,
+    low: float = MIN_MICROS,
+    high: float = MAX_MICROS,
+) -> None:
+    if not len(values) or values.null_count == len(values):
         return
-    bounds = pc.min_max(micros)
+    bounds = pc.min_max(values)
     lowest, highest = bounds["min"].as_py(), bounds["max"].as_py()
     if lowest < low or highest > high:
         bad = lowest if lowest < low else highest
-        raise BadRequest(f"{where}: timestamp {bad} is outside 1677-09-21 .. 2262-04-11 for its precision")
+        row = label(pc.index(values, bad).as_py())
+        raise BadRequest(f"{where}: timestamp at {row} is outside 1677-09-21 .. 2262-04-11 for its precision")
+
+
+_WIRE_TYPES = {"bool": "bool", "int": "int", "float": "float", "str": "string", "NoneType": "null"}
+
+
+def _python_types(values: Sequence[Any]) -> str:
+    names = sorted({_WIRE_TYPES.get(type(value).__name__, type(value).__name__) for value in values})
+    return ", ".join(names[:8])
 
 
 def column_array(values: Sequence[Any] | pa.Array, measurement: str, column: str) -> pa.Array:
@@ -170,7 +203,9 @@ def column_array(values: Sequence[Any] | pa.Array, measurement: str, column: str
         except UnicodeError as exc:
             raise BadRequest(f"{where}: string is not valid UTF-8") from exc
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-            raise BadRequest(f"{where}: values must share one type of int, float, string or bool ({exc})") from exc
+            raise BadRequest(
+                f"{where}: values must share one type of int, float, string or bool; got {_python_types(values)}"
+            ) from exc
     kind = array.type
     if pa.types.is_integer(kind):
         if kind != pa.int64():
@@ -183,18 +218,21 @@ def column_array(values: Sequence[Any] | pa.Array, measurement: str, column: str
     elif pa.types.is_large_string(kind):
         array = array.cast(pa.string())
     elif not (pa.types.is_string(kind) or pa.types.is_boolean(kind) or pa.types.is_null(kind)):
-        raise BadRequest(f"{where}: unsupported value type {kind}; use int, float, string, bool or null")
+        raise BadRequest(
+            f"{where}: unsupported value type {shorten(str(kind), 60)}; use int, float, string, bool or null"
+        )
     return array
 
 
-def check_tag_values(array: pa.Array, measurement: str, column: str) -> pa.Array:
+def check_tag_values(array: pa.Array, measurement: str, column: str, label: RowLabel = row_label) -> pa.Array:
     where = f"measurement {measurement!r}, tag {column!r}"
     if pa.types.is_null(array.type):
         return array.cast(pa.string())
     if not pa.types.is_string(array.type):
         raise BadRequest(f"{where}: tag values must be strings, got {type_name(array.type)}")
-    if pc.any(pc.match_substring_regex(array, _CONTROL_CHARS)).as_py():
-        raise BadRequest(f"{where}: tag value contains control characters")
+    bad = pc.match_substring_regex(array, _CONTROL_CHARS)
+    if pc.any(bad).as_py():
+        raise BadRequest(f"{where}: tag value at {label(pc.index(bad, True).as_py())} contains control characters")
     return array
 
 
@@ -205,6 +243,7 @@ def build_rows(
     precision: str | None,
     now_micros: int,
     null_time_is_now: bool = False,
+    label: RowLabel = row_label,
 ) -> MeasurementRows:
     """Validate names and values and assemble one measurement's table, ``time`` first."""
     name = check_measurement(measurement)
@@ -212,7 +251,7 @@ def build_rows(
         raise BadRequest(f"measurement {name!r}: {len(columns)} columns; the limit is {MAX_COLUMNS}")
     lengths = {len(values) for values in columns.values()}
     if len(lengths) > 1:
-        detail = ", ".join(f"{col}={len(vals)}" for col, vals in columns.items())
+        detail = shorten(", ".join(f"{col!r}={len(vals)}" for col, vals in columns.items()))
         raise BadRequest(f"measurement {name!r}: columns have different lengths ({detail})")
     rows = lengths.pop() if lengths else 0
     if rows == 0:
@@ -220,17 +259,17 @@ def build_rows(
     tag_set = set(tags)
     unknown_tags = tag_set - set(columns)
     if unknown_tags:
-        raise BadRequest(f"measurement {name!r}: tags {sorted(unknown_tags)} name no column")
+        raise BadRequest(f"measurement {name!r}: tags {shorten(repr(sorted(unknown_tags)))} name no column")
     if TIME_COLUMN in tag_set:
         raise BadRequest(f"measurement {name!r}: 'time' cannot be a tag")
+    check_distinct(columns, name)
     arrays: dict[str, pa.Array] = {}
     for column, values in columns.items():
-        check_column(column, name)
         if column == TIME_COLUMN:
             continue
         array = column_array(values, name, column)
         if column in tag_set:
-            array = check_tag_values(array, name, column)
+            array = check_tag_values(array, name, column, label)
         elif pa.types.is_null(array.type):
             # A column that is null throughout has no type to store; it adds nothing.
             continue
@@ -238,10 +277,27 @@ def build_rows(
     if TIME_COLUMN in columns:
         raw_time = columns[TIME_COLUMN]
         time_values = raw_time if isinstance(raw_time, pa.Array) else column_array(raw_time, name, "time")
-        time = to_micros(time_values, precision, f"measurement {name!r}", now_micros if null_time_is_now else None)
+        now = now_micros if null_time_is_now else None
+        time = to_micros(time_values, precision, f"measurement {name!r}", now, label)
     else:
         time = pa.array([now_micros] * rows, pa.int64()).cast(TIME_TYPE)
     if len(arrays) == 0:
         raise BadRequest(f"measurement {name!r}: no field or tag columns besides time")
     table = pa.Table.from_arrays([time, *arrays.values()], names=[TIME_COLUMN, *arrays])
     return MeasurementRows(name, table, tuple(t for t in tags if t in arrays))
+
+
+def check_distinct(columns: Mapping[str, object], measurement: str) -> None:
+    """Valid column names that SQL (DuckDB) can tell apart: it folds case, so 'Time' is 'time'."""
+    seen: dict[str, str] = {}
+    for column in columns:
+        check_column(column, measurement)
+        folded = column.lower()
+        other = seen.setdefault(folded, column)
+        if other != column:
+            raise BadRequest(
+                f"measurement {measurement!r}: columns {other!r} and {column!r} differ only in case; "
+                "SQL cannot tell them apart"
+            )
+        if folded == TIME_COLUMN and column != TIME_COLUMN:
+            raise BadRequest(f"measurement {measurement!r}: column {column!r} would shadow 'time'")

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from arcs.batch import MeasurementRows
-from arcs.decoders.columns import build_rows, check_precision
+from arcs.decoders.columns import build_rows, check_precision, shorten
 from arcs.errors import BadRequest
-from arcs.names import TIME_COLUMN
+from arcs.names import TIME_COLUMN, check_measurement
 
 MAX_ITEMS = 1_000_000
 
 
 def rows_from_objects(document: Any, now_micros: int, precision: str | None) -> list[MeasurementRows]:
+    precision = check_precision(precision)
     items = _items(document)
     parts: list[MeasurementRows] = []
     row_groups: dict[str, _RowAccumulator] = {}
@@ -31,8 +32,12 @@ def rows_from_objects(document: Any, now_micros: int, precision: str | None) -> 
                 raise BadRequest(f"{where}: 'm' (the measurement) must be a string")
             accumulator = row_groups.get(measurement)
             if accumulator is None:
+                try:
+                    check_measurement(measurement)
+                except BadRequest as exc:
+                    raise BadRequest(f"{where}: {exc.message}") from exc
                 accumulator = row_groups[measurement] = _RowAccumulator(measurement)
-            accumulator.add(item, where, precision)
+            accumulator.add(item, index, precision)
         else:
             raise BadRequest(f"{where}: expected a columnar object ('m', 'columns') or a row ('m', 'fields')")
     for accumulator in row_groups.values():
@@ -64,12 +69,12 @@ def _columnar(item: dict[str, Any], where: str, now_micros: int, precision: str 
         raise BadRequest(f"{where}: 'columns' must be a non-empty object of arrays")
     for name, values in columns.items():
         if not isinstance(values, list):
-            raise BadRequest(f"{where}: column {name!r} must be an array")
+            raise BadRequest(f"{where}: column {shorten(repr(name), 80)} must be an array")
     tags = item.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
         raise BadRequest(f"{where}: 'tags' must be an array of column names")
-    item_precision = check_precision(item.get("precision")) or precision
     try:
+        item_precision = check_precision(item.get("precision")) or precision
         return build_rows(item.get("m"), columns, tags, item_precision, now_micros)
     except BadRequest as exc:
         raise BadRequest(f"{where}: {exc.message}") from exc
@@ -81,13 +86,18 @@ class _RowAccumulator:
     def __init__(self, measurement: str) -> None:
         self.measurement = measurement
         self.times: list[Any] = []
+        self.items: list[int] = []
         self.columns: dict[str, list[Any]] = {}
         self.tags: dict[str, None] = {}
         self.precision: str | None = None
         self.rows = 0
 
-    def add(self, item: dict[str, Any], where: str, precision: str | None) -> None:
-        item_precision = check_precision(item.get("precision")) or precision
+    def add(self, item: dict[str, Any], index: int, precision: str | None) -> None:
+        where = f"item {index}"
+        try:
+            item_precision = check_precision(item.get("precision")) or precision
+        except BadRequest as exc:
+            raise BadRequest(f"{where}: {exc.message}") from exc
         if self.rows and item_precision != self.precision:
             raise BadRequest(f"{where}: rows of {self.measurement!r} mix precisions")
         self.precision = item_precision
@@ -98,37 +108,38 @@ class _RowAccumulator:
         if not fields:
             raise BadRequest(f"{where}: a row needs at least one field")
         self.times.append(item.get("t", item.get(TIME_COLUMN)))
+        self.items.append(index)
         for key, value in tags.items():
             if key in fields:
-                raise BadRequest(f"{where}: {key!r} is both a tag and a field")
+                raise BadRequest(f"{where}: {shorten(repr(key), 80)} is both a tag and a field")
             self.tags[key] = None
-            self._put(key, value)
+            self._put(key, value, where)
         for key, value in fields.items():
-            self._put(key, value)
+            self._put(key, value, where)
         self.rows += 1
         for values in self.columns.values():
             if len(values) < self.rows:
                 values.append(None)
 
-    def _put(self, key: Any, value: Any) -> None:
+    def _put(self, key: Any, value: Any, where: str) -> None:
         if not isinstance(key, str):
-            raise BadRequest(f"measurement {self.measurement!r}: keys must be strings, got {key!r}")
+            raise BadRequest(f"{where}: keys must be strings, got {shorten(repr(key), 80)}")
         if key == TIME_COLUMN:
-            raise BadRequest(f"measurement {self.measurement!r}: 'time' cannot be a tag or field")
+            raise BadRequest(f"{where}: 'time' cannot be a tag or field")
         values = self.columns.get(key)
         if values is None:
             values = self.columns[key] = [None] * self.rows
-        if len(values) > self.rows:
-            raise BadRequest(f"measurement {self.measurement!r}: key {key!r} repeated in one row")
         values.append(value)
 
     def build(self, now_micros: int) -> MeasurementRows:
-        columns: dict[str, Iterable[Any] | pa.Array] = {TIME_COLUMN: self.times, **self.columns}
+        columns: dict[str, Sequence[Any] | pa.Array] = {TIME_COLUMN: self.times, **self.columns}
+        items = self.items
         return build_rows(
             self.measurement,
             columns,
             list(self.tags),
             self.precision,
             now_micros,
-            null_time_is_now=True,  # type: ignore[arg-type]
+            null_time_is_now=True,
+            label=lambda row: f"item {items[row]}",
         )

@@ -1,0 +1,305 @@
+"""Ingest benchmark: throughput per core of the write path, per format, and its memory.
+
+    uv run python -m benchmarks.ingest [--requests 100] [--rows 1000] [--server-seconds 10]
+
+For each wire format it builds 100 requests x 1,000 rows (6 columns: time, 2 tags, 3 fields),
+then measures on one core, with CPU time:
+  * the write edge (decompress, decode, validate, schema check, envelope, durable spool write),
+  * the ingest step (read envelopes, group by hour, sort, write Parquet to a directory),
+  * their sum, the figure the targets are about (>= 3 M rows/s MessagePack columnar,
+    >= 1 M rows/s line protocol, >= 0.5 M rows/s JSON),
+and, in a fresh child process, the ingest step's peak memory against the batch's decompressed size.
+Finally it drives the standalone server over HTTP and samples its resident memory.
+Figures are printed, never asserted: tests check correctness, this checks speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import msgpack
+
+from arcs.adapters.local_storage import DirectoryStore
+from arcs.adapters.spool import Spool
+from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase
+from arcs.decoders import WireFormat
+from arcs.ingest import Ingestor, QueuedWrite
+from arcs.writes import WriteRequest, WriteService
+
+HOSTS = [f"server{i:02d}" for i in range(50)]
+REGIONS = ["us-east", "us-west", "eu-central", "ap-south"]
+START_NS = 1_700_000_000_000_000_000
+
+
+def columns_for(request: int, rows: int) -> dict[str, list[object]]:
+    rng = random.Random(request)
+    base_ns = START_NS + request * rows * 1_000_000
+    return {
+        "time": [base_ns + i * 1_000_000 for i in range(rows)],
+        "host": [HOSTS[rng.randrange(len(HOSTS))] for _ in range(rows)],
+        "region": [REGIONS[rng.randrange(len(REGIONS))] for _ in range(rows)],
+        "usage_user": [rng.random() * 100 for _ in range(rows)],
+        "usage_system": [rng.random() * 100 for _ in range(rows)],
+        "requests": [rng.randrange(10_000) for _ in range(rows)],
+    }
+
+
+def msgpack_columnar(cols: dict[str, list[object]]) -> bytes:
+    return msgpack.packb({"m": "cpu", "columns": cols, "tags": ["host", "region"], "precision": "ns"})
+
+
+def msgpack_rows(cols: dict[str, list[object]]) -> bytes:
+    rows = [
+        {
+            "m": "cpu",
+            "t": t,
+            "tags": {"host": h, "region": r},
+            "fields": {"usage_user": u, "usage_system": s, "requests": q},
+        }
+        for t, h, r, u, s, q in zip(*cols.values(), strict=True)
+    ]
+    return msgpack.packb({"batch": rows})
+
+
+def line_protocol(cols: dict[str, list[object]]) -> bytes:
+    return "\n".join(
+        f"cpu,host={h},region={r} usage_user={u!r},usage_system={s!r},requests={q}i {t}"
+        for t, h, r, u, s, q in zip(*cols.values(), strict=True)
+    ).encode()
+
+
+def json_columnar(cols: dict[str, list[object]]) -> bytes:
+    return json.dumps({"m": "cpu", "columns": cols, "tags": ["host", "region"], "precision": "ns"}).encode()
+
+
+FORMATS: dict[str, tuple[WireFormat, Callable[[dict[str, list[object]]], bytes], str | None]] = {
+    "msgpack-columnar": (WireFormat.MSGPACK, msgpack_columnar, None),
+    "msgpack-rows": (WireFormat.MSGPACK, msgpack_rows, "ns"),
+    "line-protocol": (WireFormat.LINE_PROTOCOL, line_protocol, "ns"),
+    "json-columnar": (WireFormat.JSON, json_columnar, None),
+}
+
+
+def bodies(fmt: str, requests: int, rows: int) -> list[bytes]:
+    return [FORMATS[fmt][1](columns_for(i, rows)) for i in range(requests)]
+
+
+def run_once(fmt: str, requests: int, rows: int, workdir: Path) -> dict[str, float]:
+    kind, _encode, precision = FORMATS[fmt]
+    payloads = bodies(fmt, requests, rows)
+    shutil.rmtree(workdir, ignore_errors=True)
+    catalog = SqliteCatalog(SqliteDatabase(workdir / "catalog.sqlite"))
+    spool = Spool(workdir / "spool")
+    store = DirectoryStore(workdir / "storage")
+    edge = WriteService(catalog, spool, 10 << 20, 100 << 20)
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    for body in payloads:
+        edge.accept(WriteRequest(kind, body, "bench", None, precision))
+    cpu1, wall1 = time.process_time(), time.perf_counter()
+    entries = spool.take(requests)
+    writes = [QueuedWrite(e.path.name, e.write_id, e.read) for e in entries]
+    result = Ingestor(catalog, store).ingest(writes)
+    cpu2, wall2 = time.process_time(), time.perf_counter()
+    assert len(result.committed) == requests, result
+    stored = sum(f.rows for f in result.files)
+    assert stored == requests * rows
+    return {
+        "edge_cpu": cpu1 - cpu0,
+        "edge_wall": wall1 - wall0,
+        "ingest_cpu": cpu2 - cpu1,
+        "ingest_wall": wall2 - wall1,
+        "body_bytes": float(sum(map(len, payloads))),
+        "parquet_bytes": float(sum(f.size for f in result.files)),
+        "files": float(len(result.files)),
+    }
+
+
+def peak_memory_child(fmt: str, requests: int, rows: int, workdir: str) -> None:
+    """In a fresh process: queue the batch, then measure the ingest step's peak RSS over its baseline."""
+    kind, _encode, precision = FORMATS[fmt]
+    root = Path(workdir)
+    catalog = SqliteCatalog(SqliteDatabase(root / "catalog.sqlite"))
+    spool = Spool(root / "spool")
+    edge = WriteService(catalog, spool, 10 << 20, 100 << 20)
+    payloads = bodies(fmt, requests, rows)
+    decompressed = sum(map(len, payloads))
+    for body in payloads:
+        edge.accept(WriteRequest(kind, body, "bench", None, precision))
+    del payloads
+    # Warm up imports and allocators on a throwaway batch so the baseline holds them.
+    entries = spool.take(requests)
+    envelopes = [e.read() for e in entries]
+    envelope_bytes = sum(map(len, envelopes))
+    writes = [
+        QueuedWrite(e.path.name, e.write_id, (lambda data=data: data))
+        for e, data in zip(entries, envelopes, strict=True)
+    ]
+    Ingestor(catalog, DirectoryStore(root / "warmup")).ingest(writes[:1])
+    baseline = _rss_bytes()
+    _reset_peak()
+    Ingestor(catalog, DirectoryStore(root / "storage")).ingest(writes[1:])
+    peak = _peak_rss_bytes()
+    print(json.dumps({"baseline": baseline, "peak": peak, "decompressed": decompressed, "envelopes": envelope_bytes}))
+
+
+def _status(field: str, pid: str = "self") -> int:
+    with open(f"/proc/{pid}/status") as handle:
+        for line in handle:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _rss_bytes(pid: str = "self") -> int:
+    return _status("VmRSS", pid)
+
+
+def _peak_rss_bytes() -> int:
+    return _status("VmHWM")
+
+
+def _reset_peak() -> None:
+    # Writing 5 to clear_refs resets the peak RSS (VmHWM) on Linux.
+    with open("/proc/self/clear_refs", "w") as handle:
+        handle.write("5")
+
+
+def server_memory(seconds: float, rows: int) -> dict[str, float]:
+    import httpx
+
+    data = Path(tempfile.mkdtemp(prefix="arcs-bench-server-"))
+    token = "bench-token-0123456789abcdef"
+    env = {**os.environ, "ARCS_BOOTSTRAP_TOKEN": token}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "arcs.cli", "serve", "--port", "0", "--data-dir", str(data)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    url = ""
+    for line in proc.stdout:
+        if line.startswith('{"event": "listening"'):
+            event = json.loads(line)
+            url = f"http://{event['host']}:{event['port']}"
+            break
+    payloads = bodies("msgpack-columnar", 20, rows)
+    sent = [0]
+    peak = [0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], _rss_bytes(str(proc.pid)))
+            time.sleep(0.1)
+
+    def send() -> None:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:
+            i = 0
+            while not stop.is_set():
+                response = client.post("/api/v1/write/msgpack", content=payloads[i % len(payloads)])
+                assert response.status_code == 204, response.text
+                sent[0] += rows
+                i += 1
+
+    threads = [threading.Thread(target=sample)] + [threading.Thread(target=send) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    time.sleep(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:
+        deadline = time.monotonic() + 120
+        stored = 0
+        while time.monotonic() < deadline:
+            stored = client.post("/api/v1/query", json={"sql": "SELECT count(*) FROM cpu"}).json()["data"][0][0]
+            if stored >= sent[0]:
+                break
+            time.sleep(0.5)
+    drained = time.perf_counter()
+    proc.terminate()
+    proc.wait(30)
+    proc.stdout.close()
+    shutil.rmtree(data, ignore_errors=True)
+    del drained
+    return {"rows_sent": float(sent[0]), "rows_stored": float(stored), "seconds": seconds, "peak_rss": float(peak[0])}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=100)
+    parser.add_argument("--rows", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=3, help="best of N runs per format")
+    parser.add_argument("--server-seconds", type=float, default=10.0)
+    parser.add_argument("--formats", default=",".join(FORMATS))
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        peak_memory_child(args.child[0], args.requests, args.rows, args.child[1])
+        return
+    total_rows = args.requests * args.rows
+    print(
+        f"ingest benchmark: {args.requests} requests x {args.rows} rows, 6 columns (2 tags), one core, "
+        f"best of {args.repeat}; CPU seconds"
+    )
+    header = (
+        f"{'format':18} {'body MB':>8} {'edge rows/s':>12} {'edge us/req':>12} {'ingest rows/s':>14} "
+        f"{'total rows/s':>13} {'parquet MB':>10} {'peak/decomp':>11}"
+    )
+    print(header)
+    print("-" * len(header))
+    for fmt in args.formats.split(","):
+        with tempfile.TemporaryDirectory(prefix="arcs-bench-") as tmp:
+            runs = [run_once(fmt, args.requests, args.rows, Path(tmp) / str(i)) for i in range(args.repeat)]
+            best = min(runs, key=lambda r: r["edge_cpu"] + r["ingest_cpu"])
+            child = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "benchmarks.ingest",
+                    "--requests",
+                    str(args.requests),
+                    "--rows",
+                    str(args.rows),
+                    "--child",
+                    fmt,
+                    str(Path(tmp) / "mem"),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            memory = json.loads(child.stdout.strip().splitlines()[-1])
+        growth = max(memory["peak"] - memory["baseline"], 0)
+        print(
+            f"{fmt:18} {best['body_bytes'] / 1e6:8.1f} {total_rows / best['edge_cpu']:12,.0f} "
+            f"{best['edge_cpu'] / args.requests * 1e6:12,.0f} {total_rows / best['ingest_cpu']:14,.0f} "
+            f"{total_rows / (best['edge_cpu'] + best['ingest_cpu']):13,.0f} {best['parquet_bytes'] / 1e6:10.2f} "
+            f"{growth / memory['decompressed']:10.2f}x"
+        )
+    print("\npeak/decomp: the ingest step's resident-memory growth over the batch's decompressed request bodies")
+    if args.server_seconds > 0:
+        figures = server_memory(args.server_seconds, args.rows)
+        print(
+            f"\nstandalone server, msgpack columnar over HTTP from 4 client threads for {figures['seconds']:.0f} s: "
+            f"{figures['rows_sent'] / figures['seconds']:,.0f} rows/s accepted, "
+            f"{figures['rows_stored']:,.0f} of {figures['rows_sent']:,.0f} rows stored, "
+            f"peak RSS {figures['peak_rss'] / 2**20:,.0f} MiB"
+        )
+
+
+if __name__ == "__main__":
+    main()
