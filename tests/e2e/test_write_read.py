@@ -222,7 +222,7 @@ def test_every_token_form_is_accepted(client: Client, scheme: str) -> None:
     assert "admin" in response.json()["permissions"]
 
 
-@pytest.mark.parametrize("authorization", [None, "Bearer wrong-token", "Basic !!!", "Bearer "])
+@pytest.mark.parametrize("authorization", [None, "Bearer wrong-token", "Basic !!!", "Bearer"])
 def test_missing_or_wrong_token_is_401(client: Client, authorization: str | None) -> None:
     import httpx
 

@@ -92,7 +92,7 @@ def test_escaped_measurements_unescape_then_fail_the_name_rule(line: str, shown:
 def test_strings_may_span_lines_as_in_influxdb() -> None:
     body = 'log msg="first\nsecond\r\n third",n=1i 1\nlog msg="x" 2\r\nlog msg="y\n" 3\nlog n=x 4'
     message = error(body)
-    assert message == "line 6: field 'n': bad value 'x' (numbers, 1i, 1u, \"strings\", true/false)"
+    assert message == "line 7: field 'n': bad value 'x' (numbers, 1i, 1u, \"strings\", true/false)"
     assert rows(body.rpartition("\n")[0]) == [
         {"time": 0, "msg": "first\nsecond\r\n third", "n": 1},
         {"time": 0, "msg": "x", "n": None},
@@ -102,9 +102,9 @@ def test_strings_may_span_lines_as_in_influxdb() -> None:
 
 def test_a_string_left_open_is_an_error_naming_its_line() -> None:
     assert error('cpu v=1\ncpu s="never closed\nmore text\n') == (
-        "line 2: field 's': unterminated string at column 5"
+        "line 2: field 's': unterminated string at column 7"
     )
-    assert error('cpu s="open') == "line 1: field 's': unterminated string at column 5"
+    assert error('cpu s="open') == "line 1: field 's': unterminated string at column 7"
 
 
 # --- value types ------------------------------------------------------------------------------
@@ -603,9 +603,10 @@ def _points(draw: Any) -> tuple[str, str | None, dict[str, list[dict[str, Any]]]
 def test_random_points_round_trip_exactly(case: tuple[str, str | None, dict[str, list[dict[str, Any]]]]) -> None:
     body, precision, expected = case
     decoded = parts(body, precision)
-    expected = {name: rows for name, rows in expected.items() if rows}
-    assert list(decoded) == list(expected)
+    assert sorted(decoded) == sorted(name for name, want in expected.items() if want)
     for name, want in expected.items():
+        if not want:
+            continue
         got = table_rows(decoded[name].table)
         # Columns never given a value in the request do not exist.
         present = set(decoded[name].table.column_names)

@@ -139,7 +139,7 @@ def _ints_by_magnitude(values: pa.Array, where: str, label: RowLabel) -> pa.Arra
         magnitude = pc.abs_checked(values)
     except pa.ArrowInvalid as exc:
         row = label(pc.index(values, -(1 << 63)).as_py())
-        raise BadRequest(f"{where}: timestamp {-(1 << 63)} at {row} is out of range") from exc
+        raise BadRequest(f"{where}: timestamp {-(1 << 63)} at {row} is out of the range 1677-09-21 .. 2262-04-11") from exc
     # Unchecked products are safe: each is only chosen where its magnitude test keeps it small.
     return pc.case_when(
         pc.make_struct(
@@ -179,7 +179,7 @@ def _check_range(
     if lowest < low or highest > high:
         bad = lowest if lowest < low else highest
         row = label(pc.index(values, bad).as_py())
-        raise BadRequest(f"{where}: timestamp at {row} is outside 1677-09-21 .. 2262-04-11 for its precision")
+        raise BadRequest(f"{where}: timestamp {bad} at {row} is out of the range 1677-09-21 .. 2262-04-11")
 
 
 _WIRE_TYPES = {"bool": "bool", "int": "int", "float": "float", "str": "string", "NoneType": "null"}

@@ -1,0 +1,143 @@
+"""The one Lambda function construct every function of the stack is built with.
+
+It fixes what must be the same everywhere: Python 3.12 on arm64 (Graviton; the layers are built
+for exactly that), active tracing, a log group with a retention, an execution role with no
+managed policy (each construct grants what its function needs, nothing more), environment
+variables named only by :mod:`arcs.envvars`, and the code asset: the function's own folder under
+``functions/``. The core package and its dependencies come from ``layers`` (built in a later
+issue; until then the list is empty and the functions cannot import ``arcs`` on AWS).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aws_cdk import Duration, RemovalPolicy, Validations
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from arcs import envvars
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+FUNCTIONS_DIR = REPO_ROOT / "functions"
+RUNTIME = lambda_.Runtime.PYTHON_3_12
+ARCHITECTURE = lambda_.Architecture.ARM_64
+# Where DuckDB keeps its home, temp files and extensions: the only writable place in Lambda.
+LAMBDA_WORK_DIR = "/tmp/arcs"  # noqa: S108 - Lambda's /tmp is private to the execution environment
+
+#: Every name the runtime reads; anything else in a function's environment is a typo.
+KNOWN_ENV_NAMES = frozenset(value for name, value in vars(envvars).items() if name.isupper() and isinstance(value, str))
+#: Set by Lambda itself (reserved) or meant only for emulators: never set by the stack.
+FORBIDDEN_ENV_NAMES = frozenset({envvars.AWS_REGION, envvars.AWS_ENDPOINT_URL})
+_ASSET_EXCLUDES = ["__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache"]
+
+
+@dataclass(frozen=True)
+class FunctionDefaults:
+    """What all functions of one stack share."""
+
+    environment: Mapping[str, str]
+    #: The core package and its dependencies (duckdb, pyarrow, ...). Filled by the layer work;
+    #: empty until then. At most 5 layers, 250 MB unzipped with the function code.
+    layers: Sequence[lambda_.ILayerVersion] = field(default_factory=tuple)
+    log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
+
+
+def base_environment(*, bucket_name: str, table_name: str, prefix: str, token_cache_ttl_s: int) -> dict[str, str]:
+    """The variables every function needs to build its runtime on AWS."""
+    return {
+        envvars.BACKEND: "aws",
+        envvars.BUCKET: bucket_name,
+        envvars.TABLE: table_name,
+        envvars.PREFIX: prefix,
+        envvars.TOKEN_CACHE_TTL_S: str(token_cache_ttl_s),
+        envvars.WORK_DIR: LAMBDA_WORK_DIR,
+    }
+
+
+def check_environment(environment: Mapping[str, str]) -> None:
+    unknown = sorted(set(environment) - KNOWN_ENV_NAMES)
+    if unknown:
+        raise ValueError(f"environment variables not named in arcs.envvars: {unknown}")
+    forbidden = sorted(set(environment) & FORBIDDEN_ENV_NAMES)
+    if forbidden:
+        raise ValueError(f"environment variables the stack must not set: {forbidden}")
+
+
+class ArcsFunction(Construct):
+    """A Lambda function of Arc Serverless; ``function`` and ``role`` are the handles to grant on."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        folder: str,
+        handler: str,
+        description: str,
+        defaults: FunctionDefaults,
+        memory_size_mb: int,
+        timeout: Duration,
+        environment: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        code_dir = FUNCTIONS_DIR / folder
+        if not (code_dir / f"{handler.rsplit('.', 1)[0]}.py").is_file():
+            raise ValueError(f"no handler module for {handler!r} in {code_dir}")
+        env = {**defaults.environment, **(environment or {})}
+        check_environment(env)
+
+        self.log_group = logs.LogGroup(
+            self,
+            "Logs",
+            retention=defaults.log_retention,
+            # Logs are not data: they go with the stack.
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"Arc Serverless {construct_id}: {description}",
+        )
+        # Instead of the AWSLambdaBasicExecutionRole managed policy (any log group): this one only.
+        self.log_group.grant_write(self.role)
+        self.timeout = timeout
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            description=description,
+            runtime=RUNTIME,
+            architecture=ARCHITECTURE,
+            code=lambda_.Code.from_asset(str(code_dir), exclude=_ASSET_EXCLUDES),
+            handler=handler,
+            memory_size=memory_size_mb,
+            timeout=timeout,
+            environment=env,
+            layers=list(defaults.layers),
+            log_group=self.log_group,
+            role=self.role,
+            tracing=lambda_.Tracing.ACTIVE,
+        )
+        Validations.of(self.role).acknowledge(
+            _ack(
+                "AwsSolutions-IAM5[Resource::*]",
+                "X-Ray's PutTraceSegments/PutTelemetryRecords (active tracing) support no resource-level "
+                "permissions; '*' is the only valid resource.",
+            )
+        )
+        Validations.of(self.function).acknowledge(
+            _ack(
+                "AwsSolutions-L1",
+                "Pinned to Python 3.12 on purpose: the core layer (duckdb 1.5.5 + httpfs, pyarrow) is built and "
+                "smoke-tested for exactly this runtime; moving on is a deliberate change of the layer build.",
+            )
+        )
+
+
+def _ack(rule_id: str, reason: str) -> Validations.Acknowledgment:  # type: ignore[name-defined]
+    raise NotImplementedError

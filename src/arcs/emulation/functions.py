@@ -1,0 +1,145 @@
+"""The Lambda functions of ``functions/``, loaded and invoked the way the Lambda runtime does.
+
+Each handler module is loaded from its file under a module name of its own (two of them are
+called ``handler.py``), once, like a warm container. An invocation gets a fake ``LambdaContext``
+and its event and result make the same JSON round trip, within the same 6 MB synchronous-invoke
+limit, as they would in Lambda. One function runs one invocation at a time, like one container.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import arcs
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+ACCOUNT_ID = "123456789012"
+#: Synchronous invocation payload, request and response each (what API Gateway and SQS use).
+LAMBDA_PAYLOAD_LIMIT = 6 * 1024 * 1024
+
+
+def functions_dir() -> Path:
+    """``functions/`` of the source tree the running ``arcs`` package comes from."""
+    path = Path(arcs.__file__).resolve().parents[2] / "functions"
+    if not path.is_dir():
+        raise FileNotFoundError(f"no Lambda handlers at {path}: run 'arcs local' from a source checkout")
+    return path
+
+
+def load_handler(function: str, file: str = "handler.py", attribute: str = "handler") -> Handler:
+    """Import ``functions/<function>/<file>`` as Lambda does, under a unique module name."""
+    path = functions_dir() / function / file
+    name = f"arcs_lambda_{function}_{Path(file).stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load the Lambda handler {path}")
+    module: ModuleType = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    handler: Handler = getattr(module, attribute)
+    return handler
+
+
+@dataclass
+class FakeLambdaContext:
+    """What the Lambda runtime passes as ``context``: the fields Powertools Logger reads, and a deadline."""
+
+    function_name: str
+    memory_limit_in_mb: int
+    invoked_function_arn: str
+    deadline: float  # time.monotonic() at which Lambda would stop the invocation
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    function_version: str = "$LATEST"
+    log_group_name: str = ""
+    log_stream_name: str = "local"
+    identity: Any = None
+    client_context: Any = None
+    tenant_id: str | None = None
+
+    def __post_init__(self) -> None:
+        self.log_group_name = self.log_group_name or f"/aws/lambda/{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self.deadline - time.monotonic()) * 1000))
+
+
+class InvokeError(Exception):
+    """The invocation failed as Lambda would report it (the function raised, or a payload was too big)."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(f"{error_type}: {message}")
+        self.error_type = error_type
+        self.message = message
+
+
+class LambdaFunction:
+    """One function: its handler, its configuration, and one container's worth of concurrency."""
+
+    def __init__(
+        self,
+        name: str,
+        handler: Handler,
+        *,
+        timeout_s: float,
+        memory_mb: int = 1024,
+        region: str = "us-east-1",
+        lock: threading.Lock | None = None,
+    ) -> None:
+        self.name = name
+        self.handler = handler
+        self.timeout_s = timeout_s
+        self.memory_mb = memory_mb
+        self.arn = f"arn:aws:lambda:{region}:{ACCOUNT_ID}:function:{name}"
+        # Functions whose modules share state (one resolver) share a lock: they share a container.
+        self.lock = lock or threading.Lock()
+
+    def invoke(self, event: dict[str, Any]) -> Any:
+        """Run the handler on a JSON copy of ``event``; a raise becomes ``InvokeError`` ("Unhandled")."""
+        request = json.dumps(event)
+        if len(request) > LAMBDA_PAYLOAD_LIMIT:
+            raise InvokeError(
+                "RequestEntityTooLargeException",
+                f"the event is {len(request)} bytes; a Lambda function takes at most {LAMBDA_PAYLOAD_LIMIT}",
+            )
+        with self.lock:
+            started = time.monotonic()
+            context = FakeLambdaContext(self.name, self.memory_mb, self.arn, started + self.timeout_s)
+            try:
+                result = self.handler(json.loads(request), context)
+            except Exception as exc:
+                raise InvokeError(type(exc).__name__, str(exc)) from exc
+            finally:
+                elapsed = time.monotonic() - started
+                if elapsed > self.timeout_s:
+                    # A thread cannot be stopped; Lambda would have killed this invocation.
+                    logger.warning(
+                        "%s ran %.1f s, over its %.0f s timeout: Lambda would have stopped it",
+                        self.name,
+                        elapsed,
+                        self.timeout_s,
+                    )
+        response = json.dumps(result)
+        if len(response) > LAMBDA_PAYLOAD_LIMIT:
+            raise InvokeError(
+                "ResponseSizeTooLarge",
+                f"the response is {len(response)} bytes; a Lambda function returns at most {LAMBDA_PAYLOAD_LIMIT}",
+            )
+        return json.loads(response)
