@@ -14,13 +14,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aws_cdk import Duration, RemovalPolicy, Validations
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from arcs import envvars
+from infra.nag import acknowledge
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS_DIR = REPO_ROOT / "functions"
@@ -123,21 +124,15 @@ class ArcsFunction(Construct):
             role=self.role,
             tracing=lambda_.Tracing.ACTIVE,
         )
-        Validations.of(self.role).acknowledge(
-            _ack(
-                "AwsSolutions-IAM5[Resource::*]",
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5[Resource::*]",
                 "X-Ray's PutTraceSegments/PutTelemetryRecords (active tracing) support no resource-level "
-                "permissions; '*' is the only valid resource.",
-            )
+            "permissions; '*' is the only valid resource.",
         )
-        Validations.of(self.function).acknowledge(
-            _ack(
-                "AwsSolutions-L1",
+        acknowledge(
+            self.function,
+            "AwsSolutions-L1",
                 "Pinned to Python 3.12 on purpose: the core layer (duckdb 1.5.5 + httpfs, pyarrow) is built and "
-                "smoke-tested for exactly this runtime; moving on is a deliberate change of the layer build.",
-            )
+            "smoke-tested for exactly this runtime; moving on is a deliberate change of the layer build.",
         )
-
-
-def _ack(rule_id: str, reason: str) -> Validations.Acknowledgment:  # type: ignore[name-defined]
-    raise NotImplementedError

@@ -582,7 +582,7 @@ def _points(draw: Any) -> tuple[str, str | None, dict[str, list[dict[str, Any]]]
             encoded_fields.append(f"{_escape_key(key)}={_encode_field(schema[key], value, draw)}")
         if draw(st.booleans()):
             if precision in (None, "ns", "n"):
-                timestamp = draw(st.integers(MIN_MICROS * 1000, MAX_MICROS * 1000 + 999))
+                timestamp = draw(st.integers(MIN_MICROS * 1000, 2**63 - 1))
                 row["time"] = timestamp // 1000
             else:
                 limit = MAX_MICROS // _UNIT_MICROS[precision]

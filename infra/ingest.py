@@ -1,0 +1,151 @@
+"""Writes: the edge function behind API Gateway, the queue, and the SQS consumer that writes Parquet.
+
+Mirrors ``functions/ingest`` (``edge.py`` and ``handler.py``).
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from arcs import envvars
+from infra.function import ArcsFunction, FunctionDefaults
+from infra.nag import acknowledge, logical_ref
+from infra.storage import ArcsStorage
+
+#: SQS's largest message (1 MiB); bigger writes travel as claim-check objects in the bucket.
+MAX_MESSAGE_BYTES = 1024 * 1024
+RETENTION = Duration.days(14)  # SQS's maximum: an accepted write must outlive any outage
+VISIBILITY_FACTOR = 6  # AWS: queue visibility timeout >= 6 x the consumer's timeout
+
+
+class ArcsIngest(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        storage: ArcsStorage,
+        defaults: FunctionDefaults,
+        edge_memory_mb: int = 1024,
+        edge_timeout: Duration = Duration.seconds(29),  # API Gateway's integration timeout
+        ingest_memory_mb: int = 2048,
+        ingest_timeout: Duration = Duration.minutes(3),
+        batch_size: int = 1000,
+        max_batching_window: Duration = Duration.seconds(5),
+        max_receive_count: int = 5,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        # Visibility covers Lambda's retries of one batch plus the time the batch waited to fill.
+        visibility = Duration.seconds(
+            VISIBILITY_FACTOR * ingest_timeout.to_seconds() + max_batching_window.to_seconds()
+        )
+
+        self.dead_letter_queue = sqs.Queue(
+            self,
+            "DeadLetters",
+            retention_period=RETENTION,
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+        )
+        acknowledge(
+            self.dead_letter_queue,
+            "AwsSolutions-SQS3",
+            "This queue is the dead-letter queue of the write queue; it has no DLQ of its own.",
+        )
+        self.queue = sqs.Queue(
+            self,
+            "Writes",
+            max_message_size_bytes=MAX_MESSAGE_BYTES,
+            retention_period=RETENTION,
+            visibility_timeout=visibility,
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            dead_letter_queue=sqs.DeadLetterQueue(queue=self.dead_letter_queue, max_receive_count=max_receive_count),
+        )
+        # Messages here were acknowledged to a client and not ingested: someone must look.
+        self.dead_letter_alarm = cloudwatch.Alarm(
+            self,
+            "DeadLettersAlarm",
+            alarm_description="Acknowledged writes reached the dead-letter queue (poison or repeated failures).",
+            metric=self.dead_letter_queue.metric_approximate_number_of_messages_visible(
+                period=Duration.minutes(5), statistic="Maximum"
+            ),
+            threshold=0,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+
+        self.edge = ArcsFunction(
+            self,
+            "Edge",
+            folder="ingest",
+            handler="edge.handler",
+            description="HTTP writes: validate, then queue durably before answering 204",
+            defaults=defaults,
+            memory_size_mb=edge_memory_mb,
+            timeout=edge_timeout,
+            environment={envvars.QUEUE_URL: self.queue.queue_url},
+        )
+        self.queue.grant_send_messages(self.edge.role)
+        # Writes too big for a message go to the bucket first, only under the claims prefix.
+        self.edge.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject"],
+                resources=[storage.bucket.arn_for_objects(f"{storage.claims_prefix}*")],
+            )
+        )
+        storage.table.grant_read_write_data(self.edge.role)
+        acknowledge(
+            self.edge.role,
+            f"AwsSolutions-IAM5[Resource::<{logical_ref(storage.bucket)}.Arn>/{storage.claims_prefix}*]",
+            "Claim-check objects have one key per write, all under the claims prefix: the prefix is the "
+            "narrowest resource there is.",
+        )
+
+        self.ingest = ArcsFunction(
+            self,
+            "Ingest",
+            folder="ingest",
+            handler="handler.handler",
+            description="SQS consumer: queued writes become hour-partitioned Parquet files",
+            defaults=defaults,
+            memory_size_mb=ingest_memory_mb,
+            timeout=ingest_timeout,
+            environment={
+                envvars.QUEUE_URL: self.queue.queue_url,
+                envvars.INGEST_BATCH_MESSAGES: str(batch_size),
+                envvars.INGEST_BATCH_WINDOW_S: str(int(max_batching_window.to_seconds())),
+            },
+        )
+        self.ingest.function.add_event_source(
+            event_sources.SqsEventSource(
+                self.queue,
+                batch_size=batch_size,
+                max_batching_window=max_batching_window,
+                report_batch_item_failures=True,
+            )
+        )
+        # Data files, markers and claim objects (read, then deleted once committed).
+        self.ingest.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+                resources=[storage.bucket.arn_for_objects("*")],
+            )
+        )
+        self.ingest.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:ListBucket"], resources=[storage.bucket.bucket_arn])
+        )
+        storage.table.grant_read_write_data(self.ingest.role)
+        acknowledge(
+            self.ingest.role,
+            f"AwsSolutions-IAM5[Resource::<{logical_ref(storage.bucket)}.Arn>/*]",
+            "The ingest function writes Parquet files under every database/measurement/hour prefix of the "
+            "data bucket and deletes claim objects: object keys are data, not known at deploy time.",
+        )
+

@@ -1,0 +1,69 @@
+"""Queries and the rest of the HTTP API (everything but writes). Mirrors ``functions/query``."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from arcs import envvars
+from infra.function import ArcsFunction, FunctionDefaults
+from infra.nag import acknowledge, logical_ref
+from infra.storage import ArcsStorage
+
+#: 1,769 MB is one vCPU; DuckDB reading S3 wants threads well above the vCPU count.
+DEFAULT_MEMORY_MB = 4096
+
+
+def duckdb_memory_limit(memory_size_mb: int) -> str:
+    """DuckDB's memory limit: about 90 % of the function's memory (the rest is Python and Arrow)."""
+    return f"{memory_size_mb * 9 // 10}MB"
+
+
+def duckdb_threads(memory_size_mb: int) -> int:
+    """Threads for remote Parquet reads: 4 x the vCPUs the memory buys (DuckDB 1.5 reads S3 synchronously)."""
+    vcpus = max(1, min(6, round(memory_size_mb / 1769)))
+    return 4 * vcpus
+
+
+class ArcsQuery(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        storage: ArcsStorage,
+        defaults: FunctionDefaults,
+        memory_size_mb: int = DEFAULT_MEMORY_MB,
+        timeout: Duration = Duration.seconds(29),  # API Gateway's integration timeout
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.query = ArcsFunction(
+            self,
+            "Query",
+            folder="query",
+            handler="handler.handler",
+            description="HTTP queries (DuckDB over Parquet) and the rest of the API but writes",
+            defaults=defaults,
+            memory_size_mb=memory_size_mb,
+            timeout=timeout,
+            environment={
+                envvars.DUCKDB_MEMORY_LIMIT: duckdb_memory_limit(memory_size_mb),
+                envvars.DUCKDB_THREADS: str(duckdb_threads(memory_size_mb)),
+            },
+        )
+        # Read-only on the data: DuckDB's httpfs lists (globs) and reads (GET, HEAD) objects.
+        self.query.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[storage.bucket.arn_for_objects("*")])
+        )
+        self.query.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:ListBucket"], resources=[storage.bucket.bucket_arn])
+        )
+        # Databases, tokens, retention policies and continuous queries live in the catalog.
+        storage.table.grant_read_write_data(self.query.role)
+        acknowledge(
+            self.query.role,
+            f"AwsSolutions-IAM5[Resource::<{logical_ref(storage.bucket)}.Arn>/*]",
+            "Queries read Parquet files under any database/measurement/hour prefix of the data bucket (read "
+            "only); which ones a caller may read is enforced by the SQL sandbox and token scopes.",
+        )

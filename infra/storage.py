@@ -1,0 +1,76 @@
+"""Where the data lives: the data bucket (Parquet, claim-check objects) and the catalog table."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from infra.nag import acknowledge
+
+# These mirror the core (infra imports only arcs.envvars); tests/infra checks they agree with
+# arcs.adapters.aws_sqs.claim_key and arcs.adapters.aws_dynamodb.TTL_ATTRIBUTE.
+SYSTEM_DIR = "_arcs"
+CLAIMS_DIR = "claims"
+TTL_ATTRIBUTE = "expires_at"
+#: A claim-check object outlives its message: SQS keeps messages 14 days at most.
+CLAIM_EXPIRY = Duration.days(15)
+
+
+def claims_prefix(prefix: str) -> str:
+    """The key prefix of claim-check objects (``{prefix}/_arcs/claims/``)."""
+    head = prefix.strip("/")
+    return f"{head}/{SYSTEM_DIR}/{CLAIMS_DIR}/" if head else f"{SYSTEM_DIR}/{CLAIMS_DIR}/"
+
+
+class ArcsStorage(Construct):
+    def __init__(self, scope: Construct, construct_id: str, *, prefix: str = "") -> None:
+        super().__init__(scope, construct_id)
+        self.prefix = prefix.strip("/")
+        self.claims_prefix = claims_prefix(self.prefix)
+
+        self.bucket = s3.Bucket(
+            self,
+            "Data",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            enforce_ssl=True,
+            minimum_tls_version=1.2,
+            # Data files are immutable and written once (If-None-Match); versions would only
+            # keep what compaction and retention mean to delete.
+            versioned=False,
+            removal_policy=RemovalPolicy.RETAIN,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="expire-claim-checks",
+                    prefix=self.claims_prefix,
+                    expiration=CLAIM_EXPIRY,
+                ),
+                s3.LifecycleRule(
+                    id="abort-incomplete-uploads",
+                    abort_incomplete_multipart_upload_after=Duration.days(1),
+                ),
+            ],
+        )
+        acknowledge(
+            self.bucket,
+            "AwsSolutions-S1",
+            "Server access logs are not enabled by default: ingest and compaction create and delete many "
+            "objects, and the log volume would rival the data. Use CloudTrail S3 data events for audits.",
+        )
+
+        self.table = dynamodb.Table(
+            self,
+            "Catalog",
+            partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="sk", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            time_to_live_attribute=TTL_ATTRIBUTE,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            removal_policy=RemovalPolicy.RETAIN,
+        )

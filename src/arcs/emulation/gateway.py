@@ -1,0 +1,169 @@
+"""An API Gateway REST API in front of the Lambda functions, as the CDK stack configures it.
+
+For each request: the proxy event (``arcs.proxy``); for every path but the public ones, the
+REQUEST authorizer, its policy cached per identity (the token sources) for the cache TTL and
+evaluated against the method ARN, its ``context`` passed on in ``requestContext.authorizer``;
+then the write function for the write paths and the query function for the rest. The
+authorizer's refusals come back in the API's error shape, as the stack's gateway responses make
+them (``UNAUTHORIZED`` 401, ``ACCESS_DENIED`` 403, ``AUTHORIZER_FAILURE`` 500).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from arcs.api import PUBLIC_PATHS
+from arcs.emulation.functions import ACCOUNT_ID, InvokeError, LambdaFunction
+from arcs.proxy import HttpResponse, http_response, proxy_event
+
+logger = logging.getLogger(__name__)
+
+#: API Gateway REST's payload limit; bigger requests never reach a function.
+API_GATEWAY_PAYLOAD_LIMIT = 10 * 1024 * 1024
+WRITE_PATHS = frozenset({"/write", "/api/v2/write"})
+WRITE_PREFIX = "/api/v1/write/"
+API_ID = "arcslocal"
+#: The authorizer's identity sources: the places a token may be (``arcs.tokens.extract_token``).
+IDENTITY_HEADERS = ("authorization", "x-api-key")
+IDENTITY_QUERY = ("p",)
+
+
+def is_write_path(path: str) -> bool:
+    return path in WRITE_PATHS or path.startswith(WRITE_PREFIX)
+
+
+def json_error(status: int, message: str, headers: Mapping[str, str] | None = None) -> HttpResponse:
+    body = json.dumps({"success": False, "error": message}, separators=(",", ":")).encode()
+    return HttpResponse(status, {"Content-Type": "application/json", **(headers or {})}, body)
+
+
+def _arn_pattern(resource: str) -> re.Pattern[str]:
+    # IAM resource wildcards: '*' any run of characters, '?' any one character.
+    return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in resource))
+
+
+def policy_allows(policy: Mapping[str, Any], method_arn: str) -> bool:
+    """IAM evaluation of an authorizer's policy for ``execute-api:Invoke`` on ``method_arn``."""
+    allowed = False
+    statements = policy.get("Statement") or []
+    for statement in [statements] if isinstance(statements, Mapping) else statements:
+        actions = statement.get("Action") or []
+        resources = statement.get("Resource") or []
+        actions = [actions] if isinstance(actions, str) else actions
+        resources = [resources] if isinstance(resources, str) else resources
+        if not any(_arn_pattern(a).fullmatch("execute-api:Invoke") for a in actions):
+            continue
+        if not any(_arn_pattern(r).fullmatch(method_arn) for r in resources):
+            continue
+        if statement.get("Effect") == "Deny":
+            return False  # an explicit deny always wins
+        allowed = allowed or statement.get("Effect") == "Allow"
+    return allowed
+
+
+class ApiGateway:
+    """``handle(method, path, query, headers, body) -> HttpResponse`` for ``arcs.server.AsgiApp``."""
+
+    def __init__(
+        self,
+        authorizer: LambdaFunction,
+        writes: LambdaFunction,
+        queries: LambdaFunction,
+        *,
+        cache_ttl_s: float,
+        region: str = "us-east-1",
+        stage: str = "local",
+    ) -> None:
+        self.authorizer = authorizer
+        self.writes = writes
+        self.queries = queries
+        self.cache_ttl_s = cache_ttl_s
+        self.region = region
+        self.stage = stage
+        self._cache: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._cache_lock = threading.Lock()
+
+    def method_arn(self, method: str, path: str) -> str:
+        return f"arn:aws:execute-api:{self.region}:{ACCOUNT_ID}:{API_ID}/{self.stage}/{method.upper()}{path}"
+
+    def handle(self, method: str, path: str, query: str, headers: dict[str, str], body: bytes) -> HttpResponse:
+        if len(body) > API_GATEWAY_PAYLOAD_LIMIT:
+            return json_error(413, f"request body exceeds API Gateway's limit of {API_GATEWAY_PAYLOAD_LIMIT} bytes")
+        event = proxy_event(method, path, query, headers, body)
+        event["requestContext"]["stage"] = self.stage
+        event["requestContext"]["apiId"] = API_ID
+        event["requestContext"]["accountId"] = ACCOUNT_ID
+        if path not in PUBLIC_PATHS:
+            refused = self._authorize(event)
+            if refused is not None:
+                return refused
+        function = self.writes if is_write_path(path) else self.queries
+        try:
+            return http_response(function.invoke(event))
+        except InvokeError as exc:
+            if exc.error_type == "RequestEntityTooLargeException":
+                return json_error(413, exc.message)
+            logger.error("%s failed on %s %s: %s", function.name, method, path, exc)
+            # What API Gateway answers when the integration fails or returns garbage.
+            return json_error(502, "Internal server error")
+        except (KeyError, TypeError, ValueError) as exc:
+            logger.error("%s returned a malformed proxy response on %s %s: %s", function.name, method, path, exc)
+            return json_error(502, "Internal server error")
+
+    # --- the authorizer ------------------------------------------------------------------------
+    def _identity(self, event: Mapping[str, Any]) -> str | None:
+        headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+        query = event.get("queryStringParameters") or {}
+        sources = [headers.get(name) or "" for name in IDENTITY_HEADERS] + [query.get(p) or "" for p in IDENTITY_QUERY]
+        if not any(sources):
+            return None
+        # The cache holds a digest, never a token in clear.
+        return hashlib.sha256("\0".join(sources).encode("utf-8", "surrogateescape")).hexdigest()
+
+    def _authorize(self, event: dict[str, Any]) -> HttpResponse | None:
+        method_arn = self.method_arn(event["httpMethod"], event["path"])
+        identity = self._identity(event)
+        now = time.monotonic()
+        result: dict[str, Any] | None = None
+        if identity is not None and self.cache_ttl_s > 0:
+            with self._cache_lock:
+                cached = self._cache.get(identity)
+            if cached is not None and cached[0] > now:
+                result = cached[1]
+        if result is None:
+            request = {
+                "type": "REQUEST",
+                "methodArn": method_arn,
+                **{key: event[key] for key in ("resource", "path", "httpMethod", "headers", "multiValueHeaders")},
+                **{key: event[key] for key in ("queryStringParameters", "multiValueQueryStringParameters")},
+                "pathParameters": event["pathParameters"],
+                "stageVariables": event["stageVariables"],
+                "requestContext": {k: v for k, v in event["requestContext"].items() if k != "authorizer"},
+            }
+            try:
+                result = self.authorizer.invoke(request)
+            except InvokeError as exc:
+                if exc.message == "Unauthorized":
+                    return json_error(401, "Unauthorized")
+                logger.error("authorizer failed: %s", exc)
+                return json_error(500, "Authorizer error")
+            if not isinstance(result, dict) or "policyDocument" not in result or "principalId" not in result:
+                logger.error("authorizer returned no policy: %r", result)
+                return json_error(500, "Authorizer error")
+            if identity is not None and self.cache_ttl_s > 0:
+                with self._cache_lock:
+                    if len(self._cache) > 10_000:
+                        self._cache.clear()
+                    self._cache[identity] = (now + self.cache_ttl_s, result)
+        if not policy_allows(result["policyDocument"], method_arn):
+            return json_error(403, "User is not authorized to access this resource with an explicit deny")
+        context = {str(k): v for k, v in (result.get("context") or {}).items()}
+        event["requestContext"]["authorizer"] = {**context, "principalId": result["principalId"]}
+        return None
