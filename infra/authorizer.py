@@ -30,6 +30,8 @@ TOKEN_SOURCES: tuple[str, ...] = (
     apigw.IdentitySource.header("x-api-key"),
     apigw.IdentitySource.query_string("p"),
 )
+TIMEOUT = Duration.seconds(10)
+NO_GATEWAY_CACHE = Duration.seconds(0)
 
 
 class ArcsAuthorizer(Construct):
@@ -41,8 +43,8 @@ class ArcsAuthorizer(Construct):
         storage: ArcsStorage,
         defaults: FunctionDefaults,
         memory_size_mb: int = 1024,  # the slow hash is CPU-bound; memory buys CPU
-        timeout: Duration = Duration.seconds(10),
-        cache_ttl: Duration = Duration.seconds(0),
+        timeout: Duration = TIMEOUT,
+        cache_ttl: Duration = NO_GATEWAY_CACHE,
         identity_sources: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)

@@ -34,6 +34,8 @@ LAMBDA_WORK_DIR = "/tmp/arcs"  # noqa: S108 - Lambda's /tmp is private to the ex
 KNOWN_ENV_NAMES = frozenset(value for name, value in vars(envvars).items() if name.isupper() and isinstance(value, str))
 #: Set by Lambda itself (reserved) or meant only for emulators: never set by the stack.
 FORBIDDEN_ENV_NAMES = frozenset({envvars.AWS_REGION, envvars.AWS_ENDPOINT_URL})
+#: API Gateway's integration timeout: a function behind it gets no longer.
+API_TIMEOUT = Duration.seconds(29)
 _ASSET_EXCLUDES = ["__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache"]
 
 
@@ -127,12 +129,12 @@ class ArcsFunction(Construct):
         acknowledge(
             self.role,
             "AwsSolutions-IAM5[Resource::*]",
-                "X-Ray's PutTraceSegments/PutTelemetryRecords (active tracing) support no resource-level "
+            "X-Ray's PutTraceSegments/PutTelemetryRecords (active tracing) support no resource-level "
             "permissions; '*' is the only valid resource.",
         )
         acknowledge(
             self.function,
             "AwsSolutions-L1",
-                "Pinned to Python 3.12 on purpose: the core layer (duckdb 1.5.5 + httpfs, pyarrow) is built and "
+            "Pinned to Python 3.12 on purpose: the core layer (duckdb 1.5.5 + httpfs, pyarrow) is built and "
             "smoke-tested for exactly this runtime; moving on is a deliberate change of the layer build.",
         )

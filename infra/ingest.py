@@ -13,7 +13,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from arcs import envvars
-from infra.function import ArcsFunction, FunctionDefaults
+from infra.function import API_TIMEOUT, ArcsFunction, FunctionDefaults
 from infra.nag import acknowledge, logical_ref
 from infra.storage import ArcsStorage
 
@@ -21,6 +21,9 @@ from infra.storage import ArcsStorage
 MAX_MESSAGE_BYTES = 1024 * 1024
 RETENTION = Duration.days(14)  # SQS's maximum: an accepted write must outlive any outage
 VISIBILITY_FACTOR = 6  # AWS: queue visibility timeout >= 6 x the consumer's timeout
+INGEST_TIMEOUT = Duration.minutes(3)
+#: How long Lambda gathers messages before invoking: bigger batches make fewer, larger files.
+BATCHING_WINDOW = Duration.seconds(5)
 
 
 class ArcsIngest(Construct):
@@ -32,11 +35,11 @@ class ArcsIngest(Construct):
         storage: ArcsStorage,
         defaults: FunctionDefaults,
         edge_memory_mb: int = 1024,
-        edge_timeout: Duration = Duration.seconds(29),  # API Gateway's integration timeout
+        edge_timeout: Duration = API_TIMEOUT,
         ingest_memory_mb: int = 2048,
-        ingest_timeout: Duration = Duration.minutes(3),
+        ingest_timeout: Duration = INGEST_TIMEOUT,
         batch_size: int = 1000,
-        max_batching_window: Duration = Duration.seconds(5),
+        max_batching_window: Duration = BATCHING_WINDOW,
         max_receive_count: int = 5,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -148,4 +151,3 @@ class ArcsIngest(Construct):
             "The ingest function writes Parquet files under every database/measurement/hour prefix of the "
             "data bucket and deletes claim objects: object keys are data, not known at deploy time.",
         )
-

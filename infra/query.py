@@ -7,7 +7,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from arcs import envvars
-from infra.function import ArcsFunction, FunctionDefaults
+from infra.function import API_TIMEOUT, ArcsFunction, FunctionDefaults
 from infra.nag import acknowledge, logical_ref
 from infra.storage import ArcsStorage
 
@@ -35,7 +35,7 @@ class ArcsQuery(Construct):
         storage: ArcsStorage,
         defaults: FunctionDefaults,
         memory_size_mb: int = DEFAULT_MEMORY_MB,
-        timeout: Duration = Duration.seconds(29),  # API Gateway's integration timeout
+        timeout: Duration = API_TIMEOUT,
     ) -> None:
         super().__init__(scope, construct_id)
         self.query = ArcsFunction(

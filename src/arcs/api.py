@@ -33,7 +33,7 @@ PUBLIC_PATHS = frozenset({"/health", "/ready"})
 _STARTED = time.time()
 
 
-def error_response(exc: ArcsError) -> Response:
+def error_response(exc: ArcsError) -> Response[Any]:
     headers = {}
     if isinstance(exc, ServiceUnavailable):
         headers["Retry-After"] = str(exc.retry_after_s)
@@ -78,7 +78,7 @@ def build_app(runtime: Runtime) -> APIGatewayRestResolver:
             raise BadRequest("request body must be a JSON object")
         return document
 
-    def write(kind: WireFormat, database: str | None, precision: str | None) -> Response:
+    def write(kind: WireFormat, database: str | None, precision: str | None) -> Response[Any]:
         caller = principal()
         caller.require("write")
         database = database or DEFAULT_DATABASE
@@ -87,7 +87,7 @@ def build_app(runtime: Runtime) -> APIGatewayRestResolver:
         return Response(204)
 
     @app.exception_handler(ArcsError)
-    def handle_domain_error(exc: ArcsError) -> Response:
+    def handle_domain_error(exc: ArcsError) -> Response[Any]:
         if exc.client_error:
             logger.warning(
                 "%s %s -> %d: %s", app.current_event.http_method, app.current_event.path, exc.status, exc.message
@@ -99,11 +99,11 @@ def build_app(runtime: Runtime) -> APIGatewayRestResolver:
         return error_response(exc)
 
     @app.exception_handler(NotFoundError)
-    def handle_unknown_route(_exc: NotFoundError) -> Response:
+    def handle_unknown_route(_exc: NotFoundError) -> Response[Any]:
         return Response(404, "application/json", json.dumps({"success": False, "error": "no such route"}))
 
     @app.exception_handler(Exception)
-    def handle_fault(exc: Exception) -> Response:
+    def handle_fault(exc: Exception) -> Response[Any]:
         logger.exception("unhandled error on %s %s", app.current_event.http_method, app.current_event.path)
         return Response(500, "application/json", json.dumps({"success": False, "error": "internal error"}))
 
@@ -119,30 +119,30 @@ def build_app(runtime: Runtime) -> APIGatewayRestResolver:
         }
 
     @app.get("/ready")
-    def ready() -> Response:
+    def ready() -> Response[Any]:
         if runtime.ready():
             return Response(200, "application/json", json.dumps({"status": "ready"}))
         return Response(503, "application/json", json.dumps({"status": "not ready"}))
 
     # --- writes --------------------------------------------------------------------------------
     @app.post("/api/v1/write/msgpack")
-    def write_msgpack() -> Response:
+    def write_msgpack() -> Response[Any]:
         return write(WireFormat.MSGPACK, header("x-arc-database"), param("precision"))
 
     @app.post("/api/v1/write/json")
-    def write_json() -> Response:
+    def write_json() -> Response[Any]:
         return write(WireFormat.JSON, header("x-arc-database"), param("precision"))
 
     @app.post("/api/v1/write/line-protocol")
-    def write_line_protocol() -> Response:
+    def write_line_protocol() -> Response[Any]:
         return write(WireFormat.LINE_PROTOCOL, header("x-arc-database") or param("db"), param("precision"))
 
     @app.post("/write")
-    def write_influx_v1() -> Response:
+    def write_influx_v1() -> Response[Any]:
         return write(WireFormat.LINE_PROTOCOL, param("db") or header("x-arc-database"), param("precision"))
 
     @app.post("/api/v2/write")
-    def write_influx_v2() -> Response:
+    def write_influx_v2() -> Response[Any]:
         bucket = param("bucket")
         # InfluxDB 1.x compatibility buckets are "database/retention-policy".
         database = bucket.split("/", 1)[0] if bucket else header("x-arc-database")
@@ -161,7 +161,7 @@ def build_app(runtime: Runtime) -> APIGatewayRestResolver:
         return to_json_document(run_query())
 
     @app.post("/api/v1/query/arrow")
-    def query_arrow() -> Response:
+    def query_arrow() -> Response[Any]:
         result = run_query()
         return Response(
             200,

@@ -63,7 +63,8 @@ class WriteBatch:
                 writer.write_table(part.table)
             parts.append({"m": part.measurement, "tags": list(part.tags), "ipc": sink.getvalue().to_pybytes()})
         envelope = {"v": _ENVELOPE_VERSION, "id": self.write_id, "db": self.database, "parts": parts}
-        return msgpack.packb(envelope, use_bin_type=True)
+        packed: bytes = msgpack.packb(envelope, use_bin_type=True)
+        return packed
 
     @classmethod
     def from_bytes(cls, data: bytes) -> WriteBatch:

@@ -197,7 +197,12 @@ def _skip_parens(tokens: list[Token], index: int) -> int:
 
 def table_references(sql: str) -> list[TableRef]:
     refs: list[TableRef] = []
-    rewrite_tables(sql, lambda ref: refs.append(ref) or "")
+
+    def record(ref: TableRef) -> str:
+        refs.append(ref)
+        return ""
+
+    rewrite_tables(sql, record)
     return refs
 
 

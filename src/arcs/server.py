@@ -3,6 +3,9 @@
 HTTP requests become API Gateway proxy events (``arcs.proxy``), the token is checked by the same
 code as the Lambda authorizer, and the routes of ``arcs.api`` answer. A background thread drains
 the disk spool into Parquet through ``arcs.ingest``, as the ingest function drains SQS.
+
+The HTTP front (``AsgiApp`` + ``run_http``) takes any ``handle(method, path, query, headers,
+body)``: the local serverless emulation (``arcs.emulation``) serves its API Gateway with it too.
 """
 
 from __future__ import annotations
@@ -10,9 +13,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import signal
 import threading
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from types import FrameType
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
@@ -30,6 +36,8 @@ Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+#: ``(method, path, query string, headers, body) -> response``: what the HTTP front serves.
+HttpHandler = Callable[[str, str, str, dict[str, str], bytes], HttpResponse]
 
 
 class _LambdaContext:
@@ -60,22 +68,27 @@ class Gateway:
                 token = extract_token(headers, event["queryStringParameters"] or {})
                 context = self.runtime.tokens.verify(token).to_context()
             except ArcsError as exc:
-                return _from_error(exc)
+                return error_http_response(exc)
         event = proxy_event(method, path, query, headers, body, context)
         return http_response(self._app().resolve(event, _LambdaContext()))  # type: ignore[arg-type]
 
 
-def _from_error(exc: ArcsError) -> HttpResponse:
+def error_http_response(exc: ArcsError) -> HttpResponse:
     response = error_response(exc)
     headers = {"Content-Type": "application/json", **{k: str(v) for k, v in response.headers.items()}}
     return HttpResponse(exc.status, headers, str(response.body).encode())
 
 
 class AsgiApp:
-    def __init__(self, gateway: Gateway, max_request_bytes: int, workers: int) -> None:
-        self.gateway = gateway
+    """ASGI over a blocking ``handle``: bodies read (up to the payload limit), then handled on worker threads."""
+
+    def __init__(self, handle: HttpHandler, max_request_bytes: int, workers: int) -> None:
+        self.handle = handle
         self.max_request_bytes = max_request_bytes
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="arcs-http")
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=True)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -92,12 +105,12 @@ class AsgiApp:
         try:
             body = await self._read_body(receive, headers)
         except ArcsError as exc:
-            await self._send(send, _from_error(exc))
+            await self._send(send, error_http_response(exc))
             return
         loop = asyncio.get_running_loop()
         response = await loop.run_in_executor(
             self.executor,
-            self.gateway.handle,
+            self.handle,
             scope["method"],
             scope["path"],
             scope.get("query_string", b"").decode("latin-1"),
@@ -198,13 +211,32 @@ def banner(url: str, token: str | None) -> str:
     return "\n".join(lines)
 
 
-def serve(runtime: LocalRuntime, host: str, port: int, workers: int = 8) -> None:
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM ends the process like Ctrl-C: by an exception that lets ``finally`` blocks run.
+
+    uvicorn catches both signals while it serves, shuts down gracefully, restores the previous
+    handlers and raises the signal again; with Python's default SIGTERM handler that would end
+    the process before anything after the server could stop.
+    """
+
+    def interrupt(_signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_http(app: AsgiApp, host: str, port: int, token: str | None) -> None:
+    """Serve ``app`` until Ctrl-C or SIGTERM; once bound, print the banner and the listening line."""
     import uvicorn
 
-    token = runtime.tokens.bootstrap(runtime.settings.bootstrap_token)
-    ingest = IngestLoop(runtime)
-    ingest.start()
-    app = AsgiApp(Gateway(runtime), runtime.settings.max_request_bytes, workers)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", access_log=False)
     server = uvicorn.Server(config)
     original_startup = server.startup
@@ -218,8 +250,21 @@ def serve(runtime: LocalRuntime, host: str, port: int, workers: int = 8) -> None
         print(json.dumps({"event": "listening", "host": host, "port": bound_port}), flush=True)
 
     server.startup = startup  # type: ignore[method-assign]
+    with _sigterm_as_interrupt():
+        try:
+            server.run()
+        except KeyboardInterrupt:
+            logger.info("stopping")
+
+
+def serve(runtime: LocalRuntime, host: str, port: int, workers: int = 8) -> None:
+    token = runtime.tokens.bootstrap(runtime.settings.bootstrap_token)
+    ingest = IngestLoop(runtime)
+    ingest.start()
+    app = AsgiApp(Gateway(runtime).handle, runtime.settings.max_request_bytes, workers)
     try:
-        server.run()
+        run_http(app, host, port, token)
     finally:
+        app.close()
         ingest.stop()
         ingest.join(timeout=10)

@@ -82,7 +82,7 @@ def fast_hash(token: str) -> str:
 
 
 def slow_hash(token: str, salt: bytes) -> bytes:
-    return hashlib.scrypt(token.encode("utf-8"), salt=salt, **_SCRYPT)  # type: ignore[arg-type]
+    return hashlib.scrypt(token.encode("utf-8"), salt=salt, **_SCRYPT)
 
 
 def new_secret() -> str:

@@ -21,6 +21,7 @@ from arcs.adapters.aws_sqs import SqsWriteQueue, claim_key, read_queued_body
 from arcs.engine import S3Access
 from arcs.errors import StorageFault
 from arcs.ingest import QueuedWrite
+from arcs.ports import ObjectStore
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -185,6 +186,8 @@ def s3_access(session: boto3.Session, settings: Settings) -> S3Access:
     if credentials is None:
         raise StorageFault("no AWS credentials available to read the data bucket")
     frozen = credentials.get_frozen_credentials()
+    if not frozen.access_key or not frozen.secret_key:
+        raise StorageFault("incomplete AWS credentials: the data bucket cannot be read")
     endpoint = settings.aws_endpoint_url
     parsed = urlparse(endpoint) if endpoint else None
     return S3Access(
@@ -217,7 +220,7 @@ def aws_runtime_parts(
     )
 
 
-def queued_write_from_sqs(message_id: str, body: str, store: S3Store) -> QueuedWrite:
+def queued_write_from_sqs(message_id: str, body: str, store: ObjectStore) -> QueuedWrite:
     """An SQS record -> the ingest protocol's view of it; the claim-check object goes once committed."""
     write_id, load, claim = read_queued_body(body, store)
     cleanup = (lambda: store.delete(claim)) if claim else None

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import Any
 from pathlib import Path
 
 from arcs.adapters.records import file_from_json, file_to_json
@@ -64,7 +65,7 @@ class SqliteDatabase:
                 raise
             self._conn.execute("COMMIT")
 
-    def query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[object, ...]]:
+    def query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
             return self._conn.execute(sql, params).fetchall()
 
@@ -87,7 +88,7 @@ class SqliteCatalog:
         columns, tags, version = rows[0]
         return MeasurementSchema(
             database, measurement, json.loads(str(columns)), tuple(json.loads(str(tags))), int(version)
-        )  # type: ignore[call-overload]
+        )
 
     def put_schema(self, schema: MeasurementSchema, expected_version: int | None) -> bool:
         with self.db.transaction() as conn:
@@ -164,7 +165,7 @@ class SqliteCatalog:
             sql += " AND hour <= ?"
             params.append(_hour_text(last_hour))
         return [
-            FileRecord(str(db), str(m), _hour_value(str(h)), str(k), int(r), int(s), int(lo), int(hi), str(c))  # type: ignore[call-overload]
+            FileRecord(str(db), str(m), _hour_value(str(h)), str(k), int(r), int(s), int(lo), int(hi), str(c))
             for db, m, h, k, r, s, lo, hi, c in self.db.query(sql + " ORDER BY hour, key", params)
         ]
 
@@ -208,7 +209,7 @@ class SqliteCatalog:
         status, files = rows[0]
         return CommitRecord(
             commit_id,
-            status,  # type: ignore[arg-type]
+            status,
             tuple(file_from_json(f) for f in json.loads(str(files))),
         )
 
@@ -238,7 +239,7 @@ class SqliteTokenStore:
     def __init__(self, db: SqliteDatabase) -> None:
         self.db = db
 
-    def _record(self, row: tuple[object, ...]) -> TokenRecord:
+    def _record(self, row: tuple[Any, ...]) -> TokenRecord:
         tid, name, desc, lookup, salt, digest, perms, dbs, created, expires, revoked = row
         return TokenRecord(
             token_id=str(tid),
@@ -246,7 +247,7 @@ class SqliteTokenStore:
             description=str(desc),
             lookup=str(lookup),
             salt=bytes(salt),
-            secret_hash=bytes(digest),  # type: ignore[arg-type]
+            secret_hash=bytes(digest),
             permissions=tuple(json.loads(str(perms))),
             databases=tuple(json.loads(str(dbs))),
             created_at=_dt(created) or datetime.now(UTC),

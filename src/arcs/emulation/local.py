@@ -1,0 +1,240 @@
+"""``arcs local``: the serverless topology on a local AWS emulator, the Lambda handlers unchanged.
+
+A moto server on loopback (or the emulator ``AWS_ENDPOINT_URL`` names, e.g. LocalStack) holds
+the bucket, the write queue with its dead-letter queue, and the table; the process environment is
+set as the CDK stack sets the functions' environment, and only then are the handlers loaded from
+``functions/``. API Gateway is ``arcs.emulation.gateway`` behind uvicorn, the SQS event source
+``arcs.emulation.poller``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import boto3
+
+from arcs import envvars
+from arcs.adapters.aws import AwsClients, AwsResources, create_resources
+from arcs.emulation.functions import LambdaFunction, load_handler
+from arcs.emulation.gateway import API_GATEWAY_PAYLOAD_LIMIT, ApiGateway
+from arcs.emulation.poller import SqsPoller
+from arcs.settings import ConfigError, Settings
+
+if TYPE_CHECKING:
+    from moto.server import ThreadedMotoServer
+
+logger = logging.getLogger(__name__)
+
+# Knobs of the emulated infrastructure only (the functions never read them).
+MAX_RECEIVE_COUNT = "ARCS_LOCAL_MAX_RECEIVE_COUNT"
+VISIBILITY_TIMEOUT_S = "ARCS_LOCAL_VISIBILITY_TIMEOUT_S"
+
+#: Dummy credentials: moto accepts any, and real ones must never be needed (or sent) here.
+DUMMY_KEY = "testing"
+API_TIMEOUT_S = 29.0  # API Gateway's integration timeout bounds the HTTP functions
+
+
+@dataclass(frozen=True, slots=True)
+class EmulationConfig:
+    endpoint_url: str | None = None  # an external emulator; None starts a moto server
+    moto_port: int = 0
+    region: str = "us-east-1"
+    bucket: str = "arcs-local"
+    queue_name: str = "arcs-writes"
+    dlq_name: str = "arcs-writes-dlq"
+    table: str = "arcs-local"
+    max_receive_count: int = 5
+    # DESIGN §5: at least six times the ingest function's timeout, which is therefore a sixth of it.
+    visibility_timeout_s: int = 30
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, moto_port: int = 0) -> EmulationConfig:
+        env = os.environ if env is None else env
+        base = cls()
+
+        def whole(name: str, default: int, least: int) -> int:
+            raw = env.get(name) or str(default)
+            if not raw.isdigit() or int(raw) < least:
+                raise ConfigError(f"{name} must be a whole number of at least {least}, got {raw!r}")
+            return int(raw)
+
+        return cls(
+            endpoint_url=env.get(envvars.AWS_ENDPOINT_URL) or None,
+            moto_port=moto_port,
+            region=env.get(envvars.AWS_REGION) or env.get("AWS_DEFAULT_REGION") or base.region,
+            max_receive_count=whole(MAX_RECEIVE_COUNT, base.max_receive_count, 1),
+            visibility_timeout_s=whole(VISIBILITY_TIMEOUT_S, base.visibility_timeout_s, 1),
+        )
+
+
+def function_environment(resources: AwsResources, endpoint_url: str, region: str, work_dir: str) -> dict[str, str]:
+    """What the CDK stack puts in every function's environment (plus the emulator's endpoint)."""
+    return {
+        envvars.BACKEND: "aws",
+        envvars.BUCKET: resources["bucket"],
+        envvars.QUEUE_URL: resources["queue_url"],
+        envvars.TABLE: resources["table"],
+        envvars.AWS_ENDPOINT_URL: endpoint_url,
+        envvars.AWS_REGION: region,
+        envvars.WORK_DIR: work_dir,
+    }
+
+
+@dataclass
+class Emulation:
+    """The running topology; ``close`` stops what ``start_emulation`` started, in reverse."""
+
+    config: EmulationConfig
+    endpoint_url: str
+    resources: AwsResources
+    settings: Settings
+    gateway: ApiGateway
+    poller: SqsPoller
+    clients: AwsClients
+    work_dir: str
+    moto: ThreadedMotoServer | None = None
+    admin_token: str | None = None
+
+    def close(self) -> None:
+        self.poller.stop(timeout=self.poller.wait_s + self.poller.function.timeout_s + 5)
+        self.clients.close()
+        if self.moto is not None:
+            self.moto.stop()
+        shutil.rmtree(self.work_dir, ignore_errors=True)
+
+
+def start_moto(port: int) -> tuple[ThreadedMotoServer, str]:
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    host, bound = server.get_host_and_port()
+    return server, f"http://{host}:{bound}"
+
+
+def start_emulation(
+    config: EmulationConfig,
+    set_env: Callable[[str, str], Any] = os.environ.__setitem__,
+    *,
+    start_poller: bool = True,
+) -> Emulation:
+    """Emulator, resources, environment, handlers, admin token, SQS poller; ``set_env`` is the seam for tests."""
+    from arcs.runtime import lambda_runtime
+
+    moto = None
+    endpoint = config.endpoint_url
+    if endpoint is None:
+        moto, endpoint = start_moto(config.moto_port)
+        set_env("AWS_ACCESS_KEY_ID", DUMMY_KEY)
+        set_env("AWS_SECRET_ACCESS_KEY", DUMMY_KEY)
+    else:
+        # LocalStack and friends take any keys too; keep real ones if the user set them.
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            if not os.environ.get(name):
+                set_env(name, DUMMY_KEY)
+    work_dir = tempfile.mkdtemp(prefix="arcs-local-")
+    try:
+        session = boto3.Session(
+            aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+            region_name=config.region,
+        )
+        clients = AwsClients.create(session, endpoint_url=endpoint, region=config.region)
+        resources = create_resources(
+            clients,
+            bucket=config.bucket,
+            queue_name=config.queue_name,
+            dlq_name=config.dlq_name,
+            table_name=config.table,
+            max_receive_count=config.max_receive_count,
+            visibility_timeout_s=config.visibility_timeout_s,
+        )
+        for name, value in {
+            **function_environment(resources, endpoint, config.region, work_dir),
+            **config.extra_env,
+        }.items():
+            set_env(name, value)
+        # The environment is final: now the functions may load, as in a fresh container.
+        lambda_runtime.cache_clear()
+        settings = Settings.from_env()
+        authorizer = LambdaFunction("arcs-authorizer", load_handler("authorizer"), timeout_s=10, region=config.region)
+        # The write and query handlers share one resolver (``lambda_app``) in this process: one lock.
+        api_lock = threading.Lock()
+        writes = LambdaFunction(
+            "arcs-write",
+            load_handler("ingest", "edge.py"),
+            timeout_s=API_TIMEOUT_S,
+            region=config.region,
+            lock=api_lock,
+        )
+        queries = LambdaFunction(
+            "arcs-query",
+            load_handler("query"),
+            timeout_s=API_TIMEOUT_S,
+            region=config.region,
+            lock=api_lock,
+        )
+        ingest = LambdaFunction(
+            "arcs-ingest",
+            load_handler("ingest"),
+            timeout_s=max(1.0, config.visibility_timeout_s / 6),
+            memory_mb=2048,
+            region=config.region,
+        )
+        gateway = ApiGateway(authorizer, writes, queries, cache_ttl_s=settings.token_cache_ttl_s, region=config.region)
+        poller = SqsPoller(
+            clients.sqs,
+            resources["queue_url"],
+            resources["queue_arn"],
+            ingest,
+            batch_size=settings.ingest_batch_messages,
+            batching_window_s=settings.ingest_batch_window_s,
+            region=config.region,
+        )
+        runtime = lambda_runtime()
+        token = runtime.tokens.bootstrap(settings.bootstrap_token)
+    except BaseException:
+        if moto is not None:
+            moto.stop()
+        shutil.rmtree(work_dir, ignore_errors=True)
+        raise
+    emulation = Emulation(config, endpoint, resources, settings, gateway, poller, clients, work_dir, moto, token)
+    if start_poller:
+        poller.start()
+    return emulation
+
+
+def run_local(host: str, port: int, moto_port: int = 0, workers: int = 8) -> None:
+    """Run until Ctrl-C or SIGTERM, then stop the HTTP front, the poller and the emulator, in order."""
+    from arcs.server import AsgiApp, run_http
+
+    emulation = start_emulation(EmulationConfig.from_env(moto_port=moto_port))
+    resources = emulation.resources
+    print(
+        json.dumps(
+            {
+                "event": "emulator",
+                "endpoint": emulation.endpoint_url,
+                "bucket": resources["bucket"],
+                "queue_url": resources["queue_url"],
+                "dlq_url": resources["dlq_url"],
+                "table": resources["table"],
+            }
+        ),
+        flush=True,
+    )
+    app = AsgiApp(emulation.gateway.handle, API_GATEWAY_PAYLOAD_LIMIT, workers)
+    try:
+        run_http(app, host, port, emulation.admin_token)
+    finally:
+        app.close()
+        emulation.close()
