@@ -284,6 +284,8 @@ def rewrite_tables(sql: str, scan: Callable[[TableRef], str]) -> str:
             previous = token
         out.append(token.text)
         index += 1
+    if depth != 0:
+        raise BadRequest("unbalanced parentheses in SQL")
     return "".join(out)
 
 

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from arcs import layout
+
+
+@pytest.mark.parametrize("prefix", ["", "arcs", "deep/prefix/"])
+def test_data_key_round_trips(prefix: str) -> None:
+    hour = datetime(2024, 2, 29, 23, 17, 5, tzinfo=UTC)
+    key = layout.data_key(prefix, "metrics", "cpu-load_1", hour, "abc-0001.parquet")
+    assert key.endswith("metrics/cpu-load_1/2024/02/29/23/abc-0001.parquet")
+    parsed = layout.parse_data_key(prefix, key)
+    assert parsed == layout.DataKey("metrics", "cpu-load_1", datetime(2024, 2, 29, 23, tzinfo=UTC), "abc-0001.parquet")
+
+
+def test_system_keys_are_outside_every_data_prefix() -> None:
+    key = layout.system_key("arcs", "claims", "x.bin")
+    assert key == "arcs/_arcs/claims/x.bin"
+    with pytest.raises(ValueError, match="not a data key"):
+        layout.parse_data_key("arcs", key)
+    # no valid database name can equal the system folder
+    with pytest.raises(Exception, match="database"):
+        layout.data_key("arcs", "_arcs", "cpu", datetime.now(UTC), "a.parquet")
+
+
+@pytest.mark.parametrize("bad", ["../x.parquet", "a/b.parquet", "x.csv"])
+def test_bad_file_names_are_refused(bad: str) -> None:
+    with pytest.raises(ValueError, match="bad data file name"):
+        layout.data_key("", "db", "m", datetime.now(UTC), bad)
+
+
+def test_hours_between_covers_partial_hours() -> None:
+    start = datetime(2024, 1, 1, 22, 59, tzinfo=UTC)
+    end = datetime(2024, 1, 2, 1, 0, tzinfo=UTC)
+    assert [h.hour for h in layout.hours_between(start, end)] == [22, 23, 0, 1]
+
+
+def test_hour_from_micros_floors_negative_times() -> None:
+    assert layout.hour_from_micros(-1) == datetime(1969, 12, 31, 23, tzinfo=UTC)
+    assert layout.hour_from_micros(3_600_000_000) == datetime(1970, 1, 1, 1, tzinfo=UTC)
