@@ -1,7 +1,7 @@
 """The REST API: writes go to the edge function, everything else to the query function.
 
-API Gateway REST (not HTTP API) because only it has usage plans, WAF and request throttling per
-stage; both cap a request at 10 MB. Every body is passed to Lambda as binary (base64), so
+API Gateway REST (not HTTP API) because only it has API keys and usage plans, WAF and request
+validation (DESIGN.md §5); both cap a request at 10 MB. Every body is passed to Lambda as binary (base64), so
 MessagePack, gzip and zstd arrive byte for byte.
 """
 
@@ -84,8 +84,10 @@ class ArcsApi(Construct):
                 templates={"application/json": _ERROR_TEMPLATE},
             )
 
-        self._edge = apigw.LambdaIntegration(edge, allow_test_invoke=False, scope_permission_to_method=False)
-        self._query = apigw.LambdaIntegration(query, allow_test_invoke=False, scope_permission_to_method=False)
+        # One invoke permission per function for this API (any stage, method, path), not one per method:
+        # the API has ~20 methods and a function's resource policy is capped at 20 KB.
+        self._edge = apigw.LambdaIntegration(edge, scope_permission_to_method=False)
+        self._query = apigw.LambdaIntegration(query, scope_permission_to_method=False)
         self._authorizer = authorizer
         self._routed: set[str] = set()
 
@@ -97,7 +99,6 @@ class ArcsApi(Construct):
             resource = self._resource(path)
             method = resource.add_method("GET", self._query, authorization_type=apigw.AuthorizationType.NONE)
             acknowledge(method, "AwsSolutions-APIG4", "Health and readiness probes answer without a token (API.md).")
-            acknowledge(method, "AwsSolutions-COG4", "Health and readiness probes answer without a token (API.md).")
 
         acknowledge(
             self.api,
@@ -138,8 +139,9 @@ class ArcsApi(Construct):
     def _fallback(self, resource: apigw.IResource) -> None:
         """Routes under ``resource`` not declared explicitly go to the query function, with a token.
 
-        ``{proxy+}`` takes the tree below ``resource`` (API Gateway matches the most specific
-        resource and does not fall back to a greedy one higher up), ``ANY`` the resource itself.
+        ``{proxy+}`` takes the tree below ``resource`` and ``ANY`` the resource itself, so that
+        routing never depends on whether API Gateway falls back from a static resource (``/api``)
+        to a greedy one higher up (``/{proxy+}``).
         """
         if resource.path in self._routed:
             return

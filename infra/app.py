@@ -11,6 +11,7 @@ import os
 from aws_cdk import App, Environment, Validations
 from cdk_nag import AwsSolutionsChecks
 
+from infra.function import REPO_ROOT
 from infra.stack import ArcsStack
 
 DEFAULT_STACK_NAME = "ArcServerless"
@@ -28,13 +29,15 @@ def build(app: App | None = None) -> tuple[App, ArcsStack]:
         description="Arc Serverless: a serverless time-series database (DuckDB over Parquet on S3)",
     )
     # cdk-nag 3 is a policy-validation plugin (no longer an aspect): any unacknowledged finding
-    # fails synthesis and is written to cdk.out/policy-validation-report.json.
+    # fails synthesis and is written to cdk.out/validation-report.json.
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return app, stack
 
 
 def main() -> None:
-    app, _ = build()
+    # The CDK CLI says where to write (CDK_OUTDIR); run directly, write where the CLI would.
+    outdir = None if os.environ.get("CDK_OUTDIR") else str(REPO_ROOT / "cdk.out")
+    app, _ = build(App(outdir=outdir))
     app.synth()
 
 

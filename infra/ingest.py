@@ -43,7 +43,7 @@ class ArcsIngest(Construct):
         max_receive_count: int = 5,
     ) -> None:
         super().__init__(scope, construct_id)
-        # Visibility covers Lambda's retries of one batch plus the time the batch waited to fill.
+        # AWS's rule for an SQS event source: 6 x the function timeout, plus the batching window.
         visibility = Duration.seconds(
             VISIBILITY_FACTOR * ingest_timeout.to_seconds() + max_batching_window.to_seconds()
         )
@@ -54,11 +54,6 @@ class ArcsIngest(Construct):
             retention_period=RETENTION,
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
-        )
-        acknowledge(
-            self.dead_letter_queue,
-            "AwsSolutions-SQS3",
-            "This queue is the dead-letter queue of the write queue; it has no DLQ of its own.",
         )
         self.queue = sqs.Queue(
             self,

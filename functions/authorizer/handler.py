@@ -1,7 +1,9 @@
 """API Gateway REQUEST authorizer: the token -> an IAM policy plus the caller's identity as context.
 
-API Gateway caches the answer per token (identity sources: Authorization, x-api-key, p) for the
-configured TTL, which is how long a revocation can take to be seen.
+The token may come from Authorization, x-api-key or ``?p=``; API Gateway can only cache an
+authorizer's answer when *every* identity source is present, so its cache is off and this
+function caches verified tokens itself for ``ARCS_TOKEN_CACHE_TTL_S`` (how long a revocation can
+take to be seen).
 """
 
 from __future__ import annotations

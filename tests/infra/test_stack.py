@@ -1,0 +1,480 @@
+"""The CDK app synthesizes, says what DESIGN.md and API.md ask, and passes cdk-nag (AWS Solutions).
+
+One synthesis per module (a few seconds on two cores); every test reads the same template.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk import App, Duration, Stack, Validations
+from aws_cdk.assertions import Match, Template
+from cdk_nag import AwsSolutionsChecks
+from infra.api import PUBLIC_PATHS, WRITE_PATHS
+from infra.app import build
+from infra.authorizer import ArcsAuthorizer
+from infra.function import FUNCTIONS_DIR, KNOWN_ENV_NAMES, FunctionDefaults
+from infra.stack import ArcsStack
+from infra.storage import ArcsStorage
+
+from arcs import envvars
+from arcs.adapters.aws_dynamodb import TTL_ATTRIBUTE
+from arcs.adapters.aws_sqs import SQS_MAX_MESSAGE_BYTES, claim_key
+
+pytestmark = pytest.mark.infra
+
+Json = dict[str, Any]
+FOURTEEN_DAYS_S = 14 * 24 * 3600
+#: Every cdk-nag finding the stack accepts; each carries its reason where it is acknowledged.
+#: A new one must be added here on purpose.
+ACKNOWLEDGED = {
+    "AwsSolutions-S1",  # no server access logs on the data bucket
+    "AwsSolutions-IAM5[Resource::*]",  # X-Ray has no resource-level permissions
+    "AwsSolutions-L1",  # Python 3.12, the runtime the layers are built for
+    "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs]",
+    "AwsSolutions-APIG2",  # bodies are binary; the edge validates them
+    "AwsSolutions-APIG3",  # WAF left to the deployer
+    "AwsSolutions-APIG4",  # /health and /ready are public
+    "AwsSolutions-COG4",  # Arc tokens, not Cognito
+}
+
+
+@dataclass(frozen=True)
+class Synth:
+    app: App
+    stack: ArcsStack
+    template: Template
+    resources: dict[str, Json]
+
+    def of_type(self, cfn_type: str) -> dict[str, Json]:
+        return {k: v for k, v in self.resources.items() if v["Type"] == cfn_type}
+
+    def logical_id(self, construct: Any) -> str:
+        return self.stack.get_logical_id(construct.node.default_child)
+
+    def props(self, construct: Any) -> Json:
+        return self.resources[self.logical_id(construct)]["Properties"]  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def synth() -> Synth:
+    app, stack = build(App())
+    template = Template.from_stack(stack)
+    return Synth(app, stack, template, template.to_json()["Resources"])
+
+
+def _functions(synth: Synth) -> dict[str, Any]:
+    stack = synth.stack
+    return {
+        "edge": stack.ingest.edge,
+        "ingest": stack.ingest.ingest,
+        "query": stack.query.query,
+        "authorizer": stack.authorizer.authorizer_function,
+    }
+
+
+def _statements(synth: Synth, role: Any) -> list[Json]:
+    role_id = synth.logical_id(role)
+    out: list[Json] = []
+    for policy in synth.of_type("AWS::IAM::Policy").values():
+        if {"Ref": role_id} in policy["Properties"]["Roles"]:
+            out += policy["Properties"]["PolicyDocument"]["Statement"]
+    return out
+
+
+def _actions(statements: list[Json]) -> set[str]:
+    actions: set[str] = set()
+    for statement in statements:
+        value = statement["Action"]
+        actions.update([value] if isinstance(value, str) else value)
+    return actions
+
+
+# --- the queue between the edge and the ingest function ------------------------------------------
+
+
+def test_write_queue_takes_1_mib_messages_keeps_14_days_and_redrives(synth: Synth) -> None:
+    assert SQS_MAX_MESSAGE_BYTES == 1_048_576
+    queue = synth.props(synth.stack.ingest.queue)
+    assert queue["MaximumMessageSize"] == SQS_MAX_MESSAGE_BYTES
+    assert queue["MessageRetentionPeriod"] == FOURTEEN_DAYS_S
+    assert queue["RedrivePolicy"] == {
+        "deadLetterTargetArn": {"Fn::GetAtt": [synth.logical_id(synth.stack.ingest.dead_letter_queue), "Arn"]},
+        "maxReceiveCount": 5,
+    }
+    assert synth.props(synth.stack.ingest.dead_letter_queue)["MessageRetentionPeriod"] == FOURTEEN_DAYS_S
+
+
+def test_visibility_timeout_is_at_least_six_times_the_consumer_timeout(synth: Synth) -> None:
+    queue_id = synth.logical_id(synth.stack.ingest.queue)
+    [mapping] = synth.of_type("AWS::Lambda::EventSourceMapping").values()
+    assert mapping["Properties"]["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
+    function_id = mapping["Properties"]["FunctionName"]["Ref"]
+    assert function_id == synth.logical_id(synth.stack.ingest.ingest.function)
+    timeout = synth.resources[function_id]["Properties"]["Timeout"]
+    visibility = synth.resources[queue_id]["Properties"]["VisibilityTimeout"]
+    assert visibility >= 6 * timeout
+
+
+def test_ingest_consumes_batches_and_reports_item_failures(synth: Synth) -> None:
+    synth.template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping",
+        {
+            "FunctionResponseTypes": ["ReportBatchItemFailures"],
+            "BatchSize": Match.any_value(),
+            "MaximumBatchingWindowInSeconds": Match.any_value(),
+        },
+    )
+    [mapping] = synth.of_type("AWS::Lambda::EventSourceMapping").values()
+    props = mapping["Properties"]
+    assert 1 <= props["BatchSize"] <= 10_000
+    assert 0 < props["MaximumBatchingWindowInSeconds"] <= 300  # batches above 10 need a window
+    env = synth.props(synth.stack.ingest.ingest.function)["Environment"]["Variables"]
+    assert env[envvars.INGEST_BATCH_MESSAGES] == str(props["BatchSize"])
+
+
+def test_queues_refuse_plain_http(synth: Synth) -> None:
+    policies = synth.of_type("AWS::SQS::QueuePolicy").values()
+    secured: set[str] = set()
+    for policy in policies:
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if statement["Effect"] == "Deny" and statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}:
+                secured.update(queue["Ref"] for queue in policy["Properties"]["Queues"])
+    assert secured == {
+        synth.logical_id(synth.stack.ingest.queue),
+        synth.logical_id(synth.stack.ingest.dead_letter_queue),
+    }
+
+
+def test_dead_letters_raise_an_alarm(synth: Synth) -> None:
+    synth.template.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "MetricName": "ApproximateNumberOfMessagesVisible",
+            "Dimensions": [{"Name": "QueueName", "Value": Match.any_value()}],
+            "Threshold": 0,
+        },
+    )
+
+
+# --- storage ---------------------------------------------------------------------------------------
+
+
+def test_bucket_is_encrypted_private_and_tls_only(synth: Synth) -> None:
+    bucket = synth.props(synth.stack.storage.bucket)
+    assert bucket["BucketEncryption"] == {
+        "ServerSideEncryptionConfiguration": [{"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+    }
+    assert bucket["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    }
+    synth.template.has_resource_properties(
+        "AWS::S3::BucketPolicy",
+        {
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [Match.object_like({"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}})]
+                )
+            }
+        },
+    )
+    assert synth.resources[synth.logical_id(synth.stack.storage.bucket)]["DeletionPolicy"] == "Retain"
+
+
+def test_claim_check_objects_expire_after_15_days_where_the_core_writes_them(synth: Synth) -> None:
+    core_prefix = claim_key("", "w").rsplit("/", 1)[0] + "/"
+    assert core_prefix == "_arcs/claims/"
+    rules = synth.props(synth.stack.storage.bucket)["LifecycleConfiguration"]["Rules"]
+    [claims] = [rule for rule in rules if rule.get("Prefix") == core_prefix]
+    assert claims["ExpirationInDays"] == 15
+    assert claims["Status"] == "Enabled"
+
+
+def test_table_keys_billing_ttl_and_recovery(synth: Synth) -> None:
+    table = synth.props(synth.stack.storage.table)
+    assert table["KeySchema"] == [
+        {"AttributeName": "pk", "KeyType": "HASH"},
+        {"AttributeName": "sk", "KeyType": "RANGE"},
+    ]
+    assert table["AttributeDefinitions"] == [
+        {"AttributeName": "pk", "AttributeType": "S"},
+        {"AttributeName": "sk", "AttributeType": "S"},
+    ]
+    assert table["BillingMode"] == "PAY_PER_REQUEST"
+    assert table["TimeToLiveSpecification"] == {"AttributeName": TTL_ATTRIBUTE, "Enabled": True}
+    assert TTL_ATTRIBUTE == "expires_at"
+    assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+
+
+# --- functions -------------------------------------------------------------------------------------
+
+
+def test_every_function_is_python_312_on_arm64_traced_with_its_own_log_group(synth: Synth) -> None:
+    functions = synth.of_type("AWS::Lambda::Function")
+    assert set(functions) == {synth.logical_id(f.function) for f in _functions(synth).values()}
+    log_groups = set()
+    for function in functions.values():
+        props = function["Properties"]
+        assert props["Runtime"] == "python3.12"
+        assert props["Architectures"] == ["arm64"]
+        assert props["TracingConfig"] == {"Mode": "Active"}
+        log_groups.add(props["LoggingConfig"]["LogGroup"]["Ref"])
+    assert len(log_groups) == len(functions)
+    for log_group in log_groups:
+        assert synth.resources[log_group]["Properties"]["RetentionInDays"] > 0
+
+
+def test_handlers_point_at_the_function_folders(synth: Synth) -> None:
+    expected = {
+        "edge": ("edge.handler", "ingest"),
+        "ingest": ("handler.handler", "ingest"),
+        "query": ("handler.handler", "query"),
+        "authorizer": ("handler.handler", "authorizer"),
+    }
+    outdir = Path(synth.app.outdir)
+    for name, function in _functions(synth).items():
+        handler, folder = expected[name]
+        props = synth.props(function.function)
+        assert props["Handler"] == handler
+        asset = outdir / ("asset." + props["Code"]["S3Key"].removesuffix(".zip"))
+        staged = sorted(p.name for p in asset.iterdir() if p.suffix == ".py")
+        source = FUNCTIONS_DIR / folder
+        assert staged == sorted(p.name for p in source.iterdir() if p.suffix == ".py"), name
+        # Nothing heavy in the code asset: the core and its dependencies come from layers.
+        assert sum(p.stat().st_size for p in asset.rglob("*")) < 256 * 1024, name
+
+
+def test_environment_uses_only_arcs_envvars_names(synth: Synth) -> None:
+    bucket = {"Ref": synth.logical_id(synth.stack.storage.bucket)}
+    table = {"Ref": synth.logical_id(synth.stack.storage.table)}
+    queue = {"Ref": synth.logical_id(synth.stack.ingest.queue)}
+    envs = {name: synth.props(f.function)["Environment"]["Variables"] for name, f in _functions(synth).items()}
+    for name, env in envs.items():
+        assert set(env) <= KNOWN_ENV_NAMES, name
+        assert envvars.AWS_REGION not in env  # reserved: Lambda sets it
+        assert envvars.AWS_ENDPOINT_URL not in env  # emulators only
+        assert env[envvars.BACKEND] == "aws"
+        assert env[envvars.BUCKET] == bucket
+        assert env[envvars.TABLE] == table
+        assert env[envvars.PREFIX] == ""
+        assert env[envvars.TOKEN_CACHE_TTL_S] == "60"
+        assert env[envvars.WORK_DIR].startswith("/tmp/")
+    assert envs["edge"][envvars.QUEUE_URL] == queue
+    assert envs["ingest"][envvars.QUEUE_URL] == queue
+    assert envvars.QUEUE_URL not in envs["query"]
+    assert envs["query"][envvars.DUCKDB_MEMORY_LIMIT].endswith("MB")
+    memory = synth.props(synth.stack.query.query.function)["MemorySize"]
+    assert int(envs["query"][envvars.DUCKDB_MEMORY_LIMIT].removesuffix("MB")) < memory
+    assert int(envs["query"][envvars.DUCKDB_THREADS]) >= 2
+
+
+def test_http_functions_fit_api_gateway_timeout(synth: Synth) -> None:
+    for name in ("edge", "query"):
+        assert synth.props(_functions(synth)[name].function)["Timeout"] <= 29, name
+
+
+# --- IAM: least privilege --------------------------------------------------------------------------
+
+
+def test_no_wildcard_actions_and_no_managed_policies_on_function_roles(synth: Synth) -> None:
+    for policy_id, policy in synth.of_type("AWS::IAM::Policy").items():
+        for action in _actions(policy["Properties"]["PolicyDocument"]["Statement"]):
+            assert "*" not in action, (policy_id, action)
+    for name, function in _functions(synth).items():
+        role = synth.props(function.role)
+        assert "ManagedPolicyArns" not in role, name
+        assert "Policies" not in role, name
+
+
+def test_grants_are_what_each_function_needs(synth: Synth) -> None:
+    bucket_arn = {"Fn::GetAtt": [synth.logical_id(synth.stack.storage.bucket), "Arn"]}
+    grants = {name: _statements(synth, f.role) for name, f in _functions(synth).items()}
+    actions = {name: _actions(statements) for name, statements in grants.items()}
+
+    assert {"sqs:SendMessage", "s3:PutObject", "dynamodb:GetItem", "dynamodb:PutItem"} <= actions["edge"]
+    assert not {"s3:GetObject", "s3:DeleteObject", "s3:ListBucket", "sqs:ReceiveMessage"} & actions["edge"]
+    [edge_put] = [s for s in grants["edge"] if s["Action"] == "s3:PutObject"]
+    assert edge_put["Resource"] == {"Fn::Join": ["", [bucket_arn, "/_arcs/claims/*"]]}
+
+    assert {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"} <= actions["ingest"]
+    assert {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"} <= actions["ingest"]
+    assert {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"} <= actions["ingest"]
+    assert "sqs:SendMessage" not in actions["ingest"]
+
+    assert {"s3:GetObject", "s3:ListBucket", "dynamodb:GetItem", "dynamodb:PutItem"} <= actions["query"]
+    assert not {"s3:PutObject", "s3:DeleteObject"} & actions["query"]
+    assert not any(action.startswith("sqs:") for action in actions["query"])
+
+    assert {"dynamodb:GetItem", "dynamodb:Query"} <= actions["authorizer"]
+    writes = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
+    assert not writes & actions["authorizer"]
+    assert not any(action.startswith(("s3:", "sqs:")) for action in actions["authorizer"])
+
+
+# --- API Gateway -----------------------------------------------------------------------------------
+
+
+def _routes(synth: Synth) -> dict[tuple[str, str], Json]:
+    """(path, method) -> the method's properties."""
+    api_id = synth.logical_id(synth.stack.api.api)
+    paths = {f"ROOT:{api_id}": "/"}
+    resources = synth.of_type("AWS::ApiGateway::Resource")
+
+    def path_of(ref: Json) -> str:
+        if "Fn::GetAtt" in ref:
+            return "/"
+        logical = ref["Ref"]
+        if logical not in paths:
+            props = resources[logical]["Properties"]
+            parent = path_of(props["ParentId"])
+            paths[logical] = parent.rstrip("/") + "/" + props["PathPart"]
+        return paths[logical]
+
+    return {
+        (path_of(m["Properties"]["ResourceId"]), m["Properties"]["HttpMethod"]): m["Properties"]
+        for m in synth.of_type("AWS::ApiGateway::Method").values()
+    }
+
+
+def _target(method: Json, functions: list[str]) -> str:
+    """Which of ``functions`` (logical ids) the method's Lambda proxy integration invokes."""
+    assert method["Integration"]["Type"] == "AWS_PROXY"
+    uri = json.dumps(method["Integration"]["Uri"])
+    found = [logical for logical in functions if f'"{logical}"' in uri]
+    assert len(found) == 1, uri
+    return found[0]
+
+
+def test_routes_writes_to_the_edge_and_the_rest_to_query(synth: Synth) -> None:
+    edge = synth.logical_id(synth.stack.ingest.edge.function)
+    query = synth.logical_id(synth.stack.query.query.function)
+    authorizer = {"Ref": synth.logical_id(synth.stack.authorizer.authorizer)}
+    routes = _routes(synth)
+
+    def target(method: Json) -> str:
+        return _target(method, [edge, query])
+
+    for path in WRITE_PATHS:
+        method = routes[(path, "POST")]
+        assert target(method) == edge, path
+        assert method["AuthorizationType"] == "CUSTOM"
+        assert method["AuthorizerId"] == authorizer
+    for path in PUBLIC_PATHS:
+        method = routes[(path, "GET")]
+        assert target(method) == query, path
+        assert method["AuthorizationType"] == "NONE"
+    assert target(routes[("/", "ANY")]) == query
+    assert target(routes[("/{proxy+}", "ANY")]) == query
+    # The resources above write paths must not swallow the rest of their subtree.
+    for prefix in ("/api", "/api/v1", "/api/v1/write", "/api/v2"):
+        assert target(routes[(prefix + "/{proxy+}", "ANY")]) == query, prefix
+
+    for (path, verb), method in routes.items():
+        if path in PUBLIC_PATHS:
+            continue
+        assert method["AuthorizationType"] == "CUSTOM", (path, verb)
+        assert method["AuthorizerId"] == authorizer, (path, verb)
+        if (path, verb) not in {(p, "POST") for p in WRITE_PATHS}:
+            assert target(method) == query, (path, verb)
+
+
+def test_api_passes_every_body_as_binary(synth: Synth) -> None:
+    api = synth.props(synth.stack.api.api)
+    assert api["BinaryMediaTypes"] == ["*/*"]
+    assert api["EndpointConfiguration"] == {"Types": ["REGIONAL"]}
+
+
+def test_authorizer_is_called_on_every_request_and_the_function_caches_tokens(synth: Synth) -> None:
+    # Gateway caching requires *all* identity sources in every request (else 401 without calling
+    # the authorizer); our clients send the token in one of three places. See infra/authorizer.py.
+    authorizer = synth.props(synth.stack.authorizer.authorizer)
+    assert authorizer["Type"] == "REQUEST"
+    assert authorizer["AuthorizerResultTtlInSeconds"] == 0
+    assert "IdentitySource" not in authorizer
+    env = synth.props(synth.stack.authorizer.authorizer_function.function)["Environment"]["Variables"]
+    assert env[envvars.TOKEN_CACHE_TTL_S] == "60"
+
+
+def test_gateway_caching_without_identity_sources_is_refused() -> None:
+    stack = Stack(App(), "Probe")
+    storage = ArcsStorage(stack, "Storage")
+    with pytest.raises(ValueError, match="identity sources"):
+        ArcsAuthorizer(
+            stack,
+            "Authorizer",
+            storage=storage,
+            defaults=FunctionDefaults(environment={}),
+            cache_ttl=Duration.minutes(1),
+        )
+
+
+def test_stage_throttles_logs_access_and_never_logs_bodies(synth: Synth) -> None:
+    [stage] = synth.of_type("AWS::ApiGateway::Stage").values()
+    props = stage["Properties"]
+    assert props["AccessLogSetting"]["DestinationArn"] == {
+        "Fn::GetAtt": [synth.logical_id(synth.stack.api.access_logs), "Arn"]
+    }
+    assert "$context.requestId" in props["AccessLogSetting"]["Format"]
+    [settings] = props["MethodSettings"]
+    assert settings["HttpMethod"] == "*"
+    assert settings["ResourcePath"] == "/*"
+    assert settings["ThrottlingRateLimit"] > 0
+    assert settings["ThrottlingBurstLimit"] > 0
+    assert settings["LoggingLevel"] == "ERROR"
+    assert settings["DataTraceEnabled"] is False
+    assert props["TracingEnabled"] is True
+
+
+def test_gateway_errors_use_the_api_error_shape(synth: Synth) -> None:
+    for response_type in ("DEFAULT_4XX", "DEFAULT_5XX"):
+        synth.template.has_resource_properties(
+            "AWS::ApiGateway::GatewayResponse",
+            {
+                "ResponseType": response_type,
+                "ResponseTemplates": {"application/json": Match.string_like_regexp(r'"success": false')},
+            },
+        )
+
+
+# --- checks --------------------------------------------------------------------------------------
+
+
+def test_cdk_nag_aws_solutions_finds_nothing_unacknowledged(synth: Synth) -> None:
+    report = AwsSolutionsChecks().validate_scope(synth.stack)
+    found = {v.rule_name: sorted(str(r.construct_path) for r in v.violating_resources) for v in report.violations}
+    assert found == {}
+    assert report.success
+
+
+def test_acknowledged_findings_are_the_known_ones_with_reasons(synth: Synth) -> None:
+    acknowledged: dict[str, str] = {}
+    for construct in synth.stack.node.find_all():
+        for entry in construct.node.metadata:
+            if entry.type == Validations.ACKNOWLEDGED_RULES_METADATA_KEY:
+                acknowledged.update(entry.data)
+    # CDK stores acknowledgments as "Annotation::<id>" (older versions: lower case).
+    ids = {re.sub(r"^annotation::", "", rule_id, flags=re.IGNORECASE) for rule_id in acknowledged}
+    assert {i for i in ids if i.startswith("AwsSolutions-IAM5[Resource::<")} == {
+        f"AwsSolutions-IAM5[Resource::<{synth.logical_id(synth.stack.storage.bucket)}.Arn>/*]",
+        f"AwsSolutions-IAM5[Resource::<{synth.logical_id(synth.stack.storage.bucket)}.Arn>/_arcs/claims/*]",
+    }
+    assert {i for i in ids if not i.startswith("AwsSolutions-IAM5[Resource::<")} == ACKNOWLEDGED
+    assert all(len(reason) >= 20 for reason in acknowledged.values())
+
+
+def test_synthesis_reports_no_errors_or_warnings(synth: Synth) -> None:
+    messages = [
+        (construct.node.path, entry.type, entry.data)
+        for construct in synth.stack.node.find_all()
+        for entry in construct.node.metadata
+        if entry.type in ("aws:cdk:error", "aws:cdk:warning")
+    ]
+    assert messages == []
