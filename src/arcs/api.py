@@ -49,7 +49,8 @@ def build_app(runtime: Runtime) -> APIGatewayRestResolver:
     app = APIGatewayRestResolver()
 
     def header(name: str) -> str | None:
-        return app.current_event.get_header_value(name, case_sensitive=False)
+        wanted = name.lower()
+        return next((v for k, v in (app.current_event.headers or {}).items() if k.lower() == wanted), None)
 
     def param(name: str) -> str | None:
         return (app.current_event.query_string_parameters or {}).get(name)

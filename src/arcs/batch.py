@@ -80,7 +80,15 @@ class WriteBatch:
                 raise BadRequest("queued write is not a valid envelope: 'id', 'db' or 'parts' has the wrong type")
             parts = tuple(_part_from_dict(part) for part in raw_parts)
             return cls(write_id=write_id, database=database, parts=parts)
-        except (ValueError, KeyError, TypeError, AttributeError, msgpack.UnpackException, pa.ArrowException) as exc:
+        except (
+            ValueError,
+            KeyError,
+            TypeError,
+            AttributeError,
+            OSError,
+            msgpack.UnpackException,
+            pa.ArrowException,
+        ) as exc:
             raise BadRequest(f"queued write is not a valid envelope: {type(exc).__name__}: {str(exc)[:200]}") from exc
 
 

@@ -126,7 +126,7 @@ class Engine:
         """Run ``sql``; more than ``max_rows`` result rows is an error, never a silent truncation."""
         cursor = self.connection().cursor()
         try:
-            reader = cursor.execute(sql, params).fetch_record_batch(_BATCH_ROWS)
+            reader = cursor.execute(sql, params).to_arrow_reader(_BATCH_ROWS)
             batches = []
             rows = 0
             for batch in reader:

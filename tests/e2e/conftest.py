@@ -5,15 +5,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.servers import Client, ServerProcess, standalone
+from tests.e2e.servers import Client, ServerProcess, local, standalone
 
-RUNTIMES = ["standalone"]
+RUNTIMES = ["standalone", "local"]
 
 
 @pytest.fixture(scope="session", params=RUNTIMES)
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    data_dir: Path = tmp_path_factory.mktemp(f"{request.param}-data")
-    process = standalone(data_dir).start()
+    if request.param == "local":
+        process = local().start()
+    else:
+        data_dir: Path = tmp_path_factory.mktemp(f"{request.param}-data")
+        process = standalone(data_dir).start()
     yield process
     process.stop()
 

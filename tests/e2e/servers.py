@@ -88,6 +88,19 @@ def standalone(data_dir: Path, token: str = TOKEN) -> ServerProcess:
     return ServerProcess(["serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", str(data_dir)], env)
 
 
+def local(token: str = TOKEN, **env: str) -> ServerProcess:
+    """``arcs local``: the Lambda handlers on an embedded moto server; ingest batches after 50 ms."""
+    env = {
+        **os.environ,
+        "ARCS_BOOTSTRAP_TOKEN": token,
+        "ARCS_INGEST_BATCH_WINDOW_S": "0.05",
+        "ARCS_TOKEN_CACHE_TTL_S": "1",
+        **env,
+    }
+    env.pop("AWS_ENDPOINT_URL", None)  # always the embedded moto server, never a configured emulator
+    return ServerProcess(["local", "--host", "127.0.0.1", "--port", "0", "--moto-port", "0"], env)
+
+
 class Client:
     def __init__(self, url: str, token: str = TOKEN) -> None:
         self.url = url

@@ -17,8 +17,9 @@ def test_kill_9_after_acknowledged_writes_loses_nothing(tmp_path: Path) -> None:
     try:
         accepted = 0
         for batch in range(40):
-            lines = "\n".join(f"crash,host=h{batch} v={i}i {1_700_000_000_000_000_000 + batch * 1000 + i}"
-                              for i in range(250))
+            lines = "\n".join(
+                f"crash,host=h{batch} v={i}i {1_700_000_000_000_000_000 + batch * 1000 + i}" for i in range(250)
+            )
             response = client.write("/api/v1/write/line-protocol", lines.encode())
             assert response.status_code == 204, response.text
             accepted += 250
@@ -42,7 +43,9 @@ def test_kill_9_during_ingest_then_restart_keeps_exact_counts(tmp_path: Path) ->
     accepted = 0
     try:
         for batch in range(20):
-            body = "\n".join(f"busy v={i}i {1_700_000_000_000_000_000 + batch * 10_000_000 + i * 1000}" for i in range(2000))
+            body = "\n".join(
+                f"busy v={i}i {1_700_000_000_000_000_000 + batch * 10_000_000 + i * 1000}" for i in range(2000)
+            )
             assert client.write("/api/v1/write/line-protocol", body.encode()).status_code == 204
             accepted += 2000
             if batch == 10:

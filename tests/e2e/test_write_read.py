@@ -192,7 +192,7 @@ def test_a_conflicting_type_names_column_and_both_types_and_stores_nothing(clien
     assert "'v'" in response.json()["error"] and "float64" in response.json()["error"]
     assert "string" in response.json()["error"]
     # int into float widens
-    assert client.write("/api/v1/write/line-protocol", f"{m} v=2i {T0}000000002".encode()).status_code == 204
+    assert client.write("/api/v1/write/line-protocol", f"{m} v=2i {T0}000002000".encode()).status_code == 204
     assert client.wait_count(m, 2) == 2
     assert client.rows(f"SELECT v FROM {m} ORDER BY time") == [[1.5], [2.0]]
     # the refused request added nothing, not even its new column

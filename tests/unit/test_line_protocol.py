@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import pyarrow as pa
@@ -12,7 +13,8 @@ from hypothesis import strategies as st
 
 from arcs.batch import TIME_TYPE, MeasurementRows
 from arcs.decoders import WireFormat, decode
-from arcs.decoders.columns import MAX_MICROS, MIN_MICROS
+from arcs.decoders import columns as columns_module
+from arcs.decoders.columns import MAX_EMPTY_CELLS, MAX_MICROS, MIN_MICROS
 from arcs.errors import ArcsError, BadRequest
 from arcs.names import MAX_COLUMNS
 
@@ -53,9 +55,7 @@ def test_tag_keys_values_and_field_keys_unescape_comma_equals_space() -> None:
 
 
 def test_string_fields_unescape_quote_and_backslash_only() -> None:
-    assert rows(r'cpu s="say \"hi\" \\ back",t="a\nb\tc" 1') == [
-        {"time": 0, "s": 'say "hi" \\ back', "t": "a\\nb\\tc"}
-    ]
+    assert rows(r'cpu s="say \"hi\" \\ back",t="a\nb\tc" 1') == [{"time": 0, "s": 'say "hi" \\ back', "t": "a\\nb\\tc"}]
 
 
 def test_other_backslashes_are_literal() -> None:
@@ -101,9 +101,7 @@ def test_strings_may_span_lines_as_in_influxdb() -> None:
 
 
 def test_a_string_left_open_is_an_error_naming_its_line() -> None:
-    assert error('cpu v=1\ncpu s="never closed\nmore text\n') == (
-        "line 2: field 's': unterminated string at column 7"
-    )
+    assert error('cpu v=1\ncpu s="never closed\nmore text\n') == ("line 2: field 's': unterminated string at column 7")
     assert error('cpu s="open') == "line 1: field 's': unterminated string at column 7"
 
 
@@ -306,10 +304,16 @@ def test_several_measurements_in_one_body_keep_order_and_tags() -> None:
 
 
 def test_columns_absent_in_some_lines_are_null() -> None:
-    table = parts("m,a=x f=1i 1000\nm,b=y g=true 2000\nm h=\"s\" 3000").popitem()[1].table
+    table = parts('m,a=x f=1i 1000\nm,b=y g=true 2000\nm h="s" 3000').popitem()[1].table
     assert table.schema == pa.schema(
-        [("time", TIME_TYPE), ("a", pa.string()), ("f", pa.int64()), ("b", pa.string()), ("g", pa.bool_()),
-         ("h", pa.string())]
+        [
+            ("time", TIME_TYPE),
+            ("a", pa.string()),
+            ("f", pa.int64()),
+            ("b", pa.string()),
+            ("g", pa.bool_()),
+            ("h", pa.string()),
+        ]
     )
     assert table_rows(table) == [
         {"time": 1, "a": "x", "f": 1, "b": None, "g": None, "h": None},
@@ -333,11 +337,11 @@ def test_integers_stay_integers() -> None:
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        ("m v=1i\nm v=\"x\"", "line 2: 'v' is string here but integer in an earlier line"),
+        ('m v=1i\nm v="x"', "line 2: 'v' is string here but integer in an earlier line"),
         ("m v=true\nm v=1", "line 2: 'v' is float here but boolean in an earlier line"),
         ("m,v=a x=1\nm v=1", "line 2: 'v' is float here but tag in an earlier line"),
         ("m v=1\nm,v=a x=1", "line 2: 'v' is tag here but float in an earlier line"),
-        ("m s=\"a\"\nm s=t", "line 2: 's' is boolean here but string in an earlier line"),
+        ('m s="a"\nm s=t', "line 2: 's' is boolean here but string in an earlier line"),
     ],
 )
 def test_conflicting_types_name_the_line(body: str, expected: str) -> None:
@@ -390,7 +394,7 @@ def test_errors_name_the_first_five_lines() -> None:
 
 def test_all_or_nothing_even_for_one_bad_line_among_many() -> None:
     good = "\n".join(f"cpu v={n} {n}" for n in range(1000))
-    assert error(good + "\ncpu v=?") .startswith("line 1001: ")
+    assert error(good + "\ncpu v=?").startswith("line 1001: ")
 
 
 def test_non_utf8_names_the_line() -> None:
@@ -464,7 +468,7 @@ def test_column_names_longer_than_128_bytes() -> None:
         ('cpu s="x" 5 6', "line 1: unexpected ' 5 6' at column 10: expected ' timestamp' or the end"),
         ('cpu,h=a\\ s="x"', "line 1: expected a space before the fields at column 15"),
         ('cpu,h s="x"', "line 1: bad tag at column 4: expected ,key=value"),
-        ('cpu s=', "line 1: bad field 's=': expected key=value"),
+        ("cpu s=", "line 1: bad field 's=': expected key=value"),
         ('cpu s="x",', "line 1: bad field at column 11: expected key=value"),
         ('cpu s="x",t=', "line 1: field 't': missing value at column 13"),
         ('cpu s="x" abc', "line 1: bad timestamp 'abc': expected an integer"),
@@ -513,7 +517,7 @@ def test_fast_path_matches_general_path(tags: dict[str, str], value: str, timest
 _KEY_CHARS = st.characters(
     codec="utf-8",
     exclude_categories=("Cc", "Cs"),
-    include_characters=",= \\\"#é😀",
+    include_characters=',= \\"#é😀',
 )
 _keys = st.text(_KEY_CHARS, min_size=1, max_size=8).filter(
     # A backslash right before a character that needs escaping (or at the end) is ambiguous in
@@ -537,7 +541,9 @@ def _encode_field(kind: str, value: Any, draw: Any) -> str:
     if kind == "float":
         return draw(st.sampled_from([repr(value), f"{value:.17e}", f"{value:.17g}"]))
     if kind == "bool":
-        return draw(st.sampled_from(["t", "T", "true", "True", "TRUE"] if value else ["f", "F", "false", "False", "FALSE"]))
+        return draw(
+            st.sampled_from(["t", "T", "true", "True", "TRUE"] if value else ["f", "F", "false", "False", "FALSE"])
+        )
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
@@ -552,8 +558,9 @@ _VALUES = {
 @st.composite
 def _points(draw: Any) -> tuple[str, str | None, dict[str, list[dict[str, Any]]]]:
     precision = draw(_precisions)
-    measurements = draw(st.lists(st.from_regex(r"[a-zA-Z][a-zA-Z0-9_-]{0,10}", fullmatch=True), min_size=1,
-                                 max_size=3, unique=True))
+    measurements = draw(
+        st.lists(st.from_regex(r"[a-zA-Z][a-zA-Z0-9_-]{0,10}", fullmatch=True), min_size=1, max_size=3, unique=True)
+    )
     schemas: dict[str, dict[str, str]] = {}
     for name in measurements:
         keys = draw(st.lists(_keys, min_size=1, max_size=6, unique_by=str.lower))
@@ -571,8 +578,11 @@ def _points(draw: Any) -> tuple[str, str | None, dict[str, list[dict[str, Any]]]
         row: dict[str, Any] = dict.fromkeys(schema)
         encoded_tags = ""
         for key in tags:
-            value = draw(st.text(_KEY_CHARS, min_size=1, max_size=8).filter(
-                lambda v: not v.endswith("\\") and not re.search(r"\\[,= \\]", v)))
+            value = draw(
+                st.text(_KEY_CHARS, min_size=1, max_size=8).filter(
+                    lambda v: not v.endswith("\\") and not re.search(r"\\[,= \\]", v)
+                )
+            )
             row[key] = value
             encoded_tags += f",{_escape_key(key)}={_escape_key(value)}"
         encoded_fields = []
@@ -617,8 +627,8 @@ def test_random_points_round_trip_exactly(case: tuple[str, str | None, dict[str,
 def test_hostile_lines_raise_only_arcs_errors() -> None:
     samples = [
         b"\x00\x01\x02",
-        b"cpu v=\"\\",
-        b"cpu v=\"\\\n",
+        b'cpu v="\\',
+        b'cpu v="\\\n',
         b"cpu,\\",
         b"cpu \\=",
         b"\\ \\ \\",
@@ -631,3 +641,49 @@ def test_hostile_lines_raise_only_arcs_errors() -> None:
     for body in samples:
         with pytest.raises(ArcsError):
             parts(body)
+
+
+# --- limits: a small body may not become a huge table ---------------------------------------------
+
+
+@pytest.fixture
+def small_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(columns_module, "MAX_PARTS", 20)
+    monkeypatch.setattr(columns_module, "MAX_REQUEST_COLUMNS", 300)
+    monkeypatch.setattr(columns_module, "MAX_EMPTY_CELLS", 5000)
+
+
+@pytest.mark.usefixtures("small_limits")
+def test_too_many_measurements() -> None:
+    assert error("\n".join(f"m{n} v=1" for n in range(21))) == (
+        "line 21: the request makes more than 20 tables (measurements or items); split it"
+    )
+
+
+@pytest.mark.usefixtures("small_limits")
+def test_too_many_columns_over_all_measurements() -> None:
+    fields = ",".join(f"f{n}=1" for n in range(100))
+    assert error("\n".join(f"m{n} {fields}" for n in range(3))) == (
+        "line 3: the request makes more than 300 columns over all its tables; split it"
+    )
+
+
+@pytest.mark.usefixtures("small_limits")
+def test_sparse_lines_are_limited() -> None:
+    message = error("\n".join(f"m f{n % 100}=1" for n in range(200)))
+    assert "the request leaves more than 5000 cells empty (keys missing from rows)" in message
+
+
+def test_sparse_lines_at_the_real_limit_fail_fast() -> None:
+    body = "\n".join(f"m f{n % 1000}=1" for n in range(2 * MAX_EMPTY_CELLS // 1000))
+    started = time.perf_counter()
+    assert "cells empty" in error(body)
+    assert time.perf_counter() - started < 5
+
+
+def test_sparse_lines_within_the_limit_are_fine() -> None:
+    body = "\n".join(f"m f{n % 100}={n}i" for n in range(2000))
+    table = parts(body)["m"].table
+    assert table.num_columns == 101
+    assert table.column("f7").to_pylist()[:8] == [None] * 7 + [7]
+    assert table.column("f7").null_count == 1980

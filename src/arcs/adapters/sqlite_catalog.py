@@ -8,8 +8,8 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from arcs.adapters.records import file_from_json, file_to_json
 from arcs.adapters.records import hour_text as _hour_text

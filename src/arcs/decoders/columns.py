@@ -29,6 +29,13 @@ MAX_MICROS = 9_223_372_036_854_775
 _CONTROL_CHARS = r"[\x00-\x1f\x7f]"
 _MAX_DETAIL = 200
 
+#: What one request may make. Without these, a few MB of sparse or very wide lines or rows could
+#: become gigabytes of table and minutes of work: tables, columns summed over them (each costs
+#: microseconds whatever its length), and nulls made by padding rows that lack a key.
+MAX_PARTS = 10_000
+MAX_REQUEST_COLUMNS = 100_000
+MAX_EMPTY_CELLS = 20_000_000
+
 #: Names a row in messages: "row 3", or "line 7" when the decoder knows where the row came from.
 RowLabel = Callable[[int], str]
 
@@ -40,6 +47,34 @@ def row_label(index: int) -> str:
 def shorten(text: str, limit: int = _MAX_DETAIL) -> str:
     """Library messages and types can quote a whole hostile value; keep what we echo bounded."""
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+class Budget:
+    """Counts what a request has made so far against MAX_PARTS, MAX_REQUEST_COLUMNS, MAX_EMPTY_CELLS."""
+
+    def __init__(self) -> None:
+        self.parts = 0
+        self.columns = 0
+        self.empty_cells = 0
+
+    def add_part(self, columns: int) -> None:
+        self.parts += 1
+        if self.parts > MAX_PARTS:
+            raise BadRequest(f"the request makes more than {MAX_PARTS} tables (measurements or items); split it")
+        self.add_columns(columns)
+
+    def add_columns(self, count: int) -> None:
+        self.columns += count
+        if self.columns > MAX_REQUEST_COLUMNS:
+            raise BadRequest(f"the request makes more than {MAX_REQUEST_COLUMNS} columns over all its tables; split it")
+
+    def add_empty_cells(self, count: int) -> None:
+        self.empty_cells += count
+        if self.empty_cells > MAX_EMPTY_CELLS:
+            raise BadRequest(
+                f"the request leaves more than {MAX_EMPTY_CELLS} cells empty (keys missing from rows); "
+                "send sparse data in smaller requests"
+            )
 
 
 def check_precision(value: object) -> str | None:
@@ -60,8 +95,9 @@ def to_micros(
     """Integers (or floats, or RFC 3339 strings) in ``precision`` -> TIMESTAMP(us, UTC).
 
     Without a precision, each value's unit follows from its magnitude (API.md): < 1e10 s,
-    < 1e13 ms, < 1e16 us, else ns. Sub-microsecond parts round down (toward the past). Nulls
-    become ``now_micros`` when it is given and are an error otherwise.
+    < 1e13 ms, < 1e16 us, else ns. Integer and RFC 3339 nanoseconds round down (toward the past),
+    floats to the nearest microsecond. Nulls become ``now_micros`` when it is given and are an
+    error otherwise.
     """
     if values.null_count:
         if now_micros is None:
@@ -119,11 +155,18 @@ def _strings_to_micros(values: pa.Array, where: str, label: RowLabel) -> pa.Arra
     try:
         nanos = values.cast(pa.timestamp("ns", tz="UTC"))
     except pa.ArrowInvalid as exc:
+        # Not a time, or beyond what nanoseconds hold (Arrow also gives up within a second of it).
         try:
-            values.cast(TIME_TYPE)
+            micros = values.cast(TIME_TYPE)
         except pa.ArrowInvalid:
             raise BadRequest(f"{where}: time strings must be RFC 3339 with a zone: {shorten(str(exc))}") from exc
-        raise BadRequest(f"{where}: a time string is outside 1677-09-21 .. 2262-04-11: {shorten(str(exc))}") from exc
+        try:
+            _check_range(micros.cast(pa.int64()), where, label)
+        except BadRequest:
+            raise BadRequest(
+                f"{where}: a time string is outside 1677-09-21 .. 2262-04-11: {shorten(str(exc))}"
+            ) from exc
+        return micros
     return _floor_div(nanos.cast(pa.int64()), 1000).cast(TIME_TYPE)
 
 
@@ -139,7 +182,9 @@ def _ints_by_magnitude(values: pa.Array, where: str, label: RowLabel) -> pa.Arra
         magnitude = pc.abs_checked(values)
     except pa.ArrowInvalid as exc:
         row = label(pc.index(values, -(1 << 63)).as_py())
-        raise BadRequest(f"{where}: timestamp {-(1 << 63)} at {row} is out of the range 1677-09-21 .. 2262-04-11") from exc
+        raise BadRequest(
+            f"{where}: timestamp {-(1 << 63)} at {row} is out of the range 1677-09-21 .. 2262-04-11"
+        ) from exc
     # Unchecked products are safe: each is only chosen where its magnitude test keeps it small.
     return pc.case_when(
         pc.make_struct(
@@ -190,6 +235,14 @@ def _python_types(values: Sequence[Any]) -> str:
     return ", ".join(names[:8])
 
 
+def _has_bools(array: pa.Array, values: Sequence[Any]) -> bool:
+    # Only 0.0 and 1.0 can have been booleans: look at just those Python values.
+    maybe = pc.is_in(array, pa.array([0.0, 1.0]))
+    if not pc.any(maybe).as_py():
+        return False
+    return any(values[index].__class__ is bool for index in pc.indices_nonzero(maybe).to_pylist())
+
+
 def column_array(values: Sequence[Any] | pa.Array, measurement: str, column: str) -> pa.Array:
     """A list of JSON/MessagePack scalars -> an int64, float64, string or bool Arrow array."""
     where = f"measurement {measurement!r}, column {column!r}"
@@ -203,9 +256,16 @@ def column_array(values: Sequence[Any] | pa.Array, measurement: str, column: str
         except UnicodeError as exc:
             raise BadRequest(f"{where}: string is not valid UTF-8") from exc
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            if "too large" in str(exc):
+                raise BadRequest(f"{where}: integer out of the int64 range") from exc
             raise BadRequest(
                 f"{where}: values must share one type of int, float, string or bool; got {_python_types(values)}"
             ) from exc
+        if pa.types.is_floating(array.type) and _has_bools(array, values):
+            # Arrow reads [1.5, True] as [1.5, 1.0]; a client sending that means something else.
+            raise BadRequest(
+                f"{where}: values must share one type of int, float, string or bool; got {_python_types(values)}"
+            )
     kind = array.type
     if pa.types.is_integer(kind):
         if kind != pa.int64():
@@ -293,11 +353,11 @@ def check_distinct(columns: Mapping[str, object], measurement: str) -> None:
     for column in columns:
         check_column(column, measurement)
         folded = column.lower()
+        if folded == TIME_COLUMN and column != TIME_COLUMN:
+            raise BadRequest(f"measurement {measurement!r}: column {column!r} would shadow 'time'")
         other = seen.setdefault(folded, column)
         if other != column:
             raise BadRequest(
                 f"measurement {measurement!r}: columns {other!r} and {column!r} differ only in case; "
                 "SQL cannot tell them apart"
             )
-        if folded == TIME_COLUMN and column != TIME_COLUMN:
-            raise BadRequest(f"measurement {measurement!r}: column {column!r} would shadow 'time'")

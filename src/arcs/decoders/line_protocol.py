@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 import pyarrow as pa
 
 from arcs.batch import MeasurementRows
-from arcs.decoders.columns import build_rows, check_precision, shorten
+from arcs.decoders.columns import Budget, build_rows, check_precision, shorten
 from arcs.errors import BadRequest
 from arcs.names import MAX_COLUMNS, TIME_COLUMN, check_column, check_measurement
 
@@ -64,10 +64,11 @@ def decode_line_protocol(body: bytes, now_micros: int, precision: str | None) ->
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = body.count(b"\n", 0, exc.start) + 1
+        number = body.count(b"\n", 0, exc.start) + 1
         column = exc.start - body.rfind(b"\n", 0, exc.start)
-        raise BadRequest(f"line {line}: not valid UTF-8 at byte {column} of the line") from exc
+        raise BadRequest(f"line {number}: not valid UTF-8 at byte {column} of the line") from exc
     measurements: dict[str, _Accumulator] = {}
+    budget = Budget()
     errors: list[str] = []
     lines = text.split("\n")
     numbered = enumerate(lines, start=1)
@@ -96,7 +97,7 @@ def decode_line_protocol(body: bytes, now_micros: int, precision: str | None) ->
                 measurement, tags, fields, timestamp = _parse_simple(line)
             accumulator = measurements.get(measurement)
             if accumulator is None:
-                accumulator = measurements[measurement] = _Accumulator.create(measurement)
+                accumulator = measurements[measurement] = _Accumulator.create(measurement, budget)
             accumulator.add(tags, fields, timestamp, number)
         except LineError as exc:
             errors.append(f"line {number}: {exc}")
@@ -230,10 +231,10 @@ def _field_value(name: str, raw: str) -> tuple[str, Any, str]:
         return name, False, BOOL
     if _FLOAT.fullmatch(raw) is None:
         raise LineError(f'field {_show(name)}: bad value {_show(raw)} (numbers, 1i, 1u, "strings", true/false)')
-    value = float(raw)
-    if value - value:  # inf - inf is NaN (truthy); a finite value gives 0.0
+    number = float(raw)
+    if number - number:  # inf - inf is NaN (truthy); a finite value gives 0.0
         raise LineError(f"field {_show(name)}: {_show(raw)} is outside the float64 range")
-    return name, value, FLOAT
+    return name, number, FLOAT
 
 
 def _timestamp(raw: str) -> int:
@@ -250,8 +251,9 @@ def _timestamp(raw: str) -> int:
 class _Accumulator:
     """One measurement's lines as columns; absent keys are null, an int column widens to float."""
 
-    def __init__(self, measurement: str) -> None:
+    def __init__(self, measurement: str, budget: Budget) -> None:
         self.measurement = measurement
+        self.budget = budget
         self.times: list[int | None] = []
         self.lines: list[int] = []
         self.columns: dict[str, list[Any]] = {}
@@ -261,12 +263,13 @@ class _Accumulator:
         self.rows = 0
 
     @classmethod
-    def create(cls, measurement: str) -> _Accumulator:
+    def create(cls, measurement: str, budget: Budget) -> _Accumulator:
         try:
             check_measurement(measurement)
+            budget.add_part(1)
         except BadRequest as exc:
             raise LineError(exc.message) from exc
-        return cls(measurement)
+        return cls(measurement, budget)
 
     def add(self, tags: list[tuple[str, str]], fields: list[tuple[str, Any, str]], ts: int | None, number: int) -> None:
         rows = self.rows
@@ -277,19 +280,21 @@ class _Accumulator:
                 values = columns.get(name)
                 if values is None:
                     values = self._new_column(name, TAG)
-                elif len(values) > rows:
-                    raise LineError(f"{_show(name)} appears twice in the line")
-                elif kinds[name] != TAG:
-                    self._mixed(name, TAG)
+                else:
+                    if len(values) != rows:
+                        self._catch_up(name, values, rows)
+                    if kinds[name] != TAG:
+                        self._mixed(name, TAG)
                 values.append(value)
             for name, value, kind in fields:
                 values = columns.get(name)
                 if values is None:
                     values = self._new_column(name, kind)
-                elif len(values) > rows:
-                    raise LineError(f"{_show(name)} appears twice in the line")
-                elif kinds[name] != kind:
-                    self._mixed(name, kind)
+                else:
+                    if len(values) != rows:
+                        self._catch_up(name, values, rows)
+                    if kinds[name] != kind:
+                        self._mixed(name, kind)
                 values.append(value)
         except LineError:
             self._undo(rows)
@@ -297,10 +302,6 @@ class _Accumulator:
         self.times.append(ts)
         self.lines.append(number)
         self.rows = rows + 1
-        if len(columns) != len(tags) + len(fields):
-            for values in columns.values():
-                if len(values) == rows:
-                    values.append(None)
 
     def _new_column(self, name: str, kind: str) -> list[Any]:
         folded = name.lower()
@@ -315,11 +316,26 @@ class _Accumulator:
             raise LineError(f"keys {_show(other)} and {_show(name)} differ only in case; SQL cannot tell them apart")
         if len(self.columns) >= MAX_COLUMNS - 1:
             raise LineError(f"measurement {self.measurement!r} has more than {MAX_COLUMNS - 1} tags and fields")
+        try:
+            self.budget.add_columns(1)
+            self.budget.add_empty_cells(self.rows)
+        except BadRequest as exc:
+            raise LineError(exc.message) from exc
         self.folded[folded] = name
         self.born[name] = self.rows
         self.kinds[name] = kind
         values = self.columns[name] = [None] * self.rows
         return values
+
+    def _catch_up(self, name: str, values: list[Any], rows: int) -> None:
+        """Pad a column with nulls for the lines that lacked it (lazily, as lines may be sparse)."""
+        if len(values) > rows:
+            raise LineError(f"{_show(name)} appears twice in the line")
+        try:
+            self.budget.add_empty_cells(rows - len(values))
+        except BadRequest as exc:
+            raise LineError(exc.message) from exc
+        values.extend([None] * (rows - len(values)))
 
     def _mixed(self, name: str, kind: str) -> None:
         known = self.kinds[name]
@@ -339,6 +355,9 @@ class _Accumulator:
     def build(self, now_micros: int, precision: str) -> MeasurementRows:
         columns: dict[str, Any] = {TIME_COLUMN: pa.array(self.times, pa.int64())}
         for name, values in self.columns.items():
+            if len(values) < self.rows:
+                self.budget.add_empty_cells(self.rows - len(values))
+                values.extend([None] * (self.rows - len(values)))
             kind = self.kinds[name]
             if kind == FLOAT:
                 columns[name] = pa.array(values, pa.float64())

@@ -8,9 +8,9 @@ from typing import Any
 import pyarrow as pa
 
 from arcs.batch import MeasurementRows
-from arcs.decoders.columns import build_rows, check_precision, shorten
+from arcs.decoders.columns import Budget, build_rows, check_precision, shorten
 from arcs.errors import BadRequest
-from arcs.names import TIME_COLUMN, check_measurement
+from arcs.names import MAX_COLUMNS, TIME_COLUMN, check_measurement
 
 MAX_ITEMS = 1_000_000
 
@@ -20,12 +20,13 @@ def rows_from_objects(document: Any, now_micros: int, precision: str | None) -> 
     items = _items(document)
     parts: list[MeasurementRows] = []
     row_groups: dict[str, _RowAccumulator] = {}
+    budget = Budget()
     for index, item in enumerate(items):
         where = f"item {index}"
         if not isinstance(item, dict):
             raise BadRequest(f"{where}: expected an object, got {type(item).__name__}")
         if "columns" in item:
-            parts.append(_columnar(item, where, now_micros, precision))
+            parts.append(_columnar(item, where, now_micros, precision, budget))
         elif "fields" in item:
             measurement = item.get("m")
             if not isinstance(measurement, str):
@@ -34,9 +35,10 @@ def rows_from_objects(document: Any, now_micros: int, precision: str | None) -> 
             if accumulator is None:
                 try:
                     check_measurement(measurement)
+                    budget.add_part(1)
                 except BadRequest as exc:
                     raise BadRequest(f"{where}: {exc.message}") from exc
-                accumulator = row_groups[measurement] = _RowAccumulator(measurement)
+                accumulator = row_groups[measurement] = _RowAccumulator(measurement, budget)
             accumulator.add(item, index, precision)
         else:
             raise BadRequest(f"{where}: expected a columnar object ('m', 'columns') or a row ('m', 'fields')")
@@ -63,10 +65,16 @@ def _items(document: Any) -> list[Any]:
     return items
 
 
-def _columnar(item: dict[str, Any], where: str, now_micros: int, precision: str | None) -> MeasurementRows:
+def _columnar(
+    item: dict[str, Any], where: str, now_micros: int, precision: str | None, budget: Budget
+) -> MeasurementRows:
     columns = item["columns"]
     if not isinstance(columns, dict) or not columns:
         raise BadRequest(f"{where}: 'columns' must be a non-empty object of arrays")
+    try:
+        budget.add_part(len(columns))
+    except BadRequest as exc:
+        raise BadRequest(f"{where}: {exc.message}") from exc
     for name, values in columns.items():
         if not isinstance(values, list):
             raise BadRequest(f"{where}: column {shorten(repr(name), 80)} must be an array")
@@ -83,8 +91,9 @@ def _columnar(item: dict[str, Any], where: str, now_micros: int, precision: str 
 class _RowAccumulator:
     """Gathers row-shaped objects of one measurement into columns, padding absent keys with null."""
 
-    def __init__(self, measurement: str) -> None:
+    def __init__(self, measurement: str, budget: Budget) -> None:
         self.measurement = measurement
+        self.budget = budget
         self.times: list[Any] = []
         self.items: list[int] = []
         self.columns: dict[str, list[Any]] = {}
@@ -117,9 +126,6 @@ class _RowAccumulator:
         for key, value in fields.items():
             self._put(key, value, where)
         self.rows += 1
-        for values in self.columns.values():
-            if len(values) < self.rows:
-                values.append(None)
 
     def _put(self, key: Any, value: Any, where: str) -> None:
         if not isinstance(key, str):
@@ -128,10 +134,29 @@ class _RowAccumulator:
             raise BadRequest(f"{where}: 'time' cannot be a tag or field")
         values = self.columns.get(key)
         if values is None:
-            values = self.columns[key] = [None] * self.rows
+            if len(self.columns) >= MAX_COLUMNS - 1:
+                raise BadRequest(
+                    f"{where}: measurement {self.measurement!r} has more than {MAX_COLUMNS - 1} tags and fields"
+                )
+            try:
+                self.budget.add_columns(1)
+            except BadRequest as exc:
+                raise BadRequest(f"{where}: {exc.message}") from exc
+            values = self.columns[key] = []
+        if len(values) < self.rows:
+            # Rows that lacked this key are null; padded only now, so sparse rows stay cheap.
+            try:
+                self.budget.add_empty_cells(self.rows - len(values))
+            except BadRequest as exc:
+                raise BadRequest(f"{where}: {exc.message}") from exc
+            values.extend([None] * (self.rows - len(values)))
         values.append(value)
 
     def build(self, now_micros: int) -> MeasurementRows:
+        for values in self.columns.values():
+            if len(values) < self.rows:
+                self.budget.add_empty_cells(self.rows - len(values))
+                values.extend([None] * (self.rows - len(values)))
         columns: dict[str, Sequence[Any] | pa.Array] = {TIME_COLUMN: self.times, **self.columns}
         items = self.items
         return build_rows(

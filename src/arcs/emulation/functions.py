@@ -136,7 +136,10 @@ class LambdaFunction:
                         elapsed,
                         self.timeout_s,
                     )
-        response = json.dumps(result)
+        try:
+            response = json.dumps(result)
+        except (TypeError, ValueError) as exc:
+            raise InvokeError("Runtime.MarshalError", f"the result is not JSON: {exc}") from exc
         if len(response) > LAMBDA_PAYLOAD_LIMIT:
             raise InvokeError(
                 "ResponseSizeTooLarge",

@@ -1,11 +1,16 @@
 """An API Gateway REST API in front of the Lambda functions, as the CDK stack configures it.
 
 For each request: the proxy event (``arcs.proxy``); for every path but the public ones, the
-REQUEST authorizer, its policy cached per identity (the token sources) for the cache TTL and
-evaluated against the method ARN, its ``context`` passed on in ``requestContext.authorizer``;
-then the write function for the write paths and the query function for the rest. The
-authorizer's refusals come back in the API's error shape, as the stack's gateway responses make
-them (``UNAUTHORIZED`` 401, ``ACCESS_DENIED`` 403, ``AUTHORIZER_FAILURE`` 500).
+REQUEST authorizer, its policy evaluated against the method ARN and its ``context`` passed on in
+``requestContext.authorizer``; then the write function for the write paths and the query function
+for the rest. The authorizer's refusals come back in the API's error shape, as the stack's gateway
+responses make them (``UNAUTHORIZED`` 401, ``ACCESS_DENIED`` 403, ``AUTHORIZER_FAILURE`` 500).
+
+Result caching follows API Gateway: with a TTL and identity sources, the policy is cached per
+identity (the sources' values) and re-evaluated for each method ARN, and a request lacking any
+identity source is refused (401) without calling the authorizer. The stack leaves caching off
+(``infra/authorizer.py`` says why: clients send the token in one of three places), and so does
+``arcs local`` unless ``ARCS_LOCAL_AUTHORIZER_CACHE_TTL_S`` turns it on.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from arcs.api import PUBLIC_PATHS
@@ -30,9 +35,6 @@ API_GATEWAY_PAYLOAD_LIMIT = 10 * 1024 * 1024
 WRITE_PATHS = frozenset({"/write", "/api/v2/write"})
 WRITE_PREFIX = "/api/v1/write/"
 API_ID = "arcslocal"
-#: The authorizer's identity sources: the places a token may be (``arcs.tokens.extract_token``).
-IDENTITY_HEADERS = ("authorization", "x-api-key")
-IDENTITY_QUERY = ("p",)
 
 
 def is_write_path(path: str) -> bool:
@@ -77,14 +79,22 @@ class ApiGateway:
         writes: LambdaFunction,
         queries: LambdaFunction,
         *,
-        cache_ttl_s: float,
+        cache_ttl_s: float = 0.0,
+        identity_sources: Sequence[str] = (),
         region: str = "us-east-1",
         stage: str = "local",
     ) -> None:
         self.authorizer = authorizer
         self.writes = writes
         self.queries = queries
+        if cache_ttl_s > 0 and not identity_sources:
+            raise ValueError("authorizer caching needs identity sources, as in API Gateway")
+        for source in identity_sources:
+            kind, _, name = source.partition(":")
+            if kind not in ("header", "query") or not name:
+                raise ValueError(f"identity source {source!r} must be 'header:<name>' or 'query:<name>'")
         self.cache_ttl_s = cache_ttl_s
+        self.identity_sources = tuple(identity_sources)
         self.region = region
         self.stage = stage
         self._cache: dict[str, tuple[float, dict[str, Any]]] = {}
@@ -119,20 +129,27 @@ class ApiGateway:
 
     # --- the authorizer ------------------------------------------------------------------------
     def _identity(self, event: Mapping[str, Any]) -> str | None:
+        """The cache key: a digest (never a token in clear) of every identity source; None if one is missing."""
         headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
         query = event.get("queryStringParameters") or {}
-        sources = [headers.get(name) or "" for name in IDENTITY_HEADERS] + [query.get(p) or "" for p in IDENTITY_QUERY]
-        if not any(sources):
-            return None
-        # The cache holds a digest, never a token in clear.
-        return hashlib.sha256("\0".join(sources).encode("utf-8", "surrogateescape")).hexdigest()
+        values = []
+        for source in self.identity_sources:
+            kind, _, name = source.partition(":")
+            value = headers.get(name.lower()) if kind == "header" else query.get(name)
+            if not value:
+                return None
+            values.append(value)
+        return hashlib.sha256("\0".join(values).encode("utf-8", "surrogateescape")).hexdigest()
 
     def _authorize(self, event: dict[str, Any]) -> HttpResponse | None:
         method_arn = self.method_arn(event["httpMethod"], event["path"])
-        identity = self._identity(event)
+        caching = self.cache_ttl_s > 0
+        identity = self._identity(event) if caching else None
+        if caching and identity is None:
+            return json_error(401, "Unauthorized")
         now = time.monotonic()
         result: dict[str, Any] | None = None
-        if identity is not None and self.cache_ttl_s > 0:
+        if identity is not None:
             with self._cache_lock:
                 cached = self._cache.get(identity)
             if cached is not None and cached[0] > now:
@@ -157,7 +174,7 @@ class ApiGateway:
             if not isinstance(result, dict) or "policyDocument" not in result or "principalId" not in result:
                 logger.error("authorizer returned no policy: %r", result)
                 return json_error(500, "Authorizer error")
-            if identity is not None and self.cache_ttl_s > 0:
+            if identity is not None:
                 with self._cache_lock:
                     if len(self._cache) > 10_000:
                         self._cache.clear()

@@ -16,7 +16,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -36,6 +36,7 @@ logger = logging.getLogger(__name__)
 # Knobs of the emulated infrastructure only (the functions never read them).
 MAX_RECEIVE_COUNT = "ARCS_LOCAL_MAX_RECEIVE_COUNT"
 VISIBILITY_TIMEOUT_S = "ARCS_LOCAL_VISIBILITY_TIMEOUT_S"
+AUTHORIZER_CACHE_TTL_S = "ARCS_LOCAL_AUTHORIZER_CACHE_TTL_S"  # > 0: cache keyed on the Authorization header
 
 #: Dummy credentials: moto accepts any, and real ones must never be needed (or sent) here.
 DUMMY_KEY = "testing"
@@ -54,7 +55,8 @@ class EmulationConfig:
     max_receive_count: int = 5
     # DESIGN §5: at least six times the ingest function's timeout, which is therefore a sixth of it.
     visibility_timeout_s: int = 30
-    extra_env: Mapping[str, str] = field(default_factory=dict)
+    # API Gateway's authorizer result cache: off, as the stack deploys it (infra/authorizer.py).
+    authorizer_cache_ttl_s: int = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, moto_port: int = 0) -> EmulationConfig:
@@ -73,11 +75,13 @@ class EmulationConfig:
             region=env.get(envvars.AWS_REGION) or env.get("AWS_DEFAULT_REGION") or base.region,
             max_receive_count=whole(MAX_RECEIVE_COUNT, base.max_receive_count, 1),
             visibility_timeout_s=whole(VISIBILITY_TIMEOUT_S, base.visibility_timeout_s, 1),
+            authorizer_cache_ttl_s=whole(AUTHORIZER_CACHE_TTL_S, base.authorizer_cache_ttl_s, 0),
         )
 
 
 def function_environment(resources: AwsResources, endpoint_url: str, region: str, work_dir: str) -> dict[str, str]:
-    """What the CDK stack puts in every function's environment (plus the emulator's endpoint)."""
+    """The functions' environment: the stack's names of the resources, the region Lambda itself sets,
+    the emulator's endpoint, and a work directory (``/tmp/arcs`` in Lambda)."""
     return {
         envvars.BACKEND: "aws",
         envvars.BUCKET: resources["bucket"],
@@ -110,25 +114,23 @@ class Emulation:
         if self.moto is not None:
             self.moto.stop()
         shutil.rmtree(self.work_dir, ignore_errors=True)
+        logger.info("emulation stopped")
 
 
 def start_moto(port: int) -> tuple[ThreadedMotoServer, str]:
     from moto.server import ThreadedMotoServer
 
+    # One access-log line per AWS call drowns everything else.
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     host, bound = server.get_host_and_port()
     return server, f"http://{host}:{bound}"
 
 
-def start_emulation(
-    config: EmulationConfig,
-    set_env: Callable[[str, str], Any] = os.environ.__setitem__,
-    *,
-    start_poller: bool = True,
-) -> Emulation:
+def start_emulation(config: EmulationConfig, set_env: Callable[[str, str], Any] = os.environ.__setitem__) -> Emulation:
     """Emulator, resources, environment, handlers, admin token, SQS poller; ``set_env`` is the seam for tests."""
-    from arcs.runtime import lambda_runtime
+    from arcs.runtime import lambda_app, lambda_runtime
 
     moto = None
     endpoint = config.endpoint_url
@@ -158,13 +160,11 @@ def start_emulation(
             max_receive_count=config.max_receive_count,
             visibility_timeout_s=config.visibility_timeout_s,
         )
-        for name, value in {
-            **function_environment(resources, endpoint, config.region, work_dir),
-            **config.extra_env,
-        }.items():
+        for name, value in function_environment(resources, endpoint, config.region, work_dir).items():
             set_env(name, value)
         # The environment is final: now the functions may load, as in a fresh container.
         lambda_runtime.cache_clear()
+        lambda_app.cache_clear()
         settings = Settings.from_env()
         authorizer = LambdaFunction("arcs-authorizer", load_handler("authorizer"), timeout_s=10, region=config.region)
         # The write and query handlers share one resolver (``lambda_app``) in this process: one lock.
@@ -190,7 +190,14 @@ def start_emulation(
             memory_mb=2048,
             region=config.region,
         )
-        gateway = ApiGateway(authorizer, writes, queries, cache_ttl_s=settings.token_cache_ttl_s, region=config.region)
+        gateway = ApiGateway(
+            authorizer,
+            writes,
+            queries,
+            cache_ttl_s=config.authorizer_cache_ttl_s,
+            identity_sources=("header:Authorization",) if config.authorizer_cache_ttl_s > 0 else (),
+            region=config.region,
+        )
         poller = SqsPoller(
             clients.sqs,
             resources["queue_url"],
@@ -208,8 +215,7 @@ def start_emulation(
         shutil.rmtree(work_dir, ignore_errors=True)
         raise
     emulation = Emulation(config, endpoint, resources, settings, gateway, poller, clients, work_dir, moto, token)
-    if start_poller:
-        poller.start()
+    poller.start()
     return emulation
 
 

@@ -103,6 +103,11 @@ class SqsPoller(threading.Thread):
             raise ValueError(f"batch size must be 1 to 10,000, got {batch_size}")
         if not 0 <= batching_window_s <= 300:
             raise ValueError(f"batching window must be 0 to 300 s, got {batching_window_s}")
+        if batch_size > SQS_RECEIVE_MAX and batching_window_s < 1:
+            logger.info(
+                "AWS requires a batching window of at least 1 s for batches over 10; this one is %s s",
+                batching_window_s,
+            )
         self.sqs = sqs
         self.queue_url = queue_url
         self.queue_arn = queue_arn

@@ -1,0 +1,356 @@
+"""The Lambda handlers in-process, with real event shapes, against the session's moto server.
+
+The handlers are loaded from ``functions/`` exactly as ``arcs local`` loads them; the environment
+is what the stack gives the functions (``arcs.emulation.local.function_environment``). SQS events
+are built from messages really received from the queue, so redelivery here is SQS redelivery:
+the same message ids with new receipt handles and a higher ``ApproximateReceiveCount``.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import io
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from arcs import layout
+from arcs.adapters.aws import AwsResources
+from arcs.emulation import load_handler, sqs_event
+from arcs.emulation.functions import FakeLambdaContext, Handler
+from arcs.emulation.local import function_environment
+from arcs.runtime import Runtime, lambda_app, lambda_runtime
+from tests.conftest import ACCESS_KEY, SECRET_KEY, AwsEnv
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs.type_defs import MessageTypeDef
+
+pytestmark = [
+    pytest.mark.functional,
+]
+
+EVENTS = Path(__file__).parent / "events"
+PREFIX = "arcs"
+T0_NS = 1_700_000_000 * 10**9  # 2023-11-14T22:13:20Z
+HOUR_NS = 3600 * 10**9
+
+
+@dataclass(frozen=True)
+class Handlers:
+    edge: Handler
+    ingest: Handler
+    query: Handler
+    authorizer: Handler
+
+
+@pytest.fixture(scope="module")
+def handlers() -> Handlers:
+    # Loading runs only module-level code; the runtime is built on the first invocation.
+    return Handlers(
+        edge=load_handler("ingest", "edge.py"),
+        ingest=load_handler("ingest"),
+        query=load_handler("query"),
+        authorizer=load_handler("authorizer"),
+    )
+
+
+def context(name: str) -> FakeLambdaContext:
+    return FakeLambdaContext(name, 1024, f"arn:aws:lambda:us-east-1:123456789012:function:{name}", 1e12)
+
+
+@dataclass
+class Lambda:
+    """The functions' world for one test: fresh resources, environment, runtime and an admin token."""
+
+    aws: AwsEnv
+    handlers: Handlers
+    queue_arn: str
+    token: str
+    caller: dict[str, str]  # what the authorizer put in requestContext.authorizer
+
+    @property
+    def runtime(self) -> Runtime:
+        return lambda_runtime()
+
+    # --- API Gateway -----------------------------------------------------------------------------
+    def api_event(
+        self,
+        method: str,
+        path: str,
+        body: bytes = b"",
+        headers: dict[str, str] | None = None,
+        query: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        headers = headers or {}
+        event: dict[str, Any] = json.loads((EVENTS / "apigw_rest_proxy.json").read_text())
+        event.update(path=path, httpMethod=method, queryStringParameters=query)
+        event["multiValueQueryStringParameters"] = {k: [v] for k, v in query.items()} if query else None
+        event["headers"].update(headers)
+        event["multiValueHeaders"].update({k: [v] for k, v in headers.items()})
+        event["pathParameters"] = {"proxy": path.lstrip("/")}
+        event["requestContext"].update(path=f"/prod{path}", httpMethod=method, requestId=str(uuid.uuid4()))
+        event["requestContext"]["authorizer"].update(self.caller)
+        event["body"] = base64.b64encode(body).decode() if body else None
+        event["isBase64Encoded"] = bool(body)
+        return event
+
+    def write(self, lines: str, database: str | None = None) -> None:
+        headers = {"x-arc-database": database} if database else {}
+        event = self.api_event("POST", "/api/v1/write/line-protocol", lines.encode(), headers)
+        response = self.handlers.edge(event, context("arcs-write"))
+        assert response["statusCode"] == 204, response
+
+    def query(self, sql: str, arrow: bool = False) -> dict[str, Any]:
+        path = "/api/v1/query/arrow" if arrow else "/api/v1/query"
+        body = json.dumps({"sql": sql}).encode()
+        response: dict[str, Any] = self.handlers.query(
+            self.api_event("POST", path, body, {"Content-Type": "application/json"}), context("arcs-query")
+        )
+        return response
+
+    def rows(self, sql: str) -> list[list[Any]]:
+        response = self.query(sql)
+        assert response["statusCode"] == 200, response
+        data: list[list[Any]] = json.loads(response["body"])["data"]
+        return data
+
+    def count(self, measurement: str) -> int:
+        response = self.query(f"SELECT count(*) FROM {measurement}")
+        if response["statusCode"] == 404:  # nothing stored yet
+            return 0
+        assert response["statusCode"] == 200, response
+        return int(json.loads(response["body"])["data"][0][0])
+
+    # --- SQS -----------------------------------------------------------------------------------
+    def receive(self, expected: int) -> list[MessageTypeDef]:
+        messages: list[MessageTypeDef] = []
+        for _ in range(20):
+            response = self.aws.sqs.receive_message(
+                QueueUrl=self.aws.queue_url,
+                MaxNumberOfMessages=10,
+                WaitTimeSeconds=0 if messages else 1,
+                MessageSystemAttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            )
+            messages += response.get("Messages", [])
+            if len(messages) >= expected:
+                break
+        assert len(messages) == expected, messages
+        return messages
+
+    def make_visible(self, messages: list[MessageTypeDef]) -> None:
+        """What the visibility timeout running out does, without waiting for it."""
+        for message in messages:
+            self.aws.sqs.change_message_visibility(
+                QueueUrl=self.aws.queue_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+            )
+
+    def delete(self, messages: list[MessageTypeDef]) -> None:
+        for message in messages:
+            self.aws.sqs.delete_message(QueueUrl=self.aws.queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+    def ingest(self, messages: list[MessageTypeDef]) -> list[str]:
+        """Invoke the ingest function on an event of these messages; the ids it reports as failed."""
+        event = sqs_event(messages, self.queue_arn, self.aws.region)
+        result = self.handlers.ingest(event, context("arcs-ingest"))
+        return [item["itemIdentifier"] for item in result["batchItemFailures"]]
+
+
+@pytest.fixture
+def fn(aws: AwsEnv, handlers: Handlers, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Lambda]:
+    queue_arn = aws.sqs.get_queue_attributes(QueueUrl=aws.queue_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    resources = AwsResources(
+        bucket=aws.bucket,
+        queue_url=aws.queue_url,
+        queue_arn=queue_arn,
+        dlq_url=aws.dlq_url,
+        dlq_arn="",
+        table=aws.table,
+    )
+    for name, value in function_environment(resources, aws.endpoint, aws.region, str(tmp_path / "work")).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("ARCS_PREFIX", PREFIX)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "ARCS_CLAIM_CHECK_BYTES", "ARCS_BOOTSTRAP_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    lambda_runtime.cache_clear()
+    lambda_app.cache_clear()
+    token = lambda_runtime().tokens.bootstrap(None)
+    assert token is not None
+    caller = lambda_runtime().tokens.verify(token).to_context()
+    yield Lambda(aws, handlers, queue_arn, token, caller)
+    lambda_runtime.cache_clear()
+    lambda_app.cache_clear()
+
+
+def lp(measurement: str, count: int, start_ns: int = T0_NS, host: str = "a") -> str:
+    return "\n".join(f"{measurement},host={host} v={i}i {start_ns + i * 1000}" for i in range(count))
+
+
+def name(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+# --- the write edge ----------------------------------------------------------------------------
+def test_write_event_answers_204_once_the_write_is_in_sqs(fn: Lambda) -> None:
+    fn.write(lp(name("cpu"), 3))
+    (message,) = fn.receive(1)
+    body = json.loads(message["Body"])
+    assert set(body) == {"id", "inline"}
+    assert message["Attributes"]["ApproximateReceiveCount"] == "1"
+
+
+def test_write_event_without_authorizer_context_is_401(fn: Lambda) -> None:
+    event = fn.api_event("POST", "/api/v1/write/line-protocol", b"m v=1")
+    event["requestContext"]["authorizer"] = None
+    response = fn.handlers.edge(event, context("arcs-write"))
+    assert response["statusCode"] == 401
+    assert json.loads(response["body"])["success"] is False
+
+
+# --- ingest ------------------------------------------------------------------------------------
+def test_sqs_event_becomes_parquet_at_the_layout_and_file_records(fn: Lambda) -> None:
+    m = name("cpu")
+    fn.write(lp(m, 5) + "\n" + lp(m, 2, T0_NS + HOUR_NS, host="b"), database="metrics")
+    fn.write(lp(m, 3, T0_NS + 10_000, host="c"), database="metrics")
+    assert fn.ingest(fn.receive(2)) == []
+
+    keys = sorted(
+        o["Key"] for o in fn.aws.s3.list_objects_v2(Bucket=fn.aws.bucket, Prefix=f"{PREFIX}/metrics/")["Contents"]
+    )
+    assert len(keys) == 2  # one file per (database, measurement, hour) for the whole batch
+    parsed = [layout.parse_data_key(PREFIX, key) for key in keys]
+    assert [(p.database, p.measurement) for p in parsed] == [("metrics", m)] * 2
+    assert [layout.hour_dir(p.hour) for p in parsed] == ["2023/11/14/22", "2023/11/14/23"]
+    assert [key.split("/")[:7] for key in keys] == [
+        [PREFIX, "metrics", m, "2023", "11", "14", "22"],
+        [PREFIX, "metrics", m, "2023", "11", "14", "23"],
+    ]
+    files = fn.runtime.catalog.list_files("metrics", m)
+    assert sorted(f.key for f in files) == keys
+    assert sorted(f.rows for f in files) == [2, 8]
+    first = pq.read_table(io.BytesIO(fn.aws.s3.get_object(Bucket=fn.aws.bucket, Key=keys[0])["Body"].read()))
+    times = first.column("time").cast(pa.int64()).to_pylist()
+    assert times == sorted(times) and first.schema.field("time").type == pa.timestamp("us", tz="UTC")
+
+
+def test_query_handler_answers_json_and_arrow(fn: Lambda) -> None:
+    m = name("mem")
+    fn.write(f"{m},host=a free=10i,ratio=0.5 {T0_NS}\n{m},host=b free=11i {T0_NS + 7000}")
+    assert fn.ingest(fn.receive(1)) == []
+    assert fn.rows(f"SELECT time, host, free, ratio FROM {m} ORDER BY time") == [
+        ["2023-11-14T22:13:20.000000Z", "a", 10, 0.5],
+        ["2023-11-14T22:13:20.000007Z", "b", 11, None],
+    ]
+    response = fn.query(f"SELECT host, free FROM {m} ORDER BY time", arrow=True)
+    assert response["statusCode"] == 200 and response["isBase64Encoded"] is True
+    # Powertools' REST resolver answers with multiValueHeaders only.
+    assert response["multiValueHeaders"]["Content-Type"] == ["application/vnd.apache.arrow.stream"]
+    table = pa.ipc.open_stream(base64.b64decode(response["body"])).read_all()
+    assert table.to_pydict() == {"host": ["a", "b"], "free": [10, 11]}
+
+
+# --- the authorizer ----------------------------------------------------------------------------
+def authorizer_event(**headers: str) -> dict[str, Any]:
+    event: dict[str, Any] = json.loads((EVENTS / "authorizer_request.json").read_text())
+    event["headers"].update(headers)
+    event["multiValueHeaders"].update({k: [v] for k, v in headers.items()})
+    return event
+
+
+def test_authorizer_allows_a_good_token_with_its_identity_as_context(fn: Lambda) -> None:
+    result = fn.handlers.authorizer(authorizer_event(Authorization=f"Bearer {fn.token}"), context("arcs-authorizer"))
+    (statement,) = result["policyDocument"]["Statement"]
+    assert statement == {
+        "Action": "execute-api:Invoke",
+        "Effect": "Allow",
+        "Resource": "arn:aws:execute-api:us-east-1:123456789012:abcdef1234/prod/*",
+    }
+    assert result["context"] == fn.caller and result["principalId"] == fn.caller["token_id"]
+    assert "admin" in result["context"]["permissions"]
+    json.dumps(result)  # API Gateway takes only JSON: context values must be plain strings
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer not-a-token"}, {"Authorization": "Basic !!!"}])
+def test_authorizer_raises_unauthorized_for_a_bad_token(fn: Lambda, headers: dict[str, str]) -> None:
+    with pytest.raises(Exception, match=r"^Unauthorized$"):
+        fn.handlers.authorizer(authorizer_event(**headers), context("arcs-authorizer"))
+
+
+# --- claim checks ------------------------------------------------------------------------------
+def test_claim_check_write_round_trips_and_the_claim_object_goes(fn: Lambda, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARCS_CLAIM_CHECK_BYTES", "64")
+    lambda_runtime.cache_clear()
+    lambda_app.cache_clear()
+    m = name("big")
+    fn.write(lp(m, 50))
+    (message,) = fn.receive(1)
+    claim = json.loads(message["Body"])["claim"]
+    assert claim.startswith(f"{PREFIX}/_arcs/claims/")
+    fn.aws.s3.head_object(Bucket=fn.aws.bucket, Key=claim)
+    assert fn.ingest([message]) == []
+    assert fn.count(m) == 50
+    assert fn.rows(f"SELECT sum(v) FROM {m}") == [[sum(range(50))]]
+    assert "Contents" not in fn.aws.s3.list_objects_v2(Bucket=fn.aws.bucket, Prefix=f"{PREFIX}/_arcs/claims/")
+
+
+# --- at-least-once delivery ----------------------------------------------------------------------
+def test_redelivered_event_whole_or_regrouped_leaves_exact_counts(fn: Lambda) -> None:
+    m = name("dup")
+    fn.write(lp(m, 10))
+    fn.write(lp(m, 7, T0_NS + HOUR_NS, host="b"))
+    first = fn.receive(2)
+    assert fn.ingest(first) == []
+    fn.delete(first)
+    # The very same event again (Lambda retried the invocation).
+    assert fn.ingest(first) == []
+    assert fn.count(m) == 17
+    # A regrouped part of it, plus a new message, as a later receive may hand them out.
+    fn.write(lp(m, 3, T0_NS + 500_000, host="c"))
+    (fresh,) = fn.receive(1)
+    assert fn.ingest([copy.deepcopy(first[1]), fresh]) == []
+    assert fn.count(m) == 20
+    assert fn.rows(f"SELECT host, count(*) FROM {m} GROUP BY host ORDER BY host") == [["a", 10], ["b", 7], ["c", 3]]
+
+
+def test_crash_between_parquet_write_and_delete_then_redelivery_leaves_exact_counts(fn: Lambda) -> None:
+    m = name("crash")
+    fn.write(lp(m, 4))
+    fn.write(lp(m, 6, T0_NS + HOUR_NS, host="b"))
+    batch = fn.receive(2)
+    assert fn.ingest(batch) == []  # Parquet stored and committed... and the poller dies before deleting
+    assert fn.count(m) == 10
+    fn.make_visible(batch)
+    fn.write(lp(m, 5, T0_NS + 2 * HOUR_NS, host="c"))
+    again = fn.receive(3)  # both old messages (second receive) regrouped with a new one
+    counts = sorted(message["Attributes"]["ApproximateReceiveCount"] for message in again)
+    assert counts == ["1", "2", "2"]
+    assert fn.ingest(again) == []
+    fn.delete(again)
+    assert fn.count(m) == 15
+    assert fn.rows(f"SELECT host, count(*) FROM {m} GROUP BY host ORDER BY host") == [["a", 4], ["b", 6], ["c", 5]]
+
+
+def test_poison_records_are_reported_while_the_rest_commit(fn: Lambda) -> None:
+    m = name("poison")
+    fn.write(lp(m, 4))
+    fn.aws.sqs.send_message(QueueUrl=fn.aws.queue_url, MessageBody="this is not a queued write")
+    garbage = base64.b64encode(b"\x00not an envelope").decode()
+    fn.aws.sqs.send_message(QueueUrl=fn.aws.queue_url, MessageBody=json.dumps({"id": "w1", "inline": garbage}))
+    fn.write(lp(m, 2, T0_NS + 9000, host="b"))
+    batch = fn.receive(4)
+    failed = fn.ingest(batch)
+    poison = {message["MessageId"] for message in batch if "not" in message["Body"] or '"w1"' in message["Body"]}
+    assert len(poison) == 2 and set(failed) == poison
+    assert fn.count(m) == 6
