@@ -67,10 +67,8 @@ def test_crash_at_every_step_then_redelivery_leaves_exact_rows(ports, step: str,
     with pytest.raises(Crash):
         Ingestor(catalog, store, fault=crash_at(step)).ingest([queued(a), queued(b)])
     fresh = make_batch("db", "cpu", [BASE_US + 100 + i for i in range(3)], host="c")
-    if redeliver == "whole":
-        retry = [queued(a), queued(b)]
-    else:  # SQS may hand back only part of the batch, mixed with new messages
-        retry = [queued(b), queued(fresh)]
+    # SQS may hand back the whole batch, or only part of it mixed with new messages.
+    retry = [queued(a), queued(b)] if redeliver == "whole" else [queued(b), queued(fresh)]
     result = Ingestor(catalog, store).ingest(retry)
     assert not result.failed and not result.poison
     if redeliver == "part-regrouped":
