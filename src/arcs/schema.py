@@ -24,6 +24,13 @@ def _reconcile_part(part: MeasurementRows, stored: MeasurementSchema | None) -> 
         incoming = type_name(field.type)
         expected = known.get(field.name)
         if expected is None:
+            clash = next((name for name in known if name.lower() == field.name.lower()), None)
+            if clash is not None:
+                # DuckDB resolves names without regard to case: both could never be queried.
+                raise BadRequest(
+                    f"measurement {part.measurement!r}: column {field.name!r} differs only in case from the "
+                    f"stored column {clash!r}"
+                )
             adds = True
         elif expected == incoming:
             continue

@@ -159,7 +159,7 @@ HOSTILE: list[tuple[str, str, bytes, dict[str, str], int, str]] = [
         "control",
     ),
     ("non-utf8", "/api/v1/write/line-protocol", b'm s="\xff"', {}, 400, "UTF-8"),
-    ("time out of range", "/api/v1/write/line-protocol", b"m v=1 99999999999", {"precision": "s"}, 400, "outside"),
+    ("time out of range", "/api/v1/write/line-protocol", b"m v=1 99999999999", {"precision": "s"}, 400, "range"),
     ("gzip bomb", "/api/v1/write/line-protocol", gzip.compress(b"0" * 150_000_000), {}, 413, "exceeds"),
     ("reserved database", "/api/v1/write/line-protocol", b"m v=1", {"x-arc-database": "system"}, 403, "reserved"),
     ("bad database name", "/api/v1/write/line-protocol", b"m v=1", {"x-arc-database": "../etc"}, 400, "database"),

@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase
+from arcs.batch import TIME_TYPE, MeasurementRows
+from arcs.errors import BadRequest
+from arcs.schema import SchemaRegistry
+
+
+def rows(measurement: str = "cpu", **columns: pa.Array) -> MeasurementRows:
+    n = len(next(iter(columns.values())))
+    return MeasurementRows(measurement, pa.table({"time": pa.array(range(n), pa.int64()).cast(TIME_TYPE), **columns}))
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> SchemaRegistry:
+    return SchemaRegistry(SqliteCatalog(SqliteDatabase(tmp_path / "c.sqlite")))
+
+
+def test_new_columns_are_recorded_and_ints_widen_into_floats(registry: SchemaRegistry) -> None:
+    registry.apply("db", [rows(v=pa.array([1.5]))])
+    [part] = registry.apply("db", [rows(v=pa.array([2]), extra=pa.array(["x"]))])
+    assert part.table.schema.field("v").type == pa.float64()
+    stored = registry.catalog.get_schema("db", "cpu")
+    assert stored is not None
+    assert stored.columns == {"time": "timestamp", "v": "float64", "extra": "string"}
+    assert stored.version == 2
+
+
+@pytest.mark.parametrize(("first", "second"), [("float64", "string"), ("int64", "float64"), ("bool", "int64")])
+def test_conflicts_name_column_and_both_types_and_change_nothing(
+    registry: SchemaRegistry, first: str, second: str
+) -> None:
+    samples = {"float64": pa.array([1.5]), "string": pa.array(["s"]), "int64": pa.array([1]), "bool": pa.array([True])}
+    registry.apply("db", [rows(v=samples[first])])
+    with pytest.raises(BadRequest) as error:
+        registry.apply("db", [rows("other", w=pa.array([1])), rows(v=samples[second], new=pa.array([1]))])
+    assert all(text in error.value.message for text in ("'v'", first, second))
+    # all or nothing: the other measurement and the new column were not recorded
+    assert registry.catalog.get_schema("db", "other") is None
+    stored = registry.catalog.get_schema("db", "cpu")
+    assert stored is not None
+    assert "new" not in stored.columns
+
+
+def test_case_only_clash_with_a_stored_column(registry: SchemaRegistry) -> None:
+    registry.apply("db", [rows(value=pa.array([1.0]))])
+    with pytest.raises(BadRequest, match="differs only in case"):
+        registry.apply("db", [rows(Value=pa.array([1.0]))])
+
+
+def test_a_stale_cache_cannot_let_a_conflicting_type_in(tmp_path: Path) -> None:
+    catalog = SqliteCatalog(SqliteDatabase(tmp_path / "c.sqlite"))
+    first, second = SchemaRegistry(catalog), SchemaRegistry(catalog)  # two processes
+    first.apply("db", [rows(a=pa.array([1.0]))])
+    second.apply("db", [rows(a=pa.array([1.0]))])  # second caches version 1
+    first.apply("db", [rows(b=pa.array(["text"]))])  # version 2 adds b as string
+    with pytest.raises(BadRequest, match="'b'"):
+        second.apply("db", [rows(b=pa.array([1]))])  # second's cache lacks b: the CAS fails, re-read
