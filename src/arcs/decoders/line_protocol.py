@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from arcs.batch import MeasurementRows
 from arcs.decoders.columns import Budget, build_rows, check_precision, shorten
+from arcs.decoders.line_protocol_columnar import decode_uniform
 from arcs.errors import BadRequest
 from arcs.names import MAX_COLUMNS, TIME_COLUMN, check_column, check_measurement
 
@@ -67,6 +68,9 @@ def decode_line_protocol(body: bytes, now_micros: int, precision: str | None) ->
         number = body.count(b"\n", 0, exc.start) + 1
         column = exc.start - body.rfind(b"\n", 0, exc.start)
         raise BadRequest(f"line {number}: not valid UTF-8 at byte {column} of the line") from exc
+    uniform = decode_uniform(text, now_micros, precision)
+    if uniform:
+        return uniform
     measurements: dict[str, _Accumulator] = {}
     budget = Budget()
     errors: list[str] = []
