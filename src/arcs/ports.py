@@ -26,7 +26,7 @@ class ObjectStore(Protocol):
 
     def put(self, key: str, data: bytes) -> None: ...
 
-    def put_if_absent(self, key: str, data: bytes) -> bool:
+    def put_if_absent(self, key: str, data: bytes | memoryview) -> bool:
         """Create ``key`` only if it does not exist (S3 ``If-None-Match: *``); False if it did."""
         ...
 

@@ -41,10 +41,11 @@ class S3Store:
         except (ClientError, BotoCoreError) as exc:
             raise self._fault("put", key, exc) from exc
 
-    def put_if_absent(self, key: str, data: bytes) -> bool:
+    def put_if_absent(self, key: str, data: bytes | memoryview) -> bool:
+        body = data if isinstance(data, bytes) else bytes(data)  # botocore wants bytes or a file
         for attempt in range(_CONFLICT_RETRIES + 1):
             try:
-                self.client.put_object(Bucket=self.bucket, Key=key, Body=data, IfNoneMatch="*")
+                self.client.put_object(Bucket=self.bucket, Key=key, Body=body, IfNoneMatch="*")
                 return True
             except ClientError as exc:
                 code = error_code(exc)

@@ -19,7 +19,7 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_durably(path: Path, data: bytes) -> Path:
+def write_durably(path: Path, data: bytes | memoryview) -> Path:
     """Write ``data`` to a temporary sibling of ``path`` and fsync it; the caller publishes it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
@@ -50,7 +50,7 @@ class DirectoryStore:
         except OSError as exc:
             raise StorageFault(f"cannot write {key}: {exc}") from exc
 
-    def put_if_absent(self, key: str, data: bytes) -> bool:
+    def put_if_absent(self, key: str, data: bytes | memoryview) -> bool:
         path = self._path(key)
         try:
             tmp = write_durably(path, data)
