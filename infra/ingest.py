@@ -130,19 +130,10 @@ class ArcsIngest(Construct):
             )
         )
         # Data files, markers and claim objects (read, then deleted once committed).
-        self.ingest.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
-                resources=[storage.bucket.arn_for_objects("*")],
-            )
-        )
-        self.ingest.role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["s3:ListBucket"], resources=[storage.bucket.bucket_arn])
-        )
-        storage.table.grant_read_write_data(self.ingest.role)
-        acknowledge(
+        storage.grant_data_access(
             self.ingest.role,
-            f"AwsSolutions-IAM5[Resource::<{logical_ref(storage.bucket)}.Arn>/*]",
+            ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
             "The ingest function writes Parquet files under every database/measurement/hour prefix of the "
             "data bucket and deletes claim objects: object keys are data, not known at deploy time.",
         )
+        storage.table.grant_read_write_data(self.ingest.role)

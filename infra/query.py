@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from aws_cdk import Duration
-from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from arcs import envvars
 from infra.function import API_TIMEOUT, ArcsFunction, FunctionDefaults
-from infra.nag import acknowledge, logical_ref
 from infra.storage import ArcsStorage
 
 #: 1,769 MB is one vCPU; DuckDB reading S3 wants threads well above the vCPU count.
@@ -53,17 +51,11 @@ class ArcsQuery(Construct):
             },
         )
         # Read-only on the data: DuckDB's httpfs lists (globs) and reads (GET, HEAD) objects.
-        self.query.role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["s3:GetObject"], resources=[storage.bucket.arn_for_objects("*")])
-        )
-        self.query.role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["s3:ListBucket"], resources=[storage.bucket.bucket_arn])
-        )
-        # Databases, tokens, retention policies and continuous queries live in the catalog.
-        storage.table.grant_read_write_data(self.query.role)
-        acknowledge(
+        storage.grant_data_access(
             self.query.role,
-            f"AwsSolutions-IAM5[Resource::<{logical_ref(storage.bucket)}.Arn>/*]",
+            ["s3:GetObject"],
             "Queries read Parquet files under any database/measurement/hour prefix of the data bucket (read "
             "only); which ones a caller may read is enforced by the SQL sandbox and token scopes.",
         )
+        # Databases, tokens, retention policies and continuous queries live in the catalog.
+        storage.table.grant_read_write_data(self.query.role)

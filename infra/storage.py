@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from infra.nag import acknowledge
+from infra.nag import acknowledge, logical_ref
 
 # These mirror the core (infra imports only arcs.envvars); tests/infra checks they agree with
 # arcs.adapters.aws_sqs.claim_key and arcs.adapters.aws_dynamodb.TTL_ATTRIBUTE.
@@ -74,3 +75,9 @@ class ArcsStorage(Construct):
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
             removal_policy=RemovalPolicy.RETAIN,
         )
+
+    def grant_data_access(self, role: iam.IRole, actions: list[str], reason: str) -> None:
+        """Object ``actions`` on every data key, plus listing the bucket; data keys are not known at deploy time."""
+        role.add_to_principal_policy(iam.PolicyStatement(actions=actions, resources=[self.bucket.arn_for_objects("*")]))
+        role.add_to_principal_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[self.bucket.bucket_arn]))
+        acknowledge(role, f"AwsSolutions-IAM5[Resource::<{logical_ref(self.bucket)}.Arn>/*]", reason)
