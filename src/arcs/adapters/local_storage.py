@@ -30,6 +30,13 @@ def write_durably(path: Path, data: bytes | memoryview) -> Path:
     return tmp
 
 
+def replace_durably(path: Path, data: bytes | memoryview) -> None:
+    """Write ``path`` whole or not at all, and be sure both the file and its name survive a crash."""
+    tmp = write_durably(path, data)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
 class DirectoryStore:
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
@@ -44,9 +51,7 @@ class DirectoryStore:
     def put(self, key: str, data: bytes) -> None:
         path = self._path(key)
         try:
-            tmp = write_durably(path, data)
-            os.replace(tmp, path)
-            fsync_dir(path.parent)
+            replace_durably(path, data)
         except OSError as exc:
             raise StorageFault(f"cannot write {key}: {exc}") from exc
 

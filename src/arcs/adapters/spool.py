@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from arcs.adapters.local_storage import fsync_dir, write_durably
+from arcs.adapters.local_storage import fsync_dir, replace_durably
 from arcs.errors import StorageFault
 
 _SUFFIX = ".write"
@@ -49,9 +49,7 @@ class Spool:
         # Names sort by arrival: nanosecond clock, then a per-process counter.
         path = self.root / f"{time.time_ns():020d}-{sequence:08d}-{write_id}{_SUFFIX}"
         try:
-            tmp = write_durably(path, envelope)
-            os.replace(tmp, path)
-            fsync_dir(self.root)
+            replace_durably(path, envelope)
         except OSError as exc:
             raise StorageFault(f"cannot queue the write: {exc}") from exc
         with self._ready:
