@@ -1,0 +1,1 @@
+"""The HTTP routes of API.md, one router per concept; ``arcs.api`` assembles them."""
