@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -18,6 +17,7 @@ from arcs.errors import BadRequest, NotFound
 from arcs.names import check_database, check_measurement
 from arcs.ports import Catalog, ObjectStore
 from arcs.rewriter import TableRef, quote_identifier, quote_literal, rewrite_tables
+from arcs.sandbox import check_read_only
 from arcs.tokens import Principal
 
 MAX_SQL_BYTES = 1_000_000
@@ -43,20 +43,10 @@ class QueryService:
         if len(sql.encode("utf-8", "surrogatepass")) > MAX_SQL_BYTES:
             raise BadRequest(f"SQL is longer than {MAX_SQL_BYTES} bytes")
         check_database(database)
-        self._check_read_only(sql)
+        check_read_only(self.engine, sql)
         rewritten = rewrite_tables(sql, lambda ref: self._scan(ref, database, principal))
         table = _utc_named(self.engine.query_arrow(rewritten, max_rows=self.max_rows))
         return QueryResult(table, (time.perf_counter() - started) * 1000)
-
-    def _check_read_only(self, sql: str) -> None:
-        try:
-            statements = self.engine.connection().cursor().extract_statements(sql)
-        except duckdb.Error as exc:
-            raise BadRequest(f"SQL does not parse: {str(exc).splitlines()[0]}") from exc
-        if len(statements) != 1:
-            raise BadRequest(f"send exactly one statement; got {len(statements)}")
-        if statements[0].type != duckdb.StatementType.SELECT:
-            raise BadRequest(f"only SELECT queries are allowed; got {statements[0].type.name}")
 
     def _scan(self, ref: TableRef, default_database: str, principal: Principal) -> str:
         database = check_database(ref.database) if ref.database is not None else default_database
