@@ -6,16 +6,18 @@ import json
 import math
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from arcs.engine import Engine
-from arcs.errors import BadRequest, NotFound
+from arcs.errors import ArcsError, BadRequest, NotFound
+from arcs.layout import floor_hour
 from arcs.names import check_database, check_measurement
-from arcs.ports import Catalog, ObjectStore
+from arcs.ports import Catalog, FileRecord, ObjectStore
+from arcs.pruning import TimeRange, time_range
 from arcs.rewriter import TableRef, quote_identifier, quote_literal, rewrite_tables
 from arcs.sandbox import check_read_only
 from arcs.tokens import Principal
@@ -55,7 +57,7 @@ class QueryService:
         schema = self.catalog.get_schema(database, measurement)
         if schema is None:
             raise NotFound(f"measurement {measurement!r} not found in database {database!r}")
-        files = self.catalog.list_files(database, measurement)
+        files = self._files(database, measurement, time_range(ref.where, ref.qualifiers, self._evaluate_time))
         if not files:
             columns = ", ".join(
                 f"CAST(NULL AS {_duckdb_type(kind)}) AS {quote_identifier(name)}"
@@ -64,6 +66,33 @@ class QueryService:
             return f"(SELECT {columns} WHERE false)"
         paths = ", ".join(quote_literal(self.store.url(f.key)) for f in files)
         return f"read_parquet([{paths}], union_by_name = true)"
+
+    def _files(self, database: str, measurement: str, bounds: TimeRange) -> list[FileRecord]:
+        """The measurement's files that can hold rows in ``bounds``: hour partitions first, then min/max."""
+        first = floor_hour(bounds.lower) if bounds.lower is not None else None
+        last = floor_hour(bounds.upper) if bounds.upper is not None else None
+        if first is not None and last is not None and first > last:
+            return []
+        files = self.catalog.list_files(database, measurement, first, last)
+        low = _micros(bounds.lower) if bounds.lower is not None else None
+        high = _micros(bounds.upper) if bounds.upper is not None else None
+        return [f for f in files if (low is None or f.max_time_us >= low) and (high is None or f.min_time_us <= high)]
+
+    def _evaluate_time(self, expression: str) -> datetime | None:
+        """A constant time expression's value, computed by DuckDB (None if it is not one)."""
+        try:
+            table = self.engine.query_arrow(f"SELECT epoch_us(CAST(({expression}) AS TIMESTAMPTZ)) AS v")
+        except ArcsError:
+            return None
+        value = table.column(0)[0].as_py() if table.num_rows == 1 else None
+        return None if value is None else _EPOCH + timedelta(microseconds=value)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _micros(moment: datetime) -> int:
+    return (moment - _EPOCH) // timedelta(microseconds=1)
 
 
 def _utc_named(table: pa.Table) -> pa.Table:

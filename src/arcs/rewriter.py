@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from arcs.errors import BadRequest
 
@@ -111,6 +111,10 @@ class Token:
 class TableRef:
     database: str | None
     measurement: str
+    #: Names that qualify this table's columns in SQL (its alias, else its own name), lower case.
+    qualifiers: tuple[str, ...] = field(default=(), compare=False)
+    #: The WHERE clause of the SELECT block that reads this table (for time pruning).
+    where: tuple[Token, ...] = field(default=(), compare=False)
 
 
 def tokenize(sql: str) -> list[Token]:
@@ -245,6 +249,13 @@ def rewrite_tables(sql: str, scan: Callable[[TableRef], str]) -> str:
                     or (tokens[alias_index].kind == "word" and tokens[alias_index].text.lower() not in _NOT_ALIAS)
                     or tokens[alias_index].text.lower() == "as"
                 )
+                qualifier = ref.measurement
+                if has_alias:
+                    named = alias_index
+                    if tokens[named].text.lower() == "as":
+                        named = _significant(tokens, named + 1)
+                    qualifier = (_identifier(tokens[named]) if named < len(tokens) else None) or qualifier
+                ref = replace(ref, qualifiers=(qualifier.lower(),), where=_where_clause(tokens, consumed))
                 replacement = scan(ref)
                 out.append(replacement if has_alias else f"{replacement} AS {quote_identifier(ref.measurement)}")
             index = consumed
@@ -287,6 +298,32 @@ def rewrite_tables(sql: str, scan: Callable[[TableRef], str]) -> str:
     if depth != 0:
         raise BadRequest("unbalanced parentheses in SQL")
     return "".join(out)
+
+
+_BLOCK_ENDS = {"union", "except", "intersect"}
+_WHERE_ENDS = {"group", "order", "limit", "offset", "having", "window", "qualify", "fetch", *_BLOCK_ENDS}
+
+
+def _where_clause(tokens: list[Token], start: int) -> tuple[Token, ...]:
+    """The WHERE clause of the SELECT block a table reference ending at ``start`` belongs to."""
+    depth = 0
+    index = start
+    where_at = None
+    while index < len(tokens):
+        token = tokens[index]
+        word = token.text.lower() if token.kind == "word" else ""
+        if token.kind == "punct" and token.text == "(":
+            depth += 1
+        elif token.kind == "punct" and token.text == ")":
+            if depth == 0:
+                break
+            depth -= 1
+        elif depth == 0 and (token.text == ";" or word in (_WHERE_ENDS if where_at is not None else _BLOCK_ENDS)):
+            break
+        elif depth == 0 and word == "where" and where_at is None:
+            where_at = index + 1
+        index += 1
+    return tuple(tokens[where_at:index]) if where_at is not None else ()
 
 
 def _parse_reference(tokens: list[Token], index: int) -> tuple[TableRef | None, int]:
