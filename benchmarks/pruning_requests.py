@@ -52,10 +52,7 @@ class CountingApp:
             method = environ["REQUEST_METHOD"]
             query = environ.get("QUERY_STRING", "")
             path = environ.get("PATH_INFO", "").strip("/")
-            if method == "GET" and ("list-type" in query or "/" not in path):
-                kind = "s3 LIST"
-            else:
-                kind = f"s3 {method}"
+            kind = "s3 LIST" if method == "GET" and ("list-type" in query or "/" not in path) else f"s3 {method}"
         with self.lock:
             self.counts[kind] += 1
         return self.app(environ, start_response)
