@@ -24,7 +24,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
 from arcs.api import PUBLIC_PATHS, build_app, error_response
-from arcs.errors import ArcsError, PayloadTooLarge
+from arcs.errors import ArcsError, PayloadTooLarge, ServiceUnavailable
 from arcs.ingest import QueuedWrite
 from arcs.proxy import HttpResponse, http_response, proxy_event
 from arcs.runtime import LocalRuntime
@@ -82,10 +82,17 @@ def error_http_response(exc: ArcsError) -> HttpResponse:
 class AsgiApp:
     """ASGI over a blocking ``handle``: bodies read (up to the payload limit), then handled on worker threads."""
 
-    def __init__(self, handle: HttpHandler, max_request_bytes: int, workers: int) -> None:
+    def __init__(
+        self, handle: HttpHandler, max_request_bytes: int, workers: int, queue_timeout_s: float = 10.0
+    ) -> None:
         self.handle = handle
         self.max_request_bytes = max_request_bytes
+        self.workers = workers
+        self.queue_timeout_s = queue_timeout_s
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="arcs-http")
+        # Admission: at most ``workers`` requests run; the rest wait up to ``queue_timeout_s`` and
+        # are then told to come back (503 + Retry-After) instead of piling up without bound.
+        self._slots: asyncio.Semaphore | None = None
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
@@ -107,16 +114,29 @@ class AsgiApp:
         except ArcsError as exc:
             await self._send(send, error_http_response(exc))
             return
-        loop = asyncio.get_running_loop()
-        response = await loop.run_in_executor(
-            self.executor,
-            self.handle,
-            scope["method"],
-            scope["path"],
-            scope.get("query_string", b"").decode("latin-1"),
-            headers,
-            body,
-        )
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.workers)
+        try:
+            await asyncio.wait_for(self._slots.acquire(), self.queue_timeout_s)
+        except TimeoutError:
+            busy = ServiceUnavailable(
+                f"the server is busy: no worker freed up within {self.queue_timeout_s:g} s; retry", retry_after_s=1
+            )
+            await self._send(send, error_http_response(busy))
+            return
+        try:
+            loop = asyncio.get_running_loop()
+            response = await loop.run_in_executor(
+                self.executor,
+                self.handle,
+                scope["method"],
+                scope["path"],
+                scope.get("query_string", b"").decode("latin-1"),
+                headers,
+                body,
+            )
+        finally:
+            self._slots.release()
         await self._send(send, response)
 
     async def _read_body(self, receive: Receive, headers: dict[str, str]) -> bytes:
@@ -261,7 +281,9 @@ def serve(runtime: LocalRuntime, host: str, port: int, workers: int = 8) -> None
     token = runtime.tokens.bootstrap(runtime.settings.bootstrap_token)
     ingest = IngestLoop(runtime)
     ingest.start()
-    app = AsgiApp(Gateway(runtime).handle, runtime.settings.max_request_bytes, workers)
+    app = AsgiApp(
+        Gateway(runtime).handle, runtime.settings.max_request_bytes, workers, runtime.settings.queue_timeout_s
+    )
     try:
         run_http(app, host, port, token)
     finally:

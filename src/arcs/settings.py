@@ -43,6 +43,7 @@ class Settings:
     duckdb_memory_limit: str | None = None
     work_dir: Path | None = None
     query_max_rows: int = 10_000_000
+    queue_timeout_s: float = 10.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -87,6 +88,7 @@ class Settings:
             duckdb_memory_limit=env.get(envvars.DUCKDB_MEMORY_LIMIT) or None,
             work_dir=Path(work_dir) if work_dir else None,
             query_max_rows=int(number(envvars.QUERY_MAX_ROWS, base.query_max_rows)),
+            queue_timeout_s=number(envvars.QUEUE_TIMEOUT_S, base.queue_timeout_s),
         )
 
     def with_(self, **changes: object) -> Settings:

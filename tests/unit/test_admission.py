@@ -1,0 +1,73 @@
+"""The standalone server's bounded worker pool: excess requests wait, then get a 503 with Retry-After."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from typing import Any
+
+from arcs.proxy import HttpResponse
+from arcs.server import AsgiApp
+
+
+def _slow_handler(release: threading.Event) -> Any:
+    def handle(method: str, path: str, query: str, headers: dict[str, str], body: bytes) -> HttpResponse:
+        release.wait(5)
+        return HttpResponse(200, {"Content-Type": "text/plain"}, b"done")
+
+    return handle
+
+
+async def _request(app: AsgiApp) -> tuple[int, dict[str, str], bytes]:
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "GET", "path": "/x", "query_string": b"", "headers": []}
+    await app(scope, receive, send)
+    headers = {k.decode(): v.decode() for k, v in sent[0]["headers"]}
+    return sent[0]["status"], headers, sent[1]["body"]
+
+
+def test_requests_beyond_the_pool_wait_then_get_503() -> None:
+    release = threading.Event()
+    app = AsgiApp(_slow_handler(release), 1024, workers=2, queue_timeout_s=0.3)
+
+    async def scenario() -> list[tuple[int, dict[str, str], bytes]]:
+        tasks = [asyncio.create_task(_request(app)) for _ in range(4)]
+        await asyncio.sleep(0.6)  # two run, two time out waiting for a worker
+        release.set()
+        return await asyncio.gather(*tasks)
+
+    try:
+        results = asyncio.run(scenario())
+    finally:
+        app.close()
+    statuses = sorted(status for status, _headers, _body in results)
+    assert statuses == [200, 200, 503, 503]
+    for status, headers, body in results:
+        if status == 503:
+            assert headers["retry-after"] == "1"
+            assert "busy" in json.loads(body)["error"]
+
+
+def test_waiting_requests_run_when_a_worker_frees_up() -> None:
+    release = threading.Event()
+    app = AsgiApp(_slow_handler(release), 1024, workers=1, queue_timeout_s=5)
+
+    async def scenario() -> list[tuple[int, dict[str, str], bytes]]:
+        tasks = [asyncio.create_task(_request(app)) for _ in range(3)]
+        await asyncio.sleep(0.2)
+        release.set()
+        return await asyncio.gather(*tasks)
+
+    try:
+        results = asyncio.run(scenario())
+    finally:
+        app.close()
+    assert [status for status, _h, _b in results] == [200, 200, 200]
