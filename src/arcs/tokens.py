@@ -3,7 +3,22 @@
 A token is 32 random bytes, URL-safe base64. At rest there is only a short lookup prefix of its
 SHA-256 (to find the record) and a salted scrypt hash (to check it); neither reveals the token.
 Verified tokens are cached in memory, keyed by their SHA-256, for ``cache_ttl_s`` so the slow
-hash runs once per token per TTL; revocation is therefore visible within that TTL.
+hash runs once per token per TTL. A change made through this service (update, rotate, revoke,
+delete) drops that token from this process's cache at once; other processes (the authorizer's
+containers, other workers) see it when their entry expires, within ``ARCS_TOKEN_CACHE_TTL_S``.
+
+What each route family needs (``Principal.require``; ``admin`` implies every permission and
+every database):
+
+| route family                                                 | needs     | database scope checked             |
+|--------------------------------------------------------------|-----------|------------------------------------|
+| `GET /health`, `GET /ready`                                  | nothing   | -                                  |
+| `GET /api/v1/auth/verify`                                    | any token | -                                  |
+| writes: `/api/v1/write/*`, `/write`, `/api/v2/write`         | write     | the target database                |
+| queries: `/api/v1/query*` (also `SHOW`), estimates           | read      | every database the SQL reads       |
+| listings: `/api/v1/measurements`, `GET /api/v1/databases*`   | read      | the one named; lists only in-scope |
+| deleting data: `/api/v1/delete`, retention policies and runs | delete    | the database named                 |
+| `/api/v1/auth/tokens*`, `POST`/`DELETE /api/v1/databases`    | admin     | -                                  |
 """
 
 from __future__ import annotations
@@ -20,17 +35,25 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from enum import Enum
 
-from arcs.errors import BadRequest, Forbidden, NotFound, Unauthorized
+from arcs.errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
 from arcs.ports import TokenRecord, TokenStore
 
 PERMISSIONS = ("read", "write", "delete", "admin")
 DEFAULT_PERMISSIONS = ("read", "write")
+MAX_NAME_CHARS = 128
+MAX_DESCRIPTION_CHARS = 1024
+MAX_SCOPES = 100
+# Far enough for any real use, near enough that every store and client can spell the date.
+MAX_EXPIRY = timedelta(days=100 * 366)
 _LOOKUP_CHARS = 16
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
 _EXPIRY = re.compile(r"(\d{1,6})([smhdw])")
 _EXPIRY_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 _DATABASE_SCOPE = re.compile(r"[a-zA-Z][a-zA-Z0-9_-]{0,63}\*?|\*")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_FIELDS = ("name", "description", "permissions", "databases", "expires_in")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,23 +118,105 @@ def parse_expiry(value: object, now: datetime) -> datetime | None:
     match = _EXPIRY.fullmatch(value) if isinstance(value, str) else None
     if match is None:
         raise BadRequest(f"invalid expires_in {value!r}: use a number and a unit, like '24h' or '7d', or null")
-    return now + timedelta(**{_EXPIRY_UNITS[match[2]]: int(match[1])})
+    delta = timedelta(**{_EXPIRY_UNITS[match[2]]: int(match[1])})
+    if not timedelta(0) < delta <= MAX_EXPIRY:
+        raise BadRequest(f"invalid expires_in {value!r}: must be more than 0 and at most 100 years (null: never)")
+    return now + delta
 
 
 def check_permissions(value: object) -> tuple[str, ...]:
     if value is None:
         return DEFAULT_PERMISSIONS
-    if not isinstance(value, list) or not value or not all(p in PERMISSIONS for p in value):
+    if not isinstance(value, list) or not value:
         raise BadRequest(f"permissions must be a non-empty list of {', '.join(PERMISSIONS)}")
+    for permission in value:
+        if permission not in PERMISSIONS:
+            raise BadRequest(f"permissions: {_show(permission)} is not one of {', '.join(PERMISSIONS)}")
     return tuple(dict.fromkeys(value))
 
 
 def check_scopes(value: object) -> tuple[str, ...]:
     if value is None:
         return ()
-    if not isinstance(value, list) or not all(isinstance(s, str) and _DATABASE_SCOPE.fullmatch(s) for s in value):
-        raise BadRequest("databases must be a list of database names or 'prefix*' patterns")
+    if not isinstance(value, list) or len(value) > MAX_SCOPES:
+        raise BadRequest(f"databases must be a list of at most {MAX_SCOPES} database names or 'prefix*' patterns")
+    for scope in value:
+        if not isinstance(scope, str) or not _DATABASE_SCOPE.fullmatch(scope):
+            raise BadRequest(f"databases: {_show(scope)} is not a database name, a 'prefix*' pattern or '*'")
     return () if "*" in value else tuple(dict.fromkeys(value))
+
+
+def check_name(value: object) -> str:
+    if not isinstance(value, str) or not 1 <= len(value) <= MAX_NAME_CHARS or _CONTROL.search(value):
+        raise BadRequest(f"name must be a string of 1 to {MAX_NAME_CHARS} characters without control characters")
+    return value
+
+
+def check_description(value: object) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str) or len(value) > MAX_DESCRIPTION_CHARS:
+        raise BadRequest(f"description must be a string of at most {MAX_DESCRIPTION_CHARS} characters")
+    return value
+
+
+def _show(value: object, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+class Keep(Enum):
+    """Marks a field an update leaves as it is (``None`` is a value: "never expires")."""
+
+    KEEP = "keep"
+
+
+KEEP = Keep.KEEP
+
+
+@dataclass(frozen=True, slots=True)
+class TokenFields:
+    """What a create or update request body says about a token, validated; ``None``/``KEEP``: not given."""
+
+    name: str | None = None
+    description: str | None = None
+    permissions: tuple[str, ...] | None = None
+    databases: tuple[str, ...] | None = None
+    expires_at: datetime | Keep | None = KEEP
+
+    @classmethod
+    def for_create(cls, document: Mapping[str, object], now: datetime) -> TokenFields:
+        if "name" not in document:
+            raise BadRequest("name is required")
+        return cls._parse(document, now)
+
+    @classmethod
+    def for_update(cls, document: Mapping[str, object], now: datetime) -> TokenFields:
+        if document.get("permissions", ()) is None:
+            # A null is not "the default" here: it would change a token's permissions unasked.
+            raise BadRequest(f"permissions must be a non-empty list of {', '.join(PERMISSIONS)}")
+        return cls._parse(document, now)
+
+    @classmethod
+    def _parse(cls, document: Mapping[str, object], now: datetime) -> TokenFields:
+        """Validates every field present; a field that is not ours is refused rather than ignored,
+        so a misspelt ``permission`` cannot silently create a token with the default permissions."""
+        for key in document:
+            if key not in _FIELDS:
+                raise BadRequest(f"unknown field {_show(key)}: a token has {', '.join(_FIELDS)}")
+        return cls(
+            name=check_name(document["name"]) if "name" in document else None,
+            description=check_description(document["description"]) if "description" in document else None,
+            permissions=check_permissions(document["permissions"]) if "permissions" in document else None,
+            databases=check_scopes(document["databases"]) if "databases" in document else None,
+            expires_at=parse_expiry(document["expires_in"], now) if "expires_in" in document else KEEP,
+        )
+
+
+def is_active_admin(record: TokenRecord, now: datetime) -> bool:
+    return (
+        "admin" in record.permissions and not record.revoked and (record.expires_at is None or record.expires_at > now)
+    )
 
 
 class TokenService:
@@ -120,7 +225,14 @@ class TokenService:
         self.cache_ttl_s = cache_ttl_s
         self._cache: dict[str, tuple[float, Principal]] = {}
         self._lock = threading.Lock()
+        # Bumped on every change, so a verification that read a record before the change
+        # does not put the stale answer back into the cache after the change dropped it.
+        self._generation = 0
+        # One change at a time in this process, so two revocations cannot both pass the
+        # last-admin check. (Across processes that check is best effort.)
+        self._changes = threading.Lock()
 
+    # --- creation and verification ------------------------------------------------------------
     def create(
         self,
         name: str,
@@ -130,24 +242,38 @@ class TokenService:
         expires_at: datetime | None = None,
         secret: str | None = None,
     ) -> tuple[TokenRecord, str]:
-        if not name or len(name) > 128:
-            raise BadRequest("token name must be 1 to 128 characters")
+        check_name(name)
+        check_description(description)
         secret = secret or new_secret()
-        salt = secrets.token_bytes(16)
-        record = TokenRecord(
-            token_id=uuid.uuid4().hex[:16],
-            name=name,
-            description=description,
-            lookup=fast_hash(secret)[:_LOOKUP_CHARS],
-            salt=salt,
-            secret_hash=slow_hash(secret, salt),
-            permissions=permissions,
-            databases=databases,
-            created_at=datetime.now(UTC),
-            expires_at=expires_at,
+        record = _with_secret(
+            TokenRecord(
+                token_id=uuid.uuid4().hex[:16],
+                name=name,
+                description=description,
+                lookup="",
+                salt=b"",
+                secret_hash=b"",
+                permissions=permissions,
+                databases=databases,
+                created_at=datetime.now(UTC),
+                expires_at=expires_at,
+            ),
+            secret,
         )
         self.store.put(record)
         return record, secret
+
+    def create_from(self, fields: TokenFields) -> tuple[TokenRecord, str]:
+        """A token from a request's fields; absent ones take their defaults (as in Arc)."""
+        if fields.name is None:
+            raise BadRequest("name is required")
+        return self.create(
+            fields.name,
+            fields.description or "",
+            fields.permissions or DEFAULT_PERMISSIONS,
+            fields.databases or (),
+            None if fields.expires_at is KEEP else fields.expires_at,
+        )
 
     def bootstrap(self, configured: str | None) -> str | None:
         """On first start create the admin token (``configured`` when given); returns it, once."""
@@ -163,16 +289,22 @@ class TokenService:
         now = time.monotonic()
         with self._lock:
             cached = self._cache.get(digest)
+            generation = self._generation
         if cached is not None and cached[0] > now:
             return cached[1]
-        principal = self._verify_slow(secret, digest)
+        principal, expires_at = self._verify_slow(secret, digest)
+        until = now + self.cache_ttl_s
+        if expires_at is not None:
+            # An expiring token leaves the cache when it expires, not up to a TTL later.
+            until = min(until, now + (expires_at - datetime.now(UTC)).total_seconds())
         with self._lock:
-            if len(self._cache) > 10_000:
-                self._cache.clear()
-            self._cache[digest] = (now + self.cache_ttl_s, principal)
+            if generation == self._generation:
+                if len(self._cache) > 10_000:
+                    self._cache.clear()
+                self._cache[digest] = (until, principal)
         return principal
 
-    def _verify_slow(self, secret: str, digest: str) -> Principal:
+    def _verify_slow(self, secret: str, digest: str) -> tuple[Principal, datetime | None]:
         for record in self.store.find(digest[:_LOOKUP_CHARS]):
             if not hmac.compare_digest(slow_hash(secret, record.salt), record.secret_hash):
                 continue
@@ -180,19 +312,107 @@ class TokenService:
                 raise Unauthorized("token has been revoked")
             if record.expires_at is not None and record.expires_at <= datetime.now(UTC):
                 raise Unauthorized("token has expired")
-            return Principal(record.token_id, record.name, frozenset(record.permissions), record.databases)
+            principal = Principal(record.token_id, record.name, frozenset(record.permissions), record.databases)
+            return principal, record.expires_at
         raise Unauthorized("invalid token")
 
+    def _forget(self, token_id: str) -> None:
+        """Drop every cached verification of ``token_id`` (the cache is keyed by secret, not id)."""
+        with self._lock:
+            self._generation += 1
+            for digest in [d for d, (_until, p) in self._cache.items() if p.token_id == token_id]:
+                del self._cache[digest]
+
+    # --- management ---------------------------------------------------------------------------
     def get(self, token_id: str) -> TokenRecord:
         record = self.store.get(token_id)
         if record is None:
             raise NotFound(f"no token {token_id!r}")
         return record
 
+    def list(self) -> list[TokenRecord]:
+        return self.store.list()
+
+    def update(self, token_id: str, fields: TokenFields) -> TokenRecord:
+        with self._changes:
+            before = self.get(token_id)
+            after = replace(
+                before,
+                name=before.name if fields.name is None else fields.name,
+                description=before.description if fields.description is None else fields.description,
+                permissions=before.permissions if fields.permissions is None else fields.permissions,
+                databases=before.databases if fields.databases is None else fields.databases,
+                expires_at=before.expires_at if fields.expires_at is KEEP else fields.expires_at,
+            )
+            if after == before:
+                return before
+            self._keep_an_admin(before, after, "change")
+            self.store.put(after)
+            self._forget(token_id)
+            return after
+
+    def rotate(self, token_id: str) -> tuple[TokenRecord, str]:
+        """A new secret for the same token (id, name, permissions); the old secret stops working."""
+        with self._changes:
+            before = self.get(token_id)
+            if before.revoked:
+                raise Conflict(f"token {token_id!r} is revoked; a revoked token cannot be rotated, create a new one")
+            secret = new_secret()
+            after = _with_secret(before, secret)
+            self.store.put(after, previous_lookup=before.lookup)
+            self._forget(token_id)
+            return after, secret
+
     def revoke(self, token_id: str) -> TokenRecord:
-        record = replace(self.get(token_id), revoked=True)
-        self.store.put(record)
-        return record
+        with self._changes:
+            before = self.get(token_id)
+            if before.revoked:
+                return before
+            after = replace(before, revoked=True)
+            self._keep_an_admin(before, after, "revoke")
+            self.store.put(after)
+            self._forget(token_id)
+            return after
+
+    def delete(self, token_id: str) -> None:
+        with self._changes:
+            before = self.get(token_id)
+            self._keep_an_admin(before, None, "delete")
+            if not self.store.delete(token_id):
+                raise NotFound(f"no token {token_id!r}")
+            self._forget(token_id)
+
+    def _keep_an_admin(self, before: TokenRecord, after: TokenRecord | None, action: str) -> None:
+        """Refuse (409) a change that would leave no usable admin token: nobody could manage tokens then.
+
+        Two bars: some admin token stays active now; and if one never expired before the change,
+        one still never expires (else the installation would lock itself out later, unnoticed).
+        """
+        now = datetime.now(UTC)
+        if not is_active_admin(before, now):
+            return  # only a change to an active admin token can remove the last one
+
+        def lasting(record: TokenRecord) -> bool:
+            return is_active_admin(record, now) and record.expires_at is None
+
+        remaining = [r for r in self.store.list() if r.token_id != before.token_id]
+        remaining += [after] if after is not None else []
+        if not any(is_active_admin(r, now) for r in remaining):
+            raise Conflict(
+                f"refusing to {action} token {before.token_id!r}: it is the last active admin token "
+                "and nobody could manage tokens without one; create another admin token first"
+            )
+        if lasting(before) and not any(lasting(r) for r in remaining):
+            raise Conflict(
+                f"refusing to {action} token {before.token_id!r}: it is the last admin token that never "
+                "expires, and the installation would lock itself out when the others expire; "
+                "create another admin token without expiry first"
+            )
+
+
+def _with_secret(record: TokenRecord, secret: str) -> TokenRecord:
+    salt = secrets.token_bytes(16)
+    return replace(record, lookup=fast_hash(secret)[:_LOOKUP_CHARS], salt=salt, secret_hash=slow_hash(secret, salt))
 
 
 def extract_token(headers: Mapping[str, str], query: Mapping[str, str]) -> str:

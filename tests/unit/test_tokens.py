@@ -1,14 +1,26 @@
 from __future__ import annotations
 
 import base64
+import time
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from arcs.adapters.sqlite_catalog import SqliteDatabase, SqliteTokenStore
-from arcs.errors import BadRequest, Forbidden, Unauthorized
-from arcs.tokens import Principal, TokenService, check_permissions, check_scopes, extract_token, parse_expiry
+from arcs.errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
+from arcs.tokens import (
+    Principal,
+    TokenFields,
+    TokenService,
+    check_permissions,
+    check_scopes,
+    extract_token,
+    is_active_admin,
+    parse_expiry,
+)
 
 
 @pytest.fixture
@@ -104,3 +116,250 @@ def test_parsers() -> None:
     assert check_scopes(["a", "b*"]) == ("a", "b*")
     with pytest.raises(BadRequest):
         check_scopes(["../x"])
+
+
+# --- management: list, update, rotate, revoke, delete ----------------------------------------
+
+NOW = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def admin(service: TokenService, name: str = "admin", expires_at: datetime | None = None) -> tuple[str, str]:
+    record, secret = service.create(name, permissions=("admin",), expires_at=expires_at)
+    return record.token_id, secret
+
+
+def test_records_never_hold_the_secret(service: TokenService) -> None:
+    record, secret = service.create("ci", "for CI", ("read",), ("prod",))
+    stored = service.get(record.token_id)
+    assert stored == record
+    assert secret not in repr(stored)
+    assert secret.encode() not in stored.secret_hash
+    assert stored.lookup != secret[: len(stored.lookup)]
+    assert [r.token_id for r in service.list()] == [record.token_id]
+
+
+def test_update_changes_only_what_is_given(service: TokenService) -> None:
+    record, secret = service.create("ci", "old", ("read",), ("prod",))
+    now = datetime.now(UTC)
+    updated = service.update(record.token_id, TokenFields.for_update({"description": "new"}, now))
+    assert updated == replace(record, description="new")
+    updated = service.update(
+        record.token_id,
+        TokenFields.for_update({"name": "ci2", "permissions": ["read", "write"], "databases": ["a", "b*"]}, now),
+    )
+    assert (updated.name, updated.permissions, updated.databases) == ("ci2", ("read", "write"), ("a", "b*"))
+    assert updated.expires_at is None and updated.description == "new"
+    updated = service.update(record.token_id, TokenFields.for_update({"expires_in": "1h"}, now))
+    assert updated.expires_at == now + timedelta(hours=1)
+    updated = service.update(record.token_id, TokenFields.for_update({"expires_in": None, "databases": ["*"]}, now))
+    assert updated.expires_at is None and updated.databases == ()
+    assert service.get(record.token_id) == updated
+    # the secret is untouched by an update
+    assert service.verify(secret).permissions == frozenset({"read", "write"})
+
+
+def test_a_change_is_seen_at_once_in_this_process(service: TokenService) -> None:
+    """The TTL is 60 s here: only dropping the cached entry can make these pass."""
+    record, secret = service.create("ci", permissions=("read",), databases=("prod",))
+    assert service.verify(secret).databases == ("prod",)
+    service.update(record.token_id, TokenFields.for_update({"permissions": ["write"], "databases": ["dev"]}, NOW))
+    assert service.verify(secret) == Principal(record.token_id, "ci", frozenset({"write"}), ("dev",))
+    service.revoke(record.token_id)
+    with pytest.raises(Unauthorized, match="revoked"):
+        service.verify(secret)
+
+
+def test_rotation_replaces_the_secret(service: TokenService) -> None:
+    record, old = service.create("ci", permissions=("read",))
+    service.verify(old)
+    rotated, new = service.rotate(record.token_id)
+    assert new != old
+    assert rotated.token_id == record.token_id and rotated.permissions == record.permissions
+    assert rotated.lookup != record.lookup and rotated.salt != record.salt
+    with pytest.raises(Unauthorized):
+        service.verify(old)
+    assert service.verify(new).token_id == record.token_id
+    assert service.store.find(record.lookup) == []
+
+
+def test_a_revoked_token_cannot_be_rotated_back_to_life(service: TokenService) -> None:
+    admin(service)
+    record, _secret = service.create("ci")
+    service.revoke(record.token_id)
+    assert service.revoke(record.token_id).revoked  # idempotent
+    with pytest.raises(Conflict, match="revoked"):
+        service.rotate(record.token_id)
+
+
+def test_deletion_is_seen_at_once(service: TokenService) -> None:
+    record, secret = service.create("ci")
+    service.verify(secret)
+    service.delete(record.token_id)
+    with pytest.raises(Unauthorized, match="invalid"):
+        service.verify(secret)
+    with pytest.raises(NotFound):
+        service.get(record.token_id)
+
+
+@pytest.mark.parametrize("action", ["update", "rotate", "revoke", "delete"])
+def test_unknown_ids_are_not_found(service: TokenService, action: str) -> None:
+    calls: dict[str, Callable[[], object]] = {
+        "update": lambda: service.update("nope", TokenFields(name="x")),
+        "rotate": lambda: service.rotate("nope"),
+        "revoke": lambda: service.revoke("nope"),
+        "delete": lambda: service.delete("nope"),
+    }
+    with pytest.raises(NotFound, match="nope"):
+        calls[action]()
+
+
+def test_a_verification_racing_a_change_does_not_cache_the_old_answer(service: TokenService) -> None:
+    record, secret = service.create("ci")
+    original = service._verify_slow
+
+    def slow_then_revoked(secret: str, digest: str) -> tuple[Principal, datetime | None]:
+        answer = original(secret, digest)
+        service.revoke(record.token_id)  # lands while the old answer is on its way to the cache
+        return answer
+
+    service._verify_slow = slow_then_revoked  # type: ignore[method-assign]
+    service.verify(secret)
+    service._verify_slow = original  # type: ignore[method-assign]
+    with pytest.raises(Unauthorized, match="revoked"):
+        service.verify(secret)
+
+
+def test_an_expiring_token_leaves_the_cache_when_it_expires(service: TokenService) -> None:
+    _record, secret = service.create("short", expires_at=datetime.now(UTC) + timedelta(seconds=0.3))
+    service.verify(secret)
+    time.sleep(0.4)
+    with pytest.raises(Unauthorized, match="expired"):
+        service.verify(secret)
+
+
+# --- the last admin token --------------------------------------------------------------------
+
+
+def test_the_last_active_admin_token_cannot_be_removed(service: TokenService) -> None:
+    only, _secret = admin(service)
+    for refused in (
+        lambda: service.revoke(only),
+        lambda: service.delete(only),
+        lambda: service.update(only, TokenFields.for_update({"permissions": ["read", "write"]}, NOW)),
+        lambda: service.update(only, TokenFields.for_update({"expires_in": "1h"}, datetime.now(UTC))),
+    ):
+        with pytest.raises(Conflict, match="last"):
+            refused()
+    assert is_active_admin(service.get(only), datetime.now(UTC))
+    # harmless changes to it still work, and so does rotation
+    assert service.update(only, TokenFields.for_update({"name": "root"}, NOW)).name == "root"
+    service.rotate(only)
+
+
+def test_admin_tokens_may_go_while_another_remains(service: TokenService) -> None:
+    first, _ = admin(service, "first")
+    second, _ = admin(service, "second")
+    service.revoke(first)
+    with pytest.raises(Conflict):
+        service.delete(second)
+    service.delete(first)  # revoked ones are not counted and can always go
+    third, _ = admin(service, "third")
+    service.update(second, TokenFields.for_update({"permissions": ["read"]}, NOW))
+    with pytest.raises(Conflict):
+        service.revoke(third)
+
+
+def test_revoked_or_expired_admins_do_not_count(service: TokenService) -> None:
+    only, _ = admin(service)
+    revoked, _ = admin(service, "revoked")
+    service.revoke(revoked)
+    admin(service, "expired", expires_at=datetime.now(UTC) - timedelta(seconds=1))
+    with pytest.raises(Conflict, match="last active admin"):
+        service.delete(only)
+
+
+def test_the_last_admin_that_never_expires_is_kept(service: TokenService) -> None:
+    lasting, _ = admin(service)
+    expiring, _ = admin(service, "expiring", expires_at=datetime.now(UTC) + timedelta(days=1))
+    with pytest.raises(Conflict, match="never expires"):
+        service.delete(lasting)
+    with pytest.raises(Conflict, match="never expires"):
+        service.update(lasting, TokenFields.for_update({"expires_in": "7d"}, datetime.now(UTC)))
+    service.delete(expiring)  # the other one is not the last that never expires
+    # Where only expiring admin tokens are left, they may still be replaced one by one.
+    a, _ = admin(service, "a", expires_at=datetime.now(UTC) + timedelta(days=1))
+    b, _ = admin(service, "b", expires_at=datetime.now(UTC) + timedelta(days=2))
+    service.store.delete(lasting)  # as an installation made before this rule could be
+    service.delete(a)
+    with pytest.raises(Conflict, match="last active admin"):
+        service.delete(b)
+
+
+def test_non_admin_tokens_are_never_guarded(service: TokenService) -> None:
+    record, _secret = service.create("ci")
+    service.revoke(record.token_id)
+    service.delete(record.token_id)
+
+
+# --- request fields --------------------------------------------------------------------------
+
+
+def test_create_fields_and_defaults(service: TokenService) -> None:
+    fields = TokenFields.for_create({"name": "ci"}, NOW)
+    record, secret = service.create_from(fields)
+    assert (record.permissions, record.databases, record.expires_at, record.description) == (
+        ("read", "write"),
+        (),
+        None,
+        "",
+    )
+    fields = TokenFields.for_create(
+        {"name": "x", "description": None, "permissions": None, "databases": ["db"], "expires_in": "7d"}, NOW
+    )
+    assert fields == TokenFields("x", "", ("read", "write"), ("db",), NOW + timedelta(days=7))
+    assert service.verify(secret).name == "ci"
+
+
+@pytest.mark.parametrize(
+    ("document", "field"),
+    [
+        ({}, "name"),
+        ({"name": ""}, "name"),
+        ({"name": None}, "name"),
+        ({"name": "x" * 129}, "name"),
+        ({"name": "a\nb"}, "name"),
+        ({"name": 5}, "name"),
+        ({"name": "x", "description": 5}, "description"),
+        ({"name": "x", "description": "d" * 1025}, "description"),
+        ({"name": "x", "permissions": []}, "permissions"),
+        ({"name": "x", "permissions": "read"}, "permissions"),
+        ({"name": "x", "permissions": ["read", "root"]}, "permissions"),
+        ({"name": "x", "permissions": [["admin"]]}, "permissions"),
+        ({"name": "x", "databases": "prod"}, "databases"),
+        ({"name": "x", "databases": ["../etc"]}, "databases"),
+        ({"name": "x", "databases": ["a*b"]}, "databases"),
+        ({"name": "x", "databases": [1]}, "databases"),
+        ({"name": "x", "databases": ["d"] * 101}, "databases"),
+        ({"name": "x", "expires_in": "1y"}, "expires_in"),
+        ({"name": "x", "expires_in": "0h"}, "expires_in"),
+        ({"name": "x", "expires_in": "999999w"}, "expires_in"),
+        ({"name": "x", "expires_in": 3600}, "expires_in"),
+        ({"name": "x", "permission": ["admin"]}, "permission"),
+        ({"name": "x", "token": "my-own-secret"}, "token"),
+    ],
+)
+def test_bad_create_fields_name_the_field(document: dict[str, object], field: str) -> None:
+    with pytest.raises(BadRequest, match=field):
+        TokenFields.for_create(document, NOW)
+
+
+def test_update_fields() -> None:
+    assert TokenFields.for_update({}, NOW) == TokenFields()
+    assert TokenFields.for_update({"expires_in": None}, NOW).expires_at is None
+    assert TokenFields.for_update({"databases": None}, NOW).databases == ()
+    with pytest.raises(BadRequest, match="permissions"):
+        TokenFields.for_update({"permissions": None}, NOW)
+    with pytest.raises(BadRequest, match="name"):
+        TokenFields.for_update({"name": None}, NOW)
+    with pytest.raises(BadRequest, match="revoked"):
+        TokenFields.for_update({"revoked": False}, NOW)
