@@ -18,6 +18,7 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 
 from arcs.errors import ArcsError, ServiceUnavailable
 from arcs.routes.auth import auth_router
+from arcs.routes.databases import databases_router
 from arcs.routes.health import PUBLIC_PATHS, health_router
 from arcs.routes.queries import ARROW_STREAM, queries_router
 from arcs.routes.writes import writes_router
@@ -26,7 +27,7 @@ from arcs.runtime import Runtime
 __all__ = ["ARROW_STREAM", "PUBLIC_PATHS", "build_app", "error_response"]
 
 logger = logging.getLogger(__name__)
-ROUTERS = (health_router, writes_router, queries_router, auth_router)
+ROUTERS = (health_router, writes_router, queries_router, auth_router, databases_router)
 
 
 def _json_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response[Any]:

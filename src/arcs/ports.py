@@ -99,6 +99,16 @@ class Catalog(Protocol):
 
     def list_databases(self) -> list[str]: ...
 
+    def drop_database(self, name: str) -> bool:
+        """Remove the database's schemas, then its file records, then the database itself.
+
+        Schemas go first: a measurement without a schema is not queryable, so a crash midway
+        never leaves part of a measurement's files visible. Calling it again finishes what a
+        crashed call started. True if any of those entries existed. The data objects are the
+        caller's to delete, after this returns (nothing lists them any more by then).
+        """
+        ...
+
     # --- committed data files ---------------------------------------------------------------
     def put_files(self, files: Sequence[FileRecord]) -> None:
         """Idempotent: putting a record again changes nothing."""

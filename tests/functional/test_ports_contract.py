@@ -159,6 +159,84 @@ def test_databases_and_schema_listing(ports: Ports) -> None:
     assert catalog.list_schemas() == [replace(s, version=1) for s in (cpu, mem, disk)]
 
 
+def _fill(catalog: Catalog, database: str, measurements: tuple[str, ...], hours: int = 3) -> None:
+    for measurement in measurements:
+        assert catalog.put_schema(MeasurementSchema(database, measurement, {"time": "timestamp", "v": "int64"}), None)
+        catalog.put_files([file_record(database, measurement, H0 + n * HOUR, f"f{n}") for n in range(hours)])
+
+
+def test_drop_database_removes_schemas_files_and_the_database(ports: Ports) -> None:
+    catalog = ports.catalog
+    _fill(catalog, "gone", ("cpu", "mem"))
+    _fill(catalog, "gone2", ("cpu",))  # shares a prefix with the dropped one: untouched
+    _fill(catalog, "kept", ("cpu", "gone"))
+    assert catalog.create_database("empty")
+
+    assert catalog.drop_database("gone")
+    assert catalog.list_databases() == ["empty", "gone2", "kept"]
+    assert catalog.get_schema("gone", "cpu") is None
+    assert catalog.list_schemas("gone") == []
+    assert catalog.list_files("gone", "cpu") == [] and catalog.list_files("gone", "mem") == []
+    assert [s.measurement for s in catalog.list_schemas()] == ["cpu", "cpu", "gone"]
+    assert len(catalog.list_files("gone2", "cpu")) == 3
+    assert len(catalog.list_files("kept", "gone")) == 3
+
+    assert not catalog.drop_database("gone")  # nothing left to drop
+    assert not catalog.drop_database("never")
+    assert catalog.drop_database("empty")  # a database without measurements
+    assert catalog.list_databases() == ["gone2", "kept"]
+
+    # The name is free again: a new schema starts over at version 1.
+    schema = MeasurementSchema("gone", "cpu", {"time": "timestamp", "s": "string"})
+    assert catalog.put_schema(schema, None)
+    assert catalog.get_schema("gone", "cpu") == replace(schema, version=1)
+    assert catalog.list_files("gone", "cpu") == []
+
+
+def test_a_crashed_drop_never_shows_half_a_measurement_and_a_retry_finishes_it(
+    ports: Ports, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if ports.name == "local":
+        pytest.skip("the SQLite catalog drops a database in one transaction: there is no midway")
+    catalog = ports.catalog
+    real = catalog._batch_write  # type: ignore[attr-defined]
+    crash_at = 0
+    while True:
+        crash_at += 1
+        database = f"crash{crash_at}"
+        _fill(catalog, database, ("cpu", "mem", "disk"), hours=4)
+        calls = 0
+
+        def failing(requests: object, limit: int = crash_at) -> None:
+            nonlocal calls
+            calls += 1
+            if calls == limit:
+                raise StorageFault("injected crash")
+            real(requests)
+
+        monkeypatch.setattr(catalog, "_batch_write", failing)
+        try:
+            catalog.drop_database(database)
+        except StorageFault:
+            crashed = True
+        else:
+            crashed = False
+        monkeypatch.setattr(catalog, "_batch_write", real)
+        for measurement in ("cpu", "mem", "disk"):
+            # A measurement is either whole (schema and every file) or not queryable at all.
+            if catalog.get_schema(database, measurement) is not None:
+                assert len(catalog.list_files(database, measurement)) == 4
+        if not crashed:
+            break
+        assert catalog.drop_database(database)  # the retry finishes the job
+        assert database not in catalog.list_databases()
+        for measurement in ("cpu", "mem", "disk"):
+            assert catalog.get_schema(database, measurement) is None
+            assert catalog.list_files(database, measurement) == []
+        assert not catalog.drop_database(database)
+    assert crash_at > 3  # the journal, the schemas, the files and the database are separate steps
+
+
 # --- data files ----------------------------------------------------------------------------
 
 

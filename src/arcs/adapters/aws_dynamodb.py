@@ -9,6 +9,7 @@ Items (one table keeps the deployment small and lets transactions span kinds):
 | data file | ``FILES#{db}#{measurement}`` | ``{YYYY-MM-DDTHH}#{key}`` | the ``FileRecord`` fields |
 | write marker | ``WRITE#{write_id}`` | ``#`` | commit_id, updated_at, expires_at (TTL) |
 | commit | ``COMMIT#{commit_id}`` | ``#`` | status, files (JSON text), expires_at (TTL) |
+| database drop | ``DROP#{db}`` | ``#`` | measurements (list): what a dropping database had, until it is gone |
 | token | ``TOKENS`` | ``{token_id}`` | the ``TokenRecord`` fields, bytes as Binary |
 | token lookup | ``TOKENLOOKUP#{lookup}`` | ``{token_id}`` | a copy of the token, so auth is one query |
 
@@ -23,7 +24,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
@@ -39,12 +40,14 @@ if TYPE_CHECKING:
         PutTypeDef,
         QueryInputTypeDef,
         TransactWriteItemTypeDef,
+        WriteRequestTypeDef,
     )
 
 # Markers and commit records only matter while SQS may redeliver (14 days at most).
 RECORD_TTL = timedelta(days=15)
 TTL_ATTRIBUTE = "expires_at"
 BATCH_GET_LIMIT = 100
+BATCH_WRITE_LIMIT = 25
 # boto3 clients are thread-safe; a few concurrent puts keep a big backfill's commit short.
 _PUT_WORKERS = 8
 _MAX_ATTEMPTS = 8
@@ -154,6 +157,26 @@ class _Table:
             raise self._fault("conditional put", exc) from exc
         return True
 
+    def _batch_write(self, requests: Sequence[WriteRequestTypeDef]) -> None:
+        """Unconditional puts and deletes, 25 to a request, retrying what DynamoDB leaves unprocessed."""
+        for start in range(0, len(requests), BATCH_WRITE_LIMIT):
+            pending = list(requests[start : start + BATCH_WRITE_LIMIT])
+            for attempt in range(_MAX_ATTEMPTS):
+                try:
+                    response = self.client.batch_write_item(RequestItems={self.table: pending})
+                except (ClientError, BotoCoreError) as exc:
+                    raise self._fault("batch write", exc) from exc
+                # What comes back is what was sent (the output type differs only in name).
+                pending = cast("list[WriteRequestTypeDef]", response.get("UnprocessedItems", {}).get(self.table, []))
+                if not pending:
+                    break
+                _backoff(attempt)
+            else:
+                raise StorageFault(f"DynamoDB left {len(pending)} writes unprocessed after {_MAX_ATTEMPTS} attempts")
+
+    def _delete_keys(self, keys: Iterable[tuple[str, str]]) -> None:
+        self._batch_write([{"DeleteRequest": {"Key": _key(pk, sk)}} for pk, sk in keys])
+
     def _transact(self, items: Sequence[TransactWriteItemTypeDef]) -> list[str] | None:
         """Run one transaction: None when it committed, else the per-item cancellation codes."""
         try:
@@ -172,6 +195,10 @@ def _put_op(table: str, values: Mapping[str, object], condition: str = "") -> Tr
     if condition:
         put["ConditionExpression"] = condition
     return {"Put": put}
+
+
+def _drop_pk(database: str) -> str:
+    return f"DROP#{database}"
 
 
 def _files_pk(database: str, measurement: str) -> str:
@@ -236,6 +263,29 @@ class DynamoCatalog(_Table):
 
     def list_databases(self) -> list[str]:
         return [str(item["sk"]) for item in self._query("DATABASES")]
+
+    def drop_database(self, name: str) -> bool:
+        # File records are found by measurement. Once the schemas are gone nothing else names
+        # the measurements, so a journal item lists them first: a call retried after a crash
+        # finds every file partition the crashed one did not get to.
+        journal = self._get(_drop_pk(name), _NO_SORT)
+        measurements = {str(item["sk"]) for item in self._query(f"SCHEMA#{name}")}
+        if journal is not None:
+            measurements |= {str(m) for m in journal.get("measurements", [])}
+        registered = self._get("DATABASES", name) is not None
+        if not measurements and not registered and journal is None:
+            return False
+        if measurements:
+            entry = {"pk": _drop_pk(name), "sk": _NO_SORT, "measurements": sorted(measurements)}
+            self._batch_write([{"PutRequest": {"Item": _item({**entry, "created_at": _now().isoformat()})}}])
+        # Schemas first: a measurement without a schema is not queryable, so from here on no
+        # reader can see a measurement whose file records are half deleted.
+        self._delete_keys((f"SCHEMA#{name}", measurement) for measurement in sorted(measurements))
+        for measurement in sorted(measurements):
+            pk = _files_pk(name, measurement)
+            self._delete_keys([(pk, str(item["sk"])) for item in self._query(pk)])
+        self._delete_keys([("DATABASES", name), (_drop_pk(name), _NO_SORT)])
+        return True
 
     # --- committed data files ---------------------------------------------------------------
     def put_files(self, files: Sequence[FileRecord]) -> None:

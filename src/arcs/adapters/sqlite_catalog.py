@@ -129,6 +129,14 @@ class SqliteCatalog:
     def list_databases(self) -> list[str]:
         return [str(row[0]) for row in self.db.query("SELECT name FROM databases ORDER BY name")]
 
+    def drop_database(self, name: str) -> bool:
+        # One transaction: readers see the whole database or none of it.
+        with self.db.transaction() as conn:
+            removed = 0
+            for table, column in (("measurements", "database"), ("files", "database"), ("databases", "name")):
+                removed += conn.execute(f"DELETE FROM {table} WHERE {column}=?", (name,)).rowcount
+            return removed > 0
+
     def put_files(self, files: Sequence[FileRecord]) -> None:
         with self.db.transaction() as conn:
             conn.executemany(

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import json
+import re
+import time
+from collections.abc import Mapping
 from typing import Any
 
+import duckdb
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
+from arcs.engine import Engine
+from arcs.errors import BadRequest, NotFound
+from arcs.names import DEFAULT_DATABASE, check_database, check_measurement
 from arcs.query import QueryResult, to_arrow_stream, to_json_document
+from arcs.rewriter import quote_identifier
 from arcs.routes.request import RequestView
 from arcs.runtime import Runtime
+from arcs.sandbox import check_read_only
+from arcs.show import estimate_query, parse_show
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 
@@ -39,4 +50,162 @@ def queries_router(runtime: Runtime) -> Router:
             {"X-Arc-Execution-Time-Ms": f"{result.execution_time_ms:.3f}"},
         )
 
+    @router.post("/api/v1/query/estimate")
+    def query_estimate() -> dict[str, Any]:
+        started = time.perf_counter()
+        caller = request.principal()
+        caller.require("read")
+        document = request.json()
+        database = request.database(str(document["database"]) if document.get("database") else None)
+        sql = document.get("sql")
+        if isinstance(sql, str) and sql.strip() and parse_show(sql) is None:
+            check_read_only(runtime.engine, sql)  # a query that would be refused has no estimate
+        estimate = estimate_query(sql, database, caller, runtime.catalog, runtime.store)
+        return {
+            "success": True,
+            "estimated_rows": estimate.rows,
+            "warning_level": estimate.warning_level,
+            "warning_message": estimate.warning_message,
+            "execution_time_ms": round((time.perf_counter() - started) * 1000, 3),
+        }
+
+    @router.get("/api/v1/query/<measurement>")
+    def query_measurement(measurement: str) -> dict[str, Any]:
+        caller = request.principal()
+        caller.require("read")
+        database = _request_database(request.param("database"), request.header("x-arc-database"))
+        check_measurement(measurement)
+        caller.require_database(database)
+        schema = runtime.catalog.get_schema(database, measurement)
+        if schema is None:
+            raise NotFound(f"measurement {measurement!r} not found in database {database!r}")
+        sql = measurement_query_sql(
+            database,
+            measurement,
+            schema.columns,
+            limit=_bounded_int(request.param("limit"), "limit", 100, 1, runtime.settings.query_max_rows),
+            offset=_bounded_int(request.param("offset"), "offset", 0, 0, MAX_OFFSET),
+            order_by=request.param("order_by"),
+            where=request.param("where"),
+        )
+        check_single_measurement_query(runtime.engine, sql, database, measurement)
+        return to_json_document(runtime.queries.run(sql, database, caller))
+
     return router
+
+
+# --- GET /api/v1/query/{measurement} --------------------------------------------------------------
+
+MAX_OFFSET = 10**15
+MAX_WHERE_CHARS = 16_384
+_ORDER_BY = re.compile(r'\s*("(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_]*)(?:\s+(ASC|DESC))?\s*', re.IGNORECASE)
+_INTEGER = re.compile(r"\s*\d{1,19}\s*")
+WHERE_RULE = (
+    "'where' must be one boolean expression over the measurement's columns: no subqueries, no other "
+    "tables, no statement or clause of its own"
+)
+
+
+def _request_database(param: str | None, header: str | None) -> str:
+    """``?database=``, else the ``x-arc-database`` header, else ``default``; both must agree when both are given."""
+    if param and header and param != header:
+        raise BadRequest(f"database {param!r} in the query string disagrees with x-arc-database {header!r}")
+    return check_database(param or header or DEFAULT_DATABASE)
+
+
+def _bounded_int(value: str | None, name: str, default: int, low: int, high: int) -> int:
+    if value is None or value == "":
+        return default
+    if not _INTEGER.fullmatch(value) or not low <= int(value) <= high:
+        raise BadRequest(f"'{name}' must be an integer from {low} to {high}")
+    return int(value)
+
+
+def _order_by(value: str | None, columns: Mapping[str, str]) -> str:
+    """``<column> [ASC|DESC]`` with a column the measurement has; rendered quoted."""
+    match = _ORDER_BY.fullmatch(value if value is not None else "time DESC")
+    if match is None:
+        raise BadRequest("'order_by' must be a column name, optionally followed by ASC or DESC")
+    written, direction = match[1], (match[2] or "ASC").upper()
+    if written.startswith('"'):
+        column = written[1:-1].replace('""', '"')
+        found = column if column in columns else None
+    else:
+        # Unquoted names match without regard to case, as in DuckDB (stored names never differ only in case).
+        found = next((name for name in columns if name.lower() == written.lower()), None)
+    if found is None:
+        raise BadRequest(f"'order_by': the measurement has no column {written!r}")
+    return f"{quote_identifier(found)} {direction}"
+
+
+def measurement_query_sql(
+    database: str,
+    measurement: str,
+    columns: Mapping[str, str],
+    *,
+    limit: int,
+    offset: int,
+    order_by: str | None,
+    where: str | None,
+) -> str:
+    """The SQL of ``GET /api/v1/query/{measurement}``; only ``where`` is the caller's text.
+
+    ``where`` is wrapped in parentheses on lines of its own, then the whole statement is checked
+    with DuckDB's parser (``check_single_measurement_query``) before it is run as any query is:
+    through the sandbox and the rewriter, under the caller's scopes.
+    """
+    sql = f"SELECT * FROM {quote_identifier(database)}.{quote_identifier(measurement)}"
+    if where is not None and where.strip():
+        if len(where) > MAX_WHERE_CHARS or "\x00" in where:
+            raise BadRequest(f"'where' must be at most {MAX_WHERE_CHARS} characters of text")
+        sql += f"\nWHERE (\n{where}\n)"
+    return sql + f"\nORDER BY {_order_by(order_by, columns)}\nLIMIT {limit} OFFSET {offset}"
+
+
+def check_single_measurement_query(engine: Engine, sql: str, database: str, measurement: str) -> None:
+    """400 unless DuckDB parses ``sql`` as one ``SELECT *`` of this measurement alone, with our ORDER BY and LIMIT.
+
+    DuckDB's own parser decides, so no quoting, escape-string or comment trick in ``where`` can
+    make it read differently here than when it runs.
+    """
+    cursor = engine.connection().cursor()
+    try:
+        row = cursor.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
+    except duckdb.Error as exc:
+        raise BadRequest(f"'where' does not parse: {str(exc).strip().splitlines()[0]}") from exc
+    finally:
+        cursor.close()
+    tree: dict[str, Any] = json.loads(row[0]) if row else {"error": True}
+    if tree.get("error"):
+        raise BadRequest(f"'where' does not parse: {tree.get('error_message', 'unknown error')}")
+    statements: list[dict[str, Any]] = tree.get("statements") or []
+    node = statements[0].get("node", {}) if len(statements) == 1 else {}
+    source = node.get("from_table") or {}
+    select = node.get("select_list") or []
+    shaped = (
+        node.get("type") == "SELECT_NODE"
+        and not (node.get("cte_map") or {}).get("map")
+        and source.get("type") == "BASE_TABLE"
+        and (source.get("schema_name"), source.get("table_name")) == (database, measurement)
+        and not source.get("catalog_name")
+        and source.get("sample") is None
+        and len(select) == 1
+        and select[0].get("class") == "STAR"
+        and [modifier.get("type") for modifier in node.get("modifiers") or []] == ["ORDER_MODIFIER", "LIMIT_MODIFIER"]
+        and not node.get("group_expressions")
+        and not node.get("group_sets")
+        and all(node.get(clause) is None for clause in ("having", "qualify", "sample"))
+    )
+    if not shaped or _holds_a_query(node.get("where_clause")):
+        raise BadRequest(WHERE_RULE)
+
+
+def _holds_a_query(tree: object) -> bool:
+    """True if a parsed expression holds a subquery (or any query node) anywhere inside it."""
+    if isinstance(tree, dict):
+        if tree.get("class") == "SUBQUERY" or "subquery" in tree or "node" in tree:
+            return True
+        return any(_holds_a_query(value) for value in tree.values())
+    if isinstance(tree, list):
+        return any(_holds_a_query(value) for value in tree)
+    return False
