@@ -25,6 +25,8 @@ from arcs.errors import BadRequest, ServiceUnavailable
 
 logger = logging.getLogger(__name__)
 _BATCH_ROWS = 122_880
+#: File systems httpfs registers besides S3's; disabled so no URL of theirs is ever opened.
+_UNUSED_FILESYSTEMS = ("HTTPFileSystem", "HuggingFaceFileSystem")
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +103,13 @@ class Engine:
         if self.s3 is not None:
             conn.execute("LOAD httpfs")
             self._create_secret(conn, self.s3)
+            # httpfs also serves http(s):// and hf://; only s3:// is ours to read.
+            conn.execute("SET disabled_filesystems = ?", [",".join(_UNUSED_FILESYSTEMS)])
+        # The sandbox (SQL side in arcs.sandbox): nothing is fetched or loaded from now on, no
+        # Python variable is ever a table, external access only under the data root, then frozen.
+        conn.execute("SET autoload_known_extensions = false")
+        conn.execute("SET allow_community_extensions = false")
+        conn.execute("SET python_enable_replacements = false")
         conn.execute("SET allowed_directories = ?", [[*self.allowed_roots, str(temp)]])
         conn.execute("SET enable_external_access = false")
         conn.execute("SET lock_configuration = true")
