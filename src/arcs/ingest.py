@@ -28,9 +28,10 @@ import pyarrow.parquet as pq
 
 from arcs import layout
 from arcs.batch import WriteBatch
-from arcs.errors import ArcsError
+from arcs.errors import ArcsError, BadRequest
 from arcs.names import TIME_COLUMN
 from arcs.ports import Catalog, CommitRecord, FileRecord, ObjectStore
+from arcs.schema import SchemaRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +119,7 @@ class Ingestor:
             return result
         try:
             files = self._write_files(commit_id, [batch for _write, batch in claimed])
+            self._ensure_schemas([batch for _write, batch in claimed])
             self._fault("files-written")
             committed = self.catalog.put_commit_if_absent(CommitRecord(commit_id, "committed", tuple(files)))
         except Exception as exc:
@@ -157,6 +159,21 @@ class Ingestor:
             self.catalog.put_files(record.files)  # roll forward: a crash may have come before this
             return True
         return False
+
+    def _ensure_schemas(self, batches: list[WriteBatch]) -> None:
+        """Committed rows always have a schema to be queried by.
+
+        The edge recorded it before queueing, but the database may have been dropped since (and an
+        edge's cache may not know): recreate what is missing. Harmless when nothing is.
+        """
+        registry = SchemaRegistry(self.catalog)
+        for batch in batches:
+            try:
+                registry.apply(batch.database, list(batch.parts))
+            except BadRequest as exc:
+                # A concurrent writer recreated the measurement with other types; union_by_name
+                # still reads both, so store the rows rather than lose an acknowledged write.
+                logger.warning("schema of a queued write no longer matches: %s", exc.message)
 
     def _write_files(self, commit_id: str, batches: list[WriteBatch]) -> list[FileRecord]:
         groups: dict[tuple[str, str], list[pa.Table]] = {}

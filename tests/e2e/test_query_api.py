@@ -173,17 +173,12 @@ def test_delete_database_needs_confirm_then_removes_everything(client: Client, l
     assert client.wait_count(other, 3, loaded.database) == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the write path's schema cache (arcs.schema.SchemaRegistry) assumes schemas only grow: after a "
-    "drop it skips re-registering a measurement it has seen, so the new rows are stored but unqueryable",
-)
 def test_a_measurement_written_again_after_its_database_was_deleted_is_queryable(client: Client) -> None:
     database, m = name("re"), name("cpu")
     write_rows(client, database, m, 1)
     assert client.wait_count(m, 1, database) == 1
     write_rows(client, database, m, 2)  # the second write finds the schema, and caches it
-    assert client.wait_count(m, 2, database) == 2
+    assert client.wait_count(m, 3, database) == 3
     assert client.http.delete(f"/api/v1/databases/{database}", params={"confirm": "true"}).status_code == 200
     write_rows(client, database, m, 3)
     assert client.wait_count(m, 3, database, timeout=5) == 3
