@@ -50,12 +50,14 @@ class ArcsQuery(Construct):
                 envvars.DUCKDB_THREADS: str(duckdb_threads(memory_size_mb)),
             },
         )
-        # Read-only on the data: DuckDB's httpfs lists (globs) and reads (GET, HEAD) objects.
+        # Reads for queries (DuckDB's httpfs: GET, HEAD); deletes for DELETE /api/v1/databases/{name}
+        # (admin only), which removes a dropped database's objects. It never writes data.
         storage.grant_data_access(
             self.query.role,
-            ["s3:GetObject"],
-            "Queries read Parquet files under any database/measurement/hour prefix of the data bucket (read "
-            "only); which ones a caller may read is enforced by the SQL sandbox and token scopes.",
+            ["s3:GetObject", "s3:DeleteObject"],
+            "Queries read Parquet files under any database/measurement/hour prefix of the data bucket and an "
+            "admin's database delete removes them; which ones a caller may touch is enforced by the SQL "
+            "sandbox, token permissions and scopes.",
         )
         # Databases, tokens, retention policies and continuous queries live in the catalog.
         storage.table.grant_read_write_data(self.query.role)
