@@ -14,12 +14,14 @@ import pyarrow.compute as pc
 
 from arcs.engine import Engine
 from arcs.errors import ArcsError, BadRequest, NotFound
+from arcs.exact_rewrites import apply_exact_rewrites
 from arcs.layout import floor_hour
 from arcs.names import check_database, check_measurement
 from arcs.ports import Catalog, FileRecord, ObjectStore
 from arcs.pruning import TimeRange, time_range
 from arcs.rewriter import TableRef, quote_identifier, quote_literal, rewrite_tables
 from arcs.sandbox import check_read_only
+from arcs.show import answer_show
 from arcs.tokens import Principal
 
 MAX_SQL_BYTES = 1_000_000
@@ -45,6 +47,11 @@ class QueryService:
         if len(sql.encode("utf-8", "surrogatepass")) > MAX_SQL_BYTES:
             raise BadRequest(f"SQL is longer than {MAX_SQL_BYTES} bytes")
         check_database(database)
+        shown = answer_show(sql, database, principal, self.catalog, self.store)
+        if shown is not None:
+            return QueryResult(shown, (time.perf_counter() - started) * 1000)
+        # Rewrite first, so the sandbox judges exactly the SQL that will run.
+        sql = apply_exact_rewrites(sql)
         check_read_only(self.engine, sql)
         rewritten = rewrite_tables(sql, lambda ref: self._scan(ref, database, principal))
         table = _utc_named(self.engine.query_arrow(rewritten, max_rows=self.max_rows))

@@ -1,0 +1,326 @@
+r"""Exact rewrites: regex calls replaced by plain string functions with the same result for every input.
+
+Arc rewrites ClickBench Q29's URL-domain regex
+
+    REGEXP_REPLACE(col, '^https?://(?:www\.)?([^/]+)/.*$', '\1')
+
+into a ``LIKE`` / ``split_part`` ``CASE`` that is about twice as fast, but whose ``ELSE`` differs from
+the regex for strings the regex does not match. This module does the same rewrite with the regex's
+exact result, also for ``REGEXP_EXTRACT(col, <same pattern> [, 0 | 1])``.
+
+What DuckDB's RE2 does with that pattern (checked against DuckDB itself by
+``tests/unit/test_exact_rewrites.py``):
+
+* ``^`` and ``$`` are the start and the very end of the string (``$`` does not match before a final
+  newline), ``https?://`` is case sensitive;
+* ``[^/]+`` matches any characters but ``/``, newlines included, while ``.`` does not match ``\n``
+  (but does match ``\r``, U+2028, U+0085...). So a string matches iff it starts with ``http://`` or
+  ``https://``, the rest has a ``/`` that is not its first character, and no ``\n`` follows that
+  first ``/``;
+* the optional ``www.`` is greedy but gives way when the host would be empty: ``https://www./x``
+  gives ``www.``; only one ``www.`` is dropped (``http://www.www.a/`` gives ``www.a``);
+* on a match the whole string is matched, so ``REGEXP_REPLACE`` returns the host (group 1) and
+  ``REGEXP_EXTRACT`` returns the host for group 1 and the whole string for group 0; without a match
+  ``REGEXP_REPLACE`` returns the string unchanged and ``REGEXP_EXTRACT`` returns ``''``; NULL gives NULL.
+
+Only calls whose first argument is a column (an identifier or a qualified identifier) are rewritten:
+the column is read several times by the ``CASE``. The SQL is tokenized with
+:func:`arcs.rewriter.tokenize`, so nothing inside string literals or comments is touched.
+
+Column names stay what they were: every select-list item (at any depth: subqueries, CTEs) that
+contains a rewritten call and has no alias is given, as alias, the name DuckDB would have given the
+original item. That name is DuckDB's own printing of the item, obtained from its parser
+(``json_serialize_sql`` / ``json_deserialize_sql`` on a private in-memory connection: parsing only,
+nothing is bound or run).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+
+import duckdb
+
+from arcs.errors import BadRequest
+from arcs.rewriter import Token, tokenize
+
+URL_DOMAIN_PATTERN = r"'^https?://(?:www\.)?([^/]+)/.*$'"
+_GROUP_ONE = r"'\1'"
+_TRIVIA = ("ws", "line_comment", "block_comment")
+# Words that start a clause. Walking back from a call, the first one met at the call's own depth
+# says whether the call is in a select list; walking forward, one of them ends a select item.
+_CLAUSE_WORDS = {
+    "select",
+    "from",
+    "where",
+    "group",
+    "by",
+    "having",
+    "order",
+    "limit",
+    "offset",
+    "qualify",
+    "window",
+    "values",
+    "on",
+    "using",
+    "returning",
+    "set",
+    "partition",
+    "union",
+    "except",
+    "intersect",
+    "into",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    start: int  # index of the function name
+    end: int  # index just past the closing parenthesis
+    function: str  # "regexp_replace" or "regexp_extract", lowercase
+    column: str  # the identifier parts as written, joined by "."
+    group: int  # the group returned on a match: 1 for REGEXP_REPLACE
+
+
+def apply_exact_rewrites(sql: str) -> str:
+    """``sql`` with every rewritable URL-domain regex call replaced by its exact ``CASE`` form."""
+    if URL_DOMAIN_PATTERN not in sql:
+        return sql  # the common case: no tokenizing at all
+    try:
+        tokens = tokenize(sql)
+    except BadRequest:
+        return sql  # let the table rewriter report it, exactly as without this step
+    calls: dict[int, _Call] = {}
+    for index in range(len(tokens)):
+        call = _match_call(tokens, index)
+        if call is not None and not any(c.start < index < c.end for c in calls.values()):
+            calls[index] = call
+    if not calls:
+        return sql
+    aliases: dict[int, str] = {}  # token index -> " AS name" to write just before that token
+    for item_start, item_end in {item for call in calls.values() for item in _select_items(tokens, call.start)}:
+        name = _unaliased_item_name("".join(t.text for t in tokens[item_start:item_end]))
+        if name is not None:
+            aliases[_previous_significant(tokens, item_end) + 1] = " AS " + _quote(name)
+    out: list[str] = []
+    index = 0
+    while index < len(tokens):
+        out.append(aliases.get(index, ""))
+        call = calls.get(index)
+        if call is None:
+            out.append(tokens[index].text)
+            index += 1
+        else:
+            out.append(url_domain_case(call.column, call.function, call.group))
+            index = call.end
+    out.append(aliases.get(len(tokens), ""))
+    return "".join(out)
+
+
+def url_domain_case(column: str, function: str = "regexp_replace", group: int = 1) -> str:
+    """The ``CASE`` equal to ``function(column, URL_DOMAIN_PATTERN[, group])`` for every input.
+
+    Each ``WHEN`` is one way the regex matches, on the scheme and on whether the optional ``www.``
+    is taken; ``NOT ... LIKE '<scheme>%/%<newline>%'`` is "no newline after the first slash" (``.``
+    does not match ``\n``). Every function used takes VARCHAR only, so a column of another type is
+    cast implicitly, or rejected, exactly as the regex function does.
+    """
+    c = column
+    if function == "regexp_replace":
+        matched_whole, unmatched = None, f"CAST({c} AS VARCHAR)"
+    elif function == "regexp_extract" and group in (0, 1):
+        # substr(c, 1, 0) is '' for a string and NULL for NULL, like the regex's "no match".
+        matched_whole, unmatched = (f"CAST({c} AS VARCHAR)" if group == 0 else None), f"substr({c}, 1, 0)"
+    else:
+        raise ValueError(f"no exact rewrite for {function} group {group}")
+    branches: list[str] = []
+    for scheme in ("https://", "http://"):
+        no_newline_after_slash = f"NOT {c} LIKE ('{scheme}%/%' || chr(10) || '%')"
+        www_host = f"split_part(substr({c}, {len(scheme) + 5}), '/', 1)"
+        plain_host = f"split_part(substr({c}, {len(scheme) + 1}), '/', 1)"
+        branches.append(
+            f"WHEN {c} LIKE '{scheme}www.%/%' AND NOT {c} LIKE '{scheme}www./%' AND {no_newline_after_slash} "
+            f"THEN {matched_whole or www_host}"
+        )
+        branches.append(
+            f"WHEN {c} LIKE '{scheme}%/%' AND NOT {c} LIKE '{scheme}/%' AND {no_newline_after_slash} "
+            f"THEN {matched_whole or plain_host}"
+        )
+    return f"(CASE {' '.join(branches)} ELSE {unmatched} END)"
+
+
+def _significant(tokens: list[Token], index: int) -> int:
+    while index < len(tokens) and tokens[index].kind in _TRIVIA:
+        index += 1
+    return index
+
+
+def _previous_significant(tokens: list[Token], index: int) -> int:
+    """Index of the last significant token before ``index``; -1 when there is none."""
+    index -= 1
+    while index >= 0 and tokens[index].kind in _TRIVIA:
+        index -= 1
+    return index
+
+
+def _is_punct(tokens: list[Token], index: int, text: str) -> bool:
+    return 0 <= index < len(tokens) and tokens[index].kind == "punct" and tokens[index].text == text
+
+
+def _is_word(tokens: list[Token], index: int, words: set[str] | tuple[str, ...]) -> bool:
+    return 0 <= index < len(tokens) and tokens[index].kind == "word" and tokens[index].text.lower() in words
+
+
+def _match_call(tokens: list[Token], index: int) -> _Call | None:
+    """The rewritable call starting at ``index``, or None."""
+    if not _is_word(tokens, index, ("regexp_replace", "regexp_extract")):
+        return None
+    function = tokens[index].text.lower()
+    if _is_punct(tokens, _previous_significant(tokens, index), "."):
+        return None  # schema.function(...) or column.function(...): the arguments mean something else
+    cursor = _significant(tokens, index + 1)
+    if not _is_punct(tokens, cursor, "("):
+        return None
+    parts: list[str] = []
+    cursor = _significant(tokens, cursor + 1)
+    while True:
+        if cursor >= len(tokens) or tokens[cursor].kind not in ("word", "quoted"):
+            return None
+        parts.append(tokens[cursor].text)
+        cursor = _significant(tokens, cursor + 1)
+        if not _is_punct(tokens, cursor, "."):
+            break
+        cursor = _significant(tokens, cursor + 1)
+    if not _is_punct(tokens, cursor, ","):
+        return None
+    cursor = _significant(tokens, cursor + 1)
+    if cursor >= len(tokens) or tokens[cursor].kind != "string" or tokens[cursor].text != URL_DOMAIN_PATTERN:
+        return None
+    cursor = _significant(tokens, cursor + 1)
+    if function == "regexp_replace":
+        if not _is_punct(tokens, cursor, ","):
+            return None
+        cursor = _significant(tokens, cursor + 1)
+        if cursor >= len(tokens) or tokens[cursor].kind != "string" or tokens[cursor].text != _GROUP_ONE:
+            return None
+        group = 1
+        cursor = _significant(tokens, cursor + 1)
+    elif _is_punct(tokens, cursor, ","):
+        cursor = _significant(tokens, cursor + 1)
+        if cursor >= len(tokens) or tokens[cursor].kind != "number" or tokens[cursor].text not in ("0", "1"):
+            return None
+        group = int(tokens[cursor].text)
+        cursor = _significant(tokens, cursor + 1)
+    else:
+        group = 0
+    if not _is_punct(tokens, cursor, ")"):
+        return None
+    return _Call(index, cursor + 1, function, ".".join(parts), group)
+
+
+def _select_items(tokens: list[Token], position: int) -> list[tuple[int, int]]:
+    """``(start, end)`` of every select-list item containing the token at ``position``, innermost first.
+
+    Walks back at the depth of ``position``: a ``,`` or ``SELECT [DISTINCT|ALL]`` there starts the
+    item if the first clause word met at that depth is ``SELECT``; any other clause word (``WHERE``
+    of a ``FILTER``, ``ORDER BY`` of an aggregate, ``FROM`` of a subquery...) sends the walk out to
+    the enclosing parenthesis. Then the same again from that parenthesis, for enclosing queries.
+    """
+    items: list[tuple[int, int]] = []
+    depth = level = 0
+    comma: int | None = None
+    skipping = False
+    for index in range(position - 1, -1, -1):
+        token = tokens[index]
+        if token.kind == "punct" and token.text == ")":
+            depth += 1
+            continue
+        if token.kind == "punct" and token.text == "(":
+            depth -= 1
+            if depth < level:  # left an enclosing parenthesis
+                level, comma, skipping = depth, None, False
+            continue
+        if depth != level or skipping:
+            continue
+        if token.kind == "punct" and token.text == ",":
+            comma = index if comma is None else comma
+        elif token.kind == "word" and token.text.lower() in _CLAUSE_WORDS:
+            if token.text.lower() == "select":
+                start = comma + 1 if comma is not None else _after_select(tokens, index)
+                items.append((start, _item_end(tokens, position, level)))
+            skipping = True  # the rest of this depth is another clause; look further out
+    return items
+
+
+def _after_select(tokens: list[Token], index: int) -> int:
+    """Index just past ``SELECT`` at ``index`` and a following ``DISTINCT`` or ``ALL``."""
+    following = _significant(tokens, index + 1)
+    return following + 1 if _is_word(tokens, following, ("distinct", "all")) else index + 1
+
+
+def _item_end(tokens: list[Token], position: int, level: int) -> int:
+    """Index of the ``,``, ``)``, clause word or ``;`` that ends the select item holding ``position``.
+
+    ``level`` is the item's depth relative to ``position`` (0 or less).
+    """
+    depth = 0
+    for index in range(position, len(tokens)):
+        token = tokens[index]
+        if token.kind == "punct" and token.text == "(":
+            depth += 1
+        elif token.kind == "punct" and token.text == ")":
+            if depth == level:
+                return index
+            depth -= 1
+        elif depth == level and (
+            (token.kind == "punct" and token.text in (",", ";"))
+            or (token.kind == "word" and token.text.lower() in _CLAUSE_WORDS)
+        ):
+            return index
+    return len(tokens)
+
+
+_parser_lock = threading.Lock()
+_parser: duckdb.DuckDBPyConnection | None = None
+
+
+def _unaliased_item_name(item: str) -> str | None:
+    """The column name DuckDB gives the select item ``item``; None when it has an alias or is unclear."""
+    global _parser
+    try:
+        with _parser_lock:
+            if _parser is None:
+                _parser = duckdb.connect(":memory:")
+            serialized = _scalar(_parser, "SELECT json_serialize_sql($1)", f"SELECT {item.strip()}")
+            parsed = json.loads(serialized)
+            if parsed.get("error") or len(parsed["statements"]) != 1:
+                return None
+            select_list = parsed["statements"][0]["node"]["select_list"]
+            if len(select_list) != 1 or select_list[0]["alias"] or _has_star(select_list[0]):
+                return None
+            printed = _scalar(_parser, "SELECT json_deserialize_sql($1)", serialized)
+    except (duckdb.Error, KeyError, IndexError, TypeError, ValueError):
+        return None
+    return printed.removeprefix("SELECT ") if printed.startswith("SELECT ") else None
+
+
+def _scalar(connection: duckdb.DuckDBPyConnection, sql: str, parameter: str) -> str:
+    row = connection.execute(sql, [parameter]).fetchone()
+    if row is None or not isinstance(row[0], str):
+        raise ValueError(f"unexpected answer to {sql}")
+    return row[0]
+
+
+def _has_star(node: object) -> bool:
+    """True when a parsed expression holds ``*`` or ``COLUMNS(...)``: it names many columns."""
+    if isinstance(node, dict):
+        return node.get("class") == "STAR" or any(_has_star(value) for value in node.values())
+    if isinstance(node, list):
+        return any(_has_star(value) for value in node)
+    return False
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
