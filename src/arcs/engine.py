@@ -13,7 +13,8 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from arcs.errors import BadRequest, ServiceUnavailable
 
 logger = logging.getLogger(__name__)
 _BATCH_ROWS = 122_880
+#: Temporary role credentials last at least an hour; re-read them well within that.
+SECRET_REFRESH_S = 300.0
 #: File systems httpfs registers besides S3's; disabled so no URL of theirs is ever opened.
 _UNUSED_FILESYSTEMS = ("HTTPFileSystem", "HuggingFaceFileSystem")
 
@@ -63,15 +66,20 @@ class Engine:
         work_dir: Path,
         threads: int | None = None,
         memory_limit: str | None = None,
-        s3: S3Access | None = None,
+        s3: Callable[[], S3Access] | None = None,
+        secret_refresh_s: float = SECRET_REFRESH_S,
     ) -> None:
         self.allowed_roots = list(allowed_roots)
         self.work_dir = work_dir
         self.threads = threads
         self.memory_limit = memory_limit
+        # A provider, not fixed keys: role credentials expire, and a warm container outlives them.
         self.s3 = s3
+        self.secret_refresh_s = secret_refresh_s
+        self._secret_made_at = 0.0
         self._conn: duckdb.DuckDBPyConnection | None = None
         self._lock = threading.Lock()
+        self._secret_lock = threading.Lock()
 
     def connection(self) -> duckdb.DuckDBPyConnection:
         if self._conn is None:
@@ -102,7 +110,8 @@ class Engine:
         conn.execute("SET TimeZone = 'UTC'")
         if self.s3 is not None:
             conn.execute("LOAD httpfs")
-            self._create_secret(conn, self.s3)
+            self._create_secret(conn, self.s3())
+            self._secret_made_at = time.monotonic()
             # httpfs also serves http(s):// and hf://; only s3:// is ours to read.
             conn.execute("SET disabled_filesystems = ?", [",".join(_UNUSED_FILESYSTEMS)])
         # The sandbox (SQL side in arcs.sandbox): nothing is fetched or loaded from now on, no
@@ -114,6 +123,19 @@ class Engine:
         conn.execute("SET enable_external_access = false")
         conn.execute("SET lock_configuration = true")
         return conn
+
+    def _refresh_secret(self, conn: duckdb.DuckDBPyConnection) -> None:
+        """Replace the S3 secret with current credentials once it is ``secret_refresh_s`` old.
+
+        DuckDB's own credential-chain secrets never refresh; ours are re-made from the SDK's
+        credentials (which renew themselves), well before temporary keys expire.
+        """
+        if self.s3 is None or time.monotonic() - self._secret_made_at < self.secret_refresh_s:
+            return
+        with self._secret_lock:
+            if time.monotonic() - self._secret_made_at >= self.secret_refresh_s:
+                self._create_secret(conn, self.s3())
+                self._secret_made_at = time.monotonic()
 
     @staticmethod
     def _create_secret(conn: duckdb.DuckDBPyConnection, s3: S3Access) -> None:
@@ -133,7 +155,9 @@ class Engine:
 
     def query_arrow(self, sql: str, params: Sequence[object] | None = None, max_rows: int | None = None) -> pa.Table:
         """Run ``sql``; more than ``max_rows`` result rows is an error, never a silent truncation."""
-        cursor = self.connection().cursor()
+        connection = self.connection()
+        self._refresh_secret(connection)
+        cursor = connection.cursor()
         try:
             reader = cursor.execute(sql, params).to_arrow_reader(_BATCH_ROWS)
             batches = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
@@ -32,7 +33,7 @@ class Runtime:
         token_store: TokenStore,
         queue: WriteQueue,
         allowed_roots: list[str],
-        s3_access: S3Access | None = None,
+        s3_access: Callable[[], S3Access] | None = None,
     ) -> None:
         self.settings = settings
         self.store = store

@@ -6,7 +6,9 @@ queue, table): ``arcs local`` and the tests call it against a moto server.
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict, cast
 from urllib.parse import urlparse
@@ -203,7 +205,7 @@ def s3_access(session: boto3.Session, settings: Settings) -> S3Access:
 
 def aws_runtime_parts(
     settings: Settings, session: boto3.Session | None = None
-) -> tuple[S3Store, DynamoCatalog, DynamoTokenStore, SqsWriteQueue, list[str], S3Access]:
+) -> tuple[S3Store, DynamoCatalog, DynamoTokenStore, SqsWriteQueue, list[str], Callable[[], S3Access]]:
     """The adapters of the Lambda functions (and of ``arcs local``), from settings."""
     session = session or boto3.Session(region_name=settings.aws_region)
     clients = AwsClients.from_settings(settings, session)
@@ -216,7 +218,7 @@ def aws_runtime_parts(
         DynamoTokenStore(clients.dynamodb, settings.table),
         queue,
         [root],
-        s3_access(session, settings),
+        functools.partial(s3_access, session, settings),
     )
 
 
