@@ -28,6 +28,7 @@ logger = logging.getLogger(__name__)
 _BATCH_ROWS = 122_880
 #: Temporary role credentials last at least an hour; re-read them well within that.
 SECRET_REFRESH_S = 300.0
+S3_THREADS_PER_CPU = 4
 #: File systems httpfs registers besides S3's; disabled so no URL of theirs is ever opened.
 _UNUSED_FILESYSTEMS = ("HTTPFileSystem", "HuggingFaceFileSystem")
 
@@ -103,6 +104,9 @@ class Engine:
             config["extension_directory"] = str(extension_directory(self.work_dir))
         if self.threads:
             config["threads"] = self.threads
+        elif self.s3 is not None:
+            # httpfs reads synchronously, one request per thread: S3 latency wants more threads than cores.
+            config["threads"] = S3_THREADS_PER_CPU * (os.cpu_count() or 1)
         if self.memory_limit:
             config["memory_limit"] = self.memory_limit
         conn = duckdb.connect(":memory:", config=config)
