@@ -9,6 +9,7 @@ from REGEXP_EXTRACT.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 
 from arcs.batch import TIME_TYPE, MeasurementRows, WriteBatch
 from arcs.engine import Engine
-from arcs.exact_rewrites import URL_DOMAIN_PATTERN, apply_exact_rewrites, url_domain_case
+from arcs.exact_rewrites import MAX_CALLS, URL_DOMAIN_PATTERN, apply_exact_rewrites, url_domain_case
 from arcs.ingest import Ingestor
 from arcs.query import QueryService
 from arcs.rewriter import tokenize
@@ -228,6 +229,7 @@ REWRITTEN = [
     ("whitespace and comments", f"SELECT regexp_replace ( Referer /* c */ ,\n {P} -- x\n , '\\1' ) AS k FROM hits"),
     ("unaliased", f"SELECT regexp_replace(Referer, {P}, '\\1') FROM hits"),
     ("unaliased after distinct", f"SELECT DISTINCT regexp_replace(Referer, {P}, '\\1') FROM hits"),
+    ("unaliased after distinct on", f"SELECT DISTINCT ON (URL) regexp_replace(Referer, {P}, '\\1') FROM hits"),
     ("unaliased second item", f"SELECT URL, regexp_replace(Referer, {P}, '\\1'), 1 FROM hits"),
     ("in where", f"SELECT URL FROM hits WHERE regexp_replace(Referer, {P}, '\\1') = 'a.ru'"),
     ("in group by and select", f"SELECT regexp_replace(Referer, {P}, '\\1'), count(*) FROM hits GROUP BY 1"),
@@ -276,6 +278,7 @@ UNTOUCHED = [
     ("extract group 2", f"SELECT regexp_extract(Referer, {P}, 2) FROM hits"),
     ("extract group as string", f"SELECT regexp_extract(Referer, {P}, '1') FROM hits"),
     ("regexp_matches", f"SELECT regexp_matches(Referer, {P}) FROM hits"),
+    ("collate anywhere", f"SELECT regexp_replace(r, {P}, '\\1') FROM (SELECT Referer COLLATE NOCASE AS r FROM hits)"),
     ("unterminated string", f"SELECT regexp_replace(Referer, {P}, '\\1') FROM hits WHERE x = 'oops"),
 ]
 
@@ -346,6 +349,15 @@ def test_column_type_rules_match(con: duckdb.DuckDBPyConnection) -> None:
     assert ([d[1] for d in rewritten.description], rewritten.fetchall()) == expected
 
 
+def test_why_collations_are_left_alone(con: duckdb.DuckDBPyConnection) -> None:
+    """LIKE follows a NOCASE collation where the regex does not: the CASE would differ."""
+    sql = f"SELECT regexp_replace(r, {P}, '\\1') FROM (SELECT 'HTTP://a/b' COLLATE NOCASE AS r)"
+    assert con.execute(sql).fetchall() == [("HTTP://a/b",)]
+    case = url_domain_case("r")
+    assert con.execute(f"SELECT {case} FROM (SELECT 'HTTP://a/b' COLLATE NOCASE AS r)").fetchall() == [("a",)]
+    assert apply_exact_rewrites(sql) == sql
+
+
 # --- through the query service: the hook in QueryService.run ------------------------------------
 
 
@@ -378,3 +390,19 @@ def test_query_service_runs_the_rewrite(tmp_path: Path, monkeypatch: pytest.Monk
     direct = duckdb.connect().execute(q29.replace("FROM hits", f"FROM read_parquet([{files}])")).to_arrow_table()
     assert result.column_names == direct.column_names
     assert result.to_pylist() == direct.to_pylist()
+
+
+def test_at_most_max_calls_are_rewritten() -> None:
+    call = f"regexp_replace(Referer, {P}, '\\1')"
+    assert not calls_regex(apply_exact_rewrites(f"SELECT {', '.join([call] * MAX_CALLS)} FROM hits"))
+    many = f"SELECT {', '.join([call] * (MAX_CALLS + 1))} FROM hits"
+    assert apply_exact_rewrites(many) == many
+
+
+def test_linear_in_the_query_size() -> None:
+    """A 700 kB select list with MAX_CALLS calls: one tokenizing pass, no walk per call."""
+    call = f"regexp_replace(Referer, {P}, '\\1')"
+    sql = "SELECT " + ", ".join([call] * MAX_CALLS + ["x + 1"] * 100_000) + " FROM hits"
+    started = time.perf_counter()
+    assert apply_exact_rewrites(sql) != sql
+    assert time.perf_counter() - started < 10

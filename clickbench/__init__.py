@@ -1,0 +1,1 @@
+"""ClickBench for Arc Serverless: generated hits-shaped data (``clickbench.generate``)."""
