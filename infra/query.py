@@ -24,6 +24,9 @@ def duckdb_threads(memory_size_mb: int) -> int:
     return 4 * vcpus
 
 
+QUERY_TIMEOUT_MARGIN_S = 4
+
+
 class ArcsQuery(Construct):
     def __init__(
         self,
@@ -48,6 +51,8 @@ class ArcsQuery(Construct):
             environment={
                 envvars.DUCKDB_MEMORY_LIMIT: duckdb_memory_limit(memory_size_mb),
                 envvars.DUCKDB_THREADS: str(duckdb_threads(memory_size_mb)),
+                # Interrupt a query before the function itself is killed, so the caller gets a clear error.
+                envvars.QUERY_TIMEOUT_S: str(max(timeout.to_seconds() - QUERY_TIMEOUT_MARGIN_S, 1)),
             },
         )
         # Reads for queries (DuckDB's httpfs: GET, HEAD); deletes for DELETE /api/v1/databases/{name}

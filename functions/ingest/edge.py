@@ -15,4 +15,4 @@ logger = Logger(service="arcs-write")
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return lambda_app().resolve(event, context)
+    return lambda_app("writes").resolve(event, context)

@@ -4,30 +4,51 @@ One Powertools resolver answers API Gateway proxy events: Lambda hands them over
 standalone server and the local emulation turn HTTP requests into the same events. The caller's
 identity arrives as API Gateway passes it, in ``requestContext.authorizer``, put there by the
 authorizer that runs before the route. The routes live in ``arcs.routes``, one router per
-concept; domain errors become HTTP here, once.
+concept; domain errors become HTTP here, once. API Gateway sends writes to the edge function and
+everything else to the query function, so each builds its app from its own part of the routers.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 
 from arcs.errors import ArcsError, ServiceUnavailable
-from arcs.routes.auth import auth_router
-from arcs.routes.databases import databases_router
 from arcs.routes.health import PUBLIC_PATHS, health_router
-from arcs.routes.queries import ARROW_STREAM, queries_router
-from arcs.routes.writes import writes_router
-from arcs.runtime import Runtime
 
-__all__ = ["ARROW_STREAM", "PUBLIC_PATHS", "build_app", "error_response"]
+if TYPE_CHECKING:
+    from aws_lambda_powertools.event_handler.api_gateway import Router
+
+    from arcs.runtime import Runtime
+
+__all__ = ["PUBLIC_PATHS", "ApiPart", "build_app", "error_response", "routers"]
 
 logger = logging.getLogger(__name__)
-ROUTERS = (health_router, writes_router, queries_router, auth_router, databases_router)
+RouterFactory = Callable[["Runtime"], "Router"]
+#: The whole API (the standalone server), or what one Lambda function is sent of it.
+ApiPart = Literal["all", "query", "writes"]
+
+
+def routers(part: ApiPart = "all") -> list[RouterFactory]:
+    """The routers of ``part``, imported here so that a function loads only its own routes: the
+    edge function never loads DuckDB, the query function never loads the write decoders."""
+    found: list[RouterFactory] = [health_router] if part != "writes" else []
+    if part != "query":
+        from arcs.routes.writes import writes_router
+
+        found.append(writes_router)
+    if part != "writes":
+        from arcs.routes.auth import auth_router
+        from arcs.routes.databases import databases_router
+        from arcs.routes.queries import queries_router
+
+        found += [queries_router, auth_router, databases_router]
+    return found
 
 
 def _json_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response[Any]:
@@ -40,9 +61,9 @@ def error_response(exc: ArcsError) -> Response[Any]:
     return _json_error(exc.status, exc.message, headers)
 
 
-def build_app(runtime: Runtime) -> APIGatewayRestResolver:
+def build_app(runtime: Runtime, part: ApiPart = "all") -> APIGatewayRestResolver:
     app = APIGatewayRestResolver()
-    for router in ROUTERS:
+    for router in routers(part):
         app.include_router(router(runtime))
 
     @app.exception_handler(ArcsError)

@@ -20,4 +20,5 @@ DUCKDB_THREADS = "ARCS_DUCKDB_THREADS"
 DUCKDB_MEMORY_LIMIT = "ARCS_DUCKDB_MEMORY_LIMIT"
 WORK_DIR = "ARCS_WORK_DIR"  # DuckDB home, temp and extension directory (/tmp in Lambda)
 QUERY_MAX_ROWS = "ARCS_QUERY_MAX_ROWS"
+QUERY_TIMEOUT_S = "ARCS_QUERY_TIMEOUT_S"  # a query running longer is interrupted (503); 0 = no limit
 QUEUE_TIMEOUT_S = "ARCS_QUEUE_TIMEOUT_S"  # how long a request waits for a free worker before a 503

@@ -59,6 +59,19 @@ class StorageFault(ArcsError):
     status = 503
 
 
+class QueryTimeout(ArcsError):
+    """A query ran longer than ``ARCS_QUERY_TIMEOUT_S`` and was interrupted.
+
+    503, not 408: 408 says the *request* was not received in time (and clients, browsers among
+    them, resend it on their own), while here the request was whole and the server gave up on the
+    work. Unlike ``ServiceUnavailable`` it carries no ``Retry-After``: the same query would run as
+    long again. Logged as a warning: an expensive query is the caller's, not a fault of ours.
+    """
+
+    status = 503
+    client_error = True
+
+
 class ServiceUnavailable(ArcsError):
     status = 503
 

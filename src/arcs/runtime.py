@@ -1,4 +1,9 @@
-"""Wiring: adapters chosen by settings, use cases built on them, once per process."""
+"""Wiring: adapters chosen by settings, use cases built on them, once per process.
+
+Each Lambda function uses a part of the runtime, so each part is built, and its modules imported,
+on first use: the query function never loads the write decoders, the ingest path or SQLite; the
+edge and the authorizer never load DuckDB. Cold starts pay only for what their function runs.
+"""
 
 from __future__ import annotations
 
@@ -7,19 +12,22 @@ import logging
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver
-
-from arcs.adapters.local_storage import DirectoryStore
-from arcs.adapters.spool import Spool
-from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase, SqliteTokenStore
-from arcs.engine import Engine, S3Access
-from arcs.ingest import Ingestor
 from arcs.ports import Catalog, ObjectStore, TokenStore, WriteQueue
-from arcs.query import QueryService
 from arcs.settings import Settings
 from arcs.tokens import TokenService
-from arcs.writes import WriteService
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+
+    from arcs.adapters.spool import Spool
+    from arcs.adapters.sqlite_catalog import SqliteDatabase
+    from arcs.api import ApiPart
+    from arcs.engine import Engine, S3Access
+    from arcs.ingest import Ingestor
+    from arcs.query import QueryService
+    from arcs.writes import WriteService
 
 logger = logging.getLogger(__name__)
 
@@ -40,18 +48,25 @@ class Runtime:
         self.catalog = catalog
         self.queue = queue
         self.tokens = TokenService(token_store, settings.token_cache_ttl_s)
-        self.writes = WriteService(
-            catalog,
-            queue,
-            settings.max_request_bytes,
-            settings.max_decompressed_bytes,
-            envelope_compression=None if settings.backend == "local" else "zstd",
-        )
         self._allowed_roots = allowed_roots
         self._s3_access = s3_access
 
     @functools.cached_property
+    def writes(self) -> WriteService:
+        from arcs.writes import WriteService  # lazy: the decoders (msgpack, zstd) serve the edge only
+
+        return WriteService(
+            self.catalog,
+            self.queue,
+            self.settings.max_request_bytes,
+            self.settings.max_decompressed_bytes,
+            envelope_compression=None if self.settings.backend == "local" else "zstd",
+        )
+
+    @functools.cached_property
     def engine(self) -> Engine:
+        from arcs.engine import Engine  # lazy: DuckDB is for the query function and the server only
+
         work_dir = self.settings.work_dir or (
             self.settings.data_dir / "work"
             if self.settings.backend == "local"
@@ -63,13 +78,18 @@ class Runtime:
             self.settings.duckdb_threads,
             self.settings.duckdb_memory_limit,
             self._s3_access,
+            query_timeout_s=self.settings.query_timeout_s or None,
         )
 
     @functools.cached_property
     def queries(self) -> QueryService:
+        from arcs.query import QueryService  # lazy: with the engine, for the functions that query
+
         return QueryService(self.catalog, self.store, self.engine, self.settings.query_max_rows)
 
     def ingestor(self) -> Ingestor:
+        from arcs.ingest import Ingestor  # lazy: Parquet writing is the ingest function's alone
+
         return Ingestor(self.catalog, self.store, self.settings.prefix, self.settings.row_group_rows)
 
     def ready(self) -> bool:
@@ -98,6 +118,11 @@ class LocalRuntime(Runtime):
 
 
 def local_runtime(settings: Settings) -> LocalRuntime:
+    # Imported here: SQLite and the spool are the standalone server's, never a Lambda function's.
+    from arcs.adapters.local_storage import DirectoryStore
+    from arcs.adapters.spool import Spool
+    from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase, SqliteTokenStore
+
     data_dir = settings.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     store = DirectoryStore(data_dir / "storage")
@@ -118,7 +143,9 @@ def lambda_runtime() -> Runtime:
 
 
 @functools.cache
-def lambda_app() -> APIGatewayRestResolver:
-    from arcs.api import build_app
+def lambda_app(part: ApiPart) -> APIGatewayRestResolver:
+    """The part of the HTTP API one Lambda function serves: ``"writes"`` for the edge function,
+    ``"query"`` (everything else) for the query function; each loads only its own routes."""
+    from arcs.api import build_app  # lazy: the authorizer and ingest functions serve no HTTP
 
-    return build_app(lambda_runtime())
+    return build_app(lambda_runtime(), part)

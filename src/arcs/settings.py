@@ -43,6 +43,8 @@ class Settings:
     duckdb_memory_limit: str | None = None
     work_dir: Path | None = None
     query_max_rows: int = 10_000_000
+    # Locally; in Lambda the function's timeout minus a margin, so the caller gets the error, not a 504.
+    query_timeout_s: float = 30.0
     queue_timeout_s: float = 10.0
 
     @classmethod
@@ -65,6 +67,9 @@ class Settings:
         backend = text(envvars.BACKEND, base.backend)
         if backend not in ("local", "aws"):
             raise ConfigError(f"{envvars.BACKEND} must be 'local' or 'aws', got {backend!r}")
+        query_timeout_s = number(envvars.QUERY_TIMEOUT_S, base.query_timeout_s)
+        if query_timeout_s < 0:
+            raise ConfigError(f"{envvars.QUERY_TIMEOUT_S} must be 0 (no limit) or more, got {query_timeout_s:g}")
         threads = env.get(envvars.DUCKDB_THREADS)
         work_dir = env.get(envvars.WORK_DIR)
         return cls(
@@ -88,6 +93,7 @@ class Settings:
             duckdb_memory_limit=env.get(envvars.DUCKDB_MEMORY_LIMIT) or None,
             work_dir=Path(work_dir) if work_dir else None,
             query_max_rows=int(number(envvars.QUERY_MAX_ROWS, base.query_max_rows)),
+            query_timeout_s=query_timeout_s,
             queue_timeout_s=number(envvars.QUEUE_TIMEOUT_S, base.queue_timeout_s),
         )
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 from urllib.parse import urlparse
 
 import boto3
@@ -20,9 +21,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from arcs.adapters.aws_dynamodb import TTL_ATTRIBUTE, DynamoCatalog, DynamoTokenStore
 from arcs.adapters.aws_s3 import S3Store, error_code
 from arcs.adapters.aws_sqs import SqsWriteQueue, claim_key, read_queued_body
-from arcs.engine import S3Access
 from arcs.errors import StorageFault
-from arcs.ingest import QueuedWrite
 from arcs.ports import ObjectStore
 
 if TYPE_CHECKING:
@@ -32,6 +31,8 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_sqs.literals import QueueAttributeNameType
 
+    from arcs.engine import S3Access
+    from arcs.ingest import QueuedWrite
     from arcs.settings import Settings
 
 __all__ = [
@@ -53,6 +54,34 @@ MAX_RETENTION_S = 14 * 24 * 3600
 SQS_MAX_MESSAGE_BYTES = 1024 * 1024
 
 
+class _LazyClient:
+    """Stands for a boto3 client and makes it on first use.
+
+    Each function uses some of the three clients (the query function never SQS, a ``SELECT 1``
+    none), and the first client made costs 50-70 ms of a cold start (service model, endpoint
+    rules). The clients of one session share a lock: botocore sessions are not thread-safe.
+    """
+
+    def __init__(self, make: Callable[[], Any], lock: threading.Lock) -> None:
+        self._make = make
+        self._lock = lock
+        self._client: Any = None
+
+    def _get(self) -> Any:
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = self._make()
+        return self._client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._get(), name)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+
 @dataclass(frozen=True, slots=True)
 class AwsClients:
     s3: S3Client
@@ -70,11 +99,15 @@ class AwsClients:
         session = session or boto3.Session(region_name=region)
         # Emulators serve every bucket on one host, so S3 must address buckets by path there.
         config = Config(retries={"mode": "standard"}, s3={"addressing_style": "path"} if endpoint_url else None)
-        return cls(
-            s3=session.client("s3", endpoint_url=endpoint_url, region_name=region, config=config),
-            sqs=session.client("sqs", endpoint_url=endpoint_url, region_name=region, config=config),
-            dynamodb=session.client("dynamodb", endpoint_url=endpoint_url, region_name=region, config=config),
-        )
+        lock = threading.Lock()
+
+        def lazy(service: str) -> Any:
+            return _LazyClient(
+                lambda: session.client(service, endpoint_url=endpoint_url, region_name=region, config=config),  # type: ignore[call-overload]
+                lock,
+            )
+
+        return cls(s3=lazy("s3"), sqs=lazy("sqs"), dynamodb=lazy("dynamodb"))
 
     @classmethod
     def from_settings(cls, settings: Settings, session: boto3.Session | None = None) -> AwsClients:
@@ -184,6 +217,8 @@ def create_resources(
 
 def s3_access(session: boto3.Session, settings: Settings) -> S3Access:
     """What DuckDB's httpfs needs to read the bucket with this process's credentials."""
+    from arcs.engine import S3Access  # lazy: the engine module loads DuckDB, which only queries need
+
     credentials = session.get_credentials()
     if credentials is None:
         raise StorageFault("no AWS credentials available to read the data bucket")
@@ -224,6 +259,8 @@ def aws_runtime_parts(
 
 def queued_write_from_sqs(message_id: str, body: str, store: ObjectStore) -> QueuedWrite:
     """An SQS record -> the ingest protocol's view of it; the claim-check object goes once committed."""
+    from arcs.ingest import QueuedWrite  # lazy: it loads pyarrow.parquet, which only the ingest function needs
+
     write_id, load, claim = read_queued_body(body, store)
     cleanup = (lambda: store.delete(claim)) if claim else None
     return QueuedWrite(message_id, write_id, load, cleanup)

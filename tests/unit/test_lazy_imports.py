@@ -1,0 +1,78 @@
+"""Each Lambda function loads only what it runs: checked in fresh interpreters, as cold starts are."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Builds a function's app (the query function's also connects DuckDB) without any AWS call.
+PROBE = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("probe_handler", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+from arcs.runtime import lambda_app, lambda_runtime
+if sys.argv[2] == "runtime":
+    lambda_runtime()
+elif sys.argv[2] != "none":
+    lambda_app(sys.argv[2])
+if sys.argv[2] == "query":
+    lambda_runtime().engine.connection()
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def loaded_modules(handler: str, part: str, tmp_path: Path) -> set[str]:
+    env = {name: value for name, value in os.environ.items() if not name.startswith(("AWS_", "ARCS_"))}
+    env.update(
+        {
+            "ARCS_BACKEND": "aws",
+            "ARCS_BUCKET": "lazy-bucket",
+            "ARCS_TABLE": "lazy-table",
+            "ARCS_QUEUE_URL": "http://127.0.0.1:9/123456789012/lazy",
+            "ARCS_WORK_DIR": str(tmp_path / "work"),
+            "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+            "AWS_REGION": "us-east-1",
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+        }
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(ROOT / "functions" / handler), part],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=True,
+        timeout=120,
+    )
+    return set(json.loads(done.stdout))
+
+
+WRITE_SIDE = {"arcs.decoders", "arcs.writes", "arcs.ingest", "msgpack", "pyarrow.parquet", "arcs.routes.writes"}
+LOCAL_SIDE = {"sqlite3", "arcs.adapters.sqlite_catalog", "arcs.adapters.spool", "arcs.adapters.local_storage"}
+
+
+def test_importing_the_query_handler_loads_neither_duckdb_nor_boto3(tmp_path: Path) -> None:
+    modules = loaded_modules("query/handler.py", "none", tmp_path)
+    assert not {"duckdb", "pyarrow", "boto3"} & modules
+
+
+def test_the_query_function_loads_no_write_path_and_no_local_adapter(tmp_path: Path) -> None:
+    modules = loaded_modules("query/handler.py", "query", tmp_path)
+    assert {"duckdb", "arcs.routes.queries"} <= modules
+    assert not (WRITE_SIDE | LOCAL_SIDE) & modules
+
+
+@pytest.mark.parametrize(("handler", "part"), [("ingest/edge.py", "writes"), ("authorizer/handler.py", "runtime")])
+def test_the_edge_and_the_authorizer_never_load_duckdb(handler: str, part: str, tmp_path: Path) -> None:
+    modules = loaded_modules(handler, part, tmp_path)
+    assert not {"duckdb", "arcs.engine", "arcs.query", "arcs.routes.queries"} & modules
+    assert not LOCAL_SIDE & modules
