@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import math
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from arcs.engine import Engine
 from arcs.errors import ArcsError, BadRequest, NotFound
@@ -122,43 +118,3 @@ def _duckdb_type(kind: str) -> str:
         "bool": "BOOLEAN",
         "timestamp": "TIMESTAMPTZ",
     }.get(kind, "VARCHAR")
-
-
-def _json_column(column: pa.ChunkedArray) -> list[Any]:
-    kind = column.type
-    if pa.types.is_timestamp(kind):
-        if kind.tz is None:
-            column = column.cast(pa.timestamp(kind.unit, tz="UTC"))
-        return pc.strftime(column, format="%Y-%m-%dT%H:%M:%SZ").to_pylist()  # type: ignore[no-any-return]
-    if pa.types.is_floating(kind):
-        return [None if v is not None and not math.isfinite(v) else v for v in column.to_pylist()]
-    values = column.to_pylist()
-    if pa.types.is_date(kind) or pa.types.is_time(kind):
-        return [None if v is None else v.isoformat() for v in values]
-    if pa.types.is_decimal(kind):
-        return [None if v is None else float(v) for v in values]
-    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
-        return [None if v is None else v.hex() for v in values]
-    if pa.types.is_nested(kind) or pa.types.is_interval(kind) or pa.types.is_duration(kind):
-        return [None if v is None else json.loads(json.dumps(v, default=str)) for v in values]
-    return values  # type: ignore[no-any-return]
-
-
-def to_json_document(result: QueryResult) -> dict[str, Any]:
-    table = result.table
-    columns = [_json_column(table.column(i)) for i in range(table.num_columns)]
-    return {
-        "success": True,
-        "columns": table.column_names,
-        "data": [list(row) for row in zip(*columns, strict=True)] if columns else [],
-        "row_count": table.num_rows,
-        "execution_time_ms": round(result.execution_time_ms, 3),
-        "timestamp": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
-    }
-
-
-def to_arrow_stream(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]

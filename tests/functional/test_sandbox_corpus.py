@@ -11,6 +11,7 @@ file, the spool, the data root; files a query might create are named with a per-
 from __future__ import annotations
 
 import glob
+import json
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -22,7 +23,8 @@ import pytest
 
 from arcs.decoders import WireFormat
 from arcs.errors import ArcsError
-from arcs.query import MAX_SQL_BYTES, QueryService, to_json_document
+from arcs.query import MAX_SQL_BYTES, QueryService
+from arcs.results import to_json_document
 from arcs.runtime import LocalRuntime, local_runtime
 from arcs.server import IngestLoop
 from arcs.settings import Settings
@@ -374,7 +376,7 @@ def test_the_engine_is_unchanged_after_the_corpus(world: World) -> None:
 
 
 def _rows(world: World, sql: str) -> list[list[Any]]:
-    return [list(row) for row in to_json_document(world.run(sql))["data"]]
+    return [list(row) for row in json.loads(to_json_document(world.run(sql)))["data"]]
 
 
 LEGITIMATE: list[tuple[str, str, Callable[[list[list[Any]]], bool]]] = [
