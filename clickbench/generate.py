@@ -33,7 +33,9 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-N_FULL = 99_997_497  # rows of the real dataset
+from clickbench import distributions as dist
+
+N_FULL = dist.N_FULL
 FIRST_DAY = 15888  # 2013-07-02, days since 1970-01-01: EventDate runs over 30 days from here
 DAYS = 30
 MOSCOW_OFFSET_S = 4 * 3600  # EventDate is the Moscow date (UTC+4) of EventTime (UTC)
@@ -286,240 +288,6 @@ def _string_hash(strings: pa.Array, planted: dict[str, int]) -> pa.Array:
     return pc.take(pa.array(hashes, pa.int64()), encoded.indices)
 
 
-# --- pools -----------------------------------------------------------------------------------------
-
-_NAMED_COUNTERS = [
-    (3922, 8.53),
-    (199550, 7.12),
-    (122612, 3.57),
-    (233773, 2.94),
-    (245438, 2.51),
-    (256004, 0.86),
-    (62, 0.74),
-]
-# 30 more counters above 0.1 % of the rows each (NOTES: at least 25 counters have more than 100k).
-_MID_COUNTERS = [(1_000_003 + 7919 * k, round(0.62 * 0.93**k, 3)) for k in range(30)]
-_TAIL_COUNTERS = 10_000
-_NAMED_REGIONS = [
-    (229, 18.30),
-    (2, 6.69),
-    (208, 4.26),
-    (169, 3.32),
-    (32, 1.84),
-    (34, 1.79),
-    (184, 1.76),
-    (42, 1.54),
-    (107, 1.52),
-    (51, 1.44),
-]
-_TAIL_REGIONS = 3000
-_HEAVY_USERS = [29097, 25333, 10597, 9480, 8210, 7330, 6570, 5900, 5350, 4906]  # rows of the top users
-_HEAVY_IPS = [47008, 30125, 21400, 17800, 15020, 13300, 12100, 11000, 10300, 9710]  # rows of the top IPs
-_ADV_ENGINES = [
-    (0, N_FULL - 630_500),
-    (2, 404_602),
-    (27, 113_167),
-    (13, 45_631),
-    (45, 38_960),
-    (44, 9_730),
-    (3, 6_896),
-    (62, 5_266),
-    (52, 3_554),
-    (50, 900),
-    (12, 600),
-    (19, 400),
-    (32, 250),
-    (22, 180),
-    (49, 130),
-    (16, 100),
-    (48, 80),
-    (30, 34),
-    (58, 20),
-]
-_WIDTHS = [
-    (1920, 1080, 24),
-    (1366, 768, 23),
-    (1280, 1024, 15),
-    (1600, 900, 8),
-    (1440, 900, 7),
-    (1680, 1050, 6),
-    (1024, 768, 7),
-    (2560, 1440, 2.5),
-    (1536, 864, 4),
-    (1360, 768, 2),
-    (0, 0, 2),
-]
-_TOP_URLS = [
-    ("http://liver.ru/belgorod/page/1006.jки/доп_приборы", 3.30),
-    ("http://kinopoisk.ru", 1.63),
-    ("http://bdsm_po_yers=0&with_video", 0.80),
-    ("http://video.yandex", 0.60),
-    ("http://smeshariki.ru/a-albumshowtopic/8/", 0.50),
-    ("http://auto.ru/chatay-barana.ru/traction.html#maybettaya", 0.50),
-    ("http://liver.ru/place_rukodel=365115eb7bbb90", 0.40),
-    ("http://afisha.mail.ru/catalog/314/women.ru/ency=1&page3/?errovat-pinniki", 0.35),
-    ("http://kinopoisk.ru/film/", 0.30),
-    ("http://video.yandex.ru/", 0.22),
-]
-# Sites of the counters: obfuscated hosts, often without a TLD (NOTES).
-_SITE_WORDS = ["liver", "domics", "kino", "auto", "go.mail", "smeshariki", "afisha", "povarenok", "ria", "irr", "avito"]
-_SITE_SUFFIXES = ["", ".ru", ".ru", ".com", ".net", ".info", ".org"]
-_SECTIONS = ["catalog", "news", "page", "forum", "photo", "video", "search", "board", "item", "cgi-bin"]
-_URL_PATH_LENGTHS = [40, 70, 100, 140, 190, 250, 330, 430]  # URL length classes: 75..469 bytes on average
-_REFERER_DOMAINS = [
-    ("go.mail", 8.23),
-    ("google.ru", 2.16),
-    ("bonprix.ru", 1.13),
-    ("e96.ru", 1.02),
-    ("mysw.info", 0.98),
-    *[
-        (f"{word}{suffix}", round(0.9 * 0.9**k, 3))
-        for k, (word, suffix) in enumerate(
-            (w, s)
-            for s in (".ru", "")
-            for w in (
-                "yandex",
-                "vk",
-                "avito",
-                "auto",
-                "kinopoisk",
-                "rambler",
-                "mail",
-                "odnoklassniki",
-                "irr",
-                "drom",
-                "livejournal",
-                "kino",
-            )
-        )
-    ],
-]
-_REFERER_TAIL = 2000
-_REFERER_PATH_LENGTHS = [45, 80, 120, 160, 200, 240, 275]  # Referer length classes: 75..308 bytes on average
-_PHRASE_WORDS = [
-    "карелки",
-    "купить",
-    "смотреть",
-    "онлайн",
-    "бесплатно",
-    "фильм",
-    "погода",
-    "москва",
-    "видео",
-    "скачать",
-    "игры",
-    "работа",
-    "авто",
-    "продажа",
-    "квартира",
-    "ремонт",
-    "отзывы",
-    "цена",
-    "новости",
-    "рецепт",
-    "мультики",
-    "сериал",
-    "как",
-    "сделать",
-    "своими",
-    "руками",
-    "фото",
-    "одноклассники",
-    "вконтакте",
-    "карта",
-    "екатеринбург",
-    "телефон",
-    "ноутбук",
-    "платье",
-    "детские",
-    "обои",
-    "музыка",
-    "песни",
-    "торрент",
-    "интернет",
-    "galaxy",
-    "table",
-    "iphone",
-    "samsung",
-    "nokia",
-    "windows",
-    "minecraft",
-    "skype",
-    "lada",
-    "bmw",
-]
-_TOP_PHRASES = [
-    ("карелки", 70263),
-    ("мангу в зарабей грама", 36400),
-    ("сколько мытищи", 30700),
-    ("как укладываются в 2013", 26900),
-    ("galaxy table", 21200),
-    ("фильмы онлайн", 18300),
-    (" смотреть мультфильмы", 16100),
-    ("одноклассники", 14800),
-    ("погода в москве", 13500),
-    ("vk.com", 12100),
-]
-_TITLE_WORDS = [
-    "Купить",
-    "Смотреть",
-    "онлайн",
-    "бесплатно",
-    "Новости",
-    "Каталог",
-    "Фото",
-    "Видео",
-    "Форум",
-    "Главная",
-    "страница",
-    "Отзывы",
-    "цены",
-    "в Москве",
-    "в Екатеринбурге",
-    "Продажа",
-    "Аренда",
-    "квартир",
-    "автомобилей",
-    "Работа",
-    "Погода",
-    "Рецепты",
-    "Игры",
-    "Фильмы",
-    "Музыка",
-    "Доска объявлений",
-    "Сериалы",
-    "Знакомства",
-]
-_MOBILE_MODELS = [
-    ("", 920),
-    ("iPad", 50),
-    ("iPhone", 9),
-    ("A500", 5),
-    ("N8-00", 4),
-    ("iPho", 3),
-    ("GT-I9300", 3),
-    ("HTC One", 2),
-    ("Lumia 920", 2),
-    ("Galaxy Tab", 1),
-    ("Xperia Z", 1),
-]
-_TRAFIC_SOURCES = [
-    (-1, 10),
-    (0, 25),
-    (1, 15),
-    (2, 20),
-    (3, 10),
-    (4, 5),
-    (5, 3),
-    (6, 8),
-    (7, 2),
-    (8, 1),
-    (9, 0.5),
-    (10, 0.5),
-]
-_SEARCH_ENGINES = [(2, 50), (3, 35), (1, 5), (4, 3), (5, 3), (6, 2), (9, 2)]
-
-
 def _pages(rows: int, head_shares: Sequence[float], tail_share: float, tail_size: int, exponent: float) -> list[int]:
     """Distinct pages of each site (heads, then the tail of ``_Random.skewed``): its expected rows / 5.
 
@@ -542,10 +310,10 @@ def _page(rnd: _Random, key: str, pages: list[int], site: pa.Array) -> pa.Array:
 def _site_pool(size: int) -> tuple[list[str], list[int]]:
     """Host and URL path length class of each site (one site per counter)."""
     hosts = [
-        f"{_SITE_WORDS[k % len(_SITE_WORDS)]}{'' if k < len(_SITE_WORDS) else k}{_SITE_SUFFIXES[k % 7]}"
+        f"{dist.SITE_WORDS[k % len(dist.SITE_WORDS)]}{'' if k < len(dist.SITE_WORDS) else k}{dist.SITE_SUFFIXES[k % 7]}"
         for k in range(size)
     ]
-    return hosts, [(k * 5 + k // 8) % len(_URL_PATH_LENGTHS) for k in range(size)]
+    return hosts, [(k * 5 + k // 8) % len(dist.URL_PATH_LENGTHS) for k in range(size)]
 
 
 def _filler(lengths: Sequence[int], salt: str) -> list[str]:
@@ -555,7 +323,7 @@ def _filler(lengths: Sequence[int], salt: str) -> list[str]:
 
 
 def _titles(size: int) -> list[str]:
-    words = _TITLE_WORDS
+    words = dist.TITLE_WORDS
     return [
         f"{words[k % len(words)]} {words[(k * 7 + 3) % len(words)].lower()} — {words[(k * 13 + 5) % len(words)]} {k}"
         for k in range(size)
@@ -632,7 +400,7 @@ def _plants(rows: int) -> _Plants:
             for i in range(count)
         ],
         Title=[f"Google — результаты поиска {i}" if i % 2 else f"Поиск {i}" for i in range(count)],
-        SearchPhrase=[_TOP_PHRASES[i % len(_TOP_PHRASES)][0] for i in range(count)],
+        SearchPhrase=[dist.TOP_PHRASES[i % len(dist.TOP_PHRASES)][0] for i in range(count)],
         SearchEngineID=[2 + i % 2 for i in range(count)],
     )
     return plants
@@ -653,31 +421,31 @@ def generate_hits(rows: int, seed: int) -> pa.Table:
     c["EventTime"] = pc.subtract(pc.add(pc.multiply(pc.add(day, FIRST_DAY), 86400), second), MOSCOW_OFFSET_S)
 
     # Counters: named and mid-size ones, then a long tail; each counter has its site.
-    heads = _NAMED_COUNTERS + _MID_COUNTERS
+    heads = dist.NAMED_COUNTERS + dist.MID_COUNTERS
     head_share = sum(w for _, w in heads)
     counter_head = rnd.index("counter", [w for _, w in heads] + [100.0 - head_share])
     in_tail = pc.equal(counter_head, len(heads))
-    tail = rnd.skewed("counter_tail", _TAIL_COUNTERS, 1.3)
+    tail = rnd.skewed("counter_tail", dist.TAIL_COUNTERS, 1.3)
     site = pc.if_else(in_tail, pc.add(tail, len(heads)), counter_head)
-    counter_ids = [cid for cid, _ in heads] + [2_000_000 + 37 * k for k in range(_TAIL_COUNTERS)]
+    counter_ids = [cid for cid, _ in heads] + [2_000_000 + 37 * k for k in range(dist.TAIL_COUNTERS)]
     c["CounterID"] = pc.take(pa.array(counter_ids, pa.int64()), site)
-    regions = rnd.index("region", [w for _, w in _NAMED_REGIONS] + [100.0 - sum(w for _, w in _NAMED_REGIONS)])
-    region_ids = [r for r, _ in _NAMED_REGIONS] + [300 + 3 * k for k in range(_TAIL_REGIONS)]
-    region_tail = pc.add(rnd.skewed("region_tail", _TAIL_REGIONS, 1.5), len(_NAMED_REGIONS))
+    regions = rnd.index("region", [w for _, w in dist.NAMED_REGIONS] + [100.0 - sum(w for _, w in dist.NAMED_REGIONS)])
+    region_ids = [r for r, _ in dist.NAMED_REGIONS] + [300 + 3 * k for k in range(dist.TAIL_REGIONS)]
+    region_tail = pc.add(rnd.skewed("region_tail", dist.TAIL_REGIONS, 1.5), len(dist.NAMED_REGIONS))
     c["RegionID"] = pc.take(
-        pa.array(region_ids, pa.int64()), pc.if_else(pc.equal(regions, len(_NAMED_REGIONS)), region_tail, regions)
+        pa.array(region_ids, pa.int64()), pc.if_else(pc.equal(regions, len(dist.NAMED_REGIONS)), region_tail, regions)
     )
 
     # Users: ~5.7 rows each, plus heavy users (top 29,097 of 100M rows) who rarely search.
     users = max(1, rows * 10 // 57)
     user = rnd.integers("user", 0, users - 1)
-    heavy = rnd.index("heavy", [n_full - sum(_HEAVY_USERS)] + [float(w) for w in _HEAVY_USERS])
+    heavy = rnd.index("heavy", [n_full - sum(dist.HEAVY_USERS)] + [float(w) for w in dist.HEAVY_USERS])
     is_heavy = pc.greater(heavy, 0)
     user = pc.if_else(is_heavy, pc.negate(heavy), user)  # heavy users: -1..-10
     user_mix = _mix(user, seed)
     c["UserID"] = pc.cast(pc.modulo(user_mix, pa.scalar(5_060_000_000_000_000_000, pa.uint64())), pa.int64())
     ip_of_user = _int32(_mix(user, seed + 1))
-    heavy_ip = rnd.index("heavy_ip", [n_full - sum(_HEAVY_IPS)] + [float(w) for w in _HEAVY_IPS])
+    heavy_ip = rnd.index("heavy_ip", [n_full - sum(dist.HEAVY_IPS)] + [float(w) for w in dist.HEAVY_IPS])
     top_ips = [0] + [
         int(v) - (1 << 31)
         for v in (
@@ -701,32 +469,34 @@ def generate_hits(rows: int, seed: int) -> pa.Table:
 
     # Search: 13 % of rows have a phrase (heavy users none); a few phrases are very frequent.
     has_phrase = pc.and_(rnd.chance("phrase", 0.13), pc.invert(is_heavy))
-    words = pa.array(_PHRASE_WORDS)
-    second_word = pc.take(words, rnd.skewed("pw2", len(_PHRASE_WORDS), 1.4))
+    words = pa.array(dist.PHRASE_WORDS)
+    second_word = pc.take(words, rnd.skewed("pw2", len(dist.PHRASE_WORDS), 1.4))
     third = pc.if_else(
-        rnd.chance("pw3?", 0.5), _join(" ", pc.take(words, rnd.skewed("pw3", len(_PHRASE_WORDS), 1.2))), ""
+        rnd.chance("pw3?", 0.5), _join(" ", pc.take(words, rnd.skewed("pw3", len(dist.PHRASE_WORDS), 1.2))), ""
     )
     number = pc.if_else(
         rnd.chance("pnum?", 0.3), _join(" ", pc.cast(rnd.integers("pnum", 1, max(10, rows // 10)), pa.string())), ""
     )
-    combined = _join(pc.take(words, rnd.skewed("pw1", len(_PHRASE_WORDS), 1.6)), " ", second_word, third, number)
-    top_phrase = rnd.index("top_phrase", [13_000_000 * 0.977] + [float(w) for _, w in _TOP_PHRASES])
+    combined = _join(pc.take(words, rnd.skewed("pw1", len(dist.PHRASE_WORDS), 1.6)), " ", second_word, third, number)
+    top_phrase = rnd.index("top_phrase", [13_000_000 * 0.977] + [float(w) for _, w in dist.TOP_PHRASES])
     phrase = pc.if_else(
-        pc.greater(top_phrase, 0), pc.take(pa.array([""] + [p for p, _ in _TOP_PHRASES]), top_phrase), combined
+        pc.greater(top_phrase, 0), pc.take(pa.array([""] + [p for p, _ in dist.TOP_PHRASES]), top_phrase), combined
     )
     c["SearchPhrase"] = pc.if_else(has_phrase, phrase, "")
-    engines = rnd.choice("engine", [e for e, _ in _SEARCH_ENGINES], [w for _, w in _SEARCH_ENGINES], pa.int64())
+    engines = rnd.choice("engine", [e for e, _ in dist.SEARCH_ENGINES], [w for _, w in dist.SEARCH_ENGINES], pa.int64())
     c["SearchEngineID"] = pc.if_else(has_phrase, engines, 0)
-    c["AdvEngineID"] = rnd.choice("adv", [a for a, _ in _ADV_ENGINES], [w for _, w in _ADV_ENGINES], pa.int64())
+    c["AdvEngineID"] = rnd.choice("adv", [a for a, _ in dist.ADV_ENGINES], [w for _, w in dist.ADV_ENGINES], pa.int64())
     c["TraficSourceID"] = rnd.choice(
-        "trafic", [t for t, _ in _TRAFIC_SOURCES], [w for _, w in _TRAFIC_SOURCES], pa.int64()
+        "trafic", [t for t, _ in dist.TRAFIC_SOURCES], [w for _, w in dist.TRAFIC_SOURCES], pa.int64()
     )
 
     # URL: a top URL (8.6 %), else the counter's site with a path whose length depends on the site.
     hosts, length_class = _site_pool(len(counter_ids))
-    fillers = pa.array(_filler(_URL_PATH_LENGTHS, "u"))
-    page = _page(rnd, "url_page", _pages(rows, [w for _, w in heads], 100.0 - head_share, _TAIL_COUNTERS, 1.3), site)
-    section = pc.take(pa.array(_SECTIONS), pc.modulo(page, len(_SECTIONS)))
+    fillers = pa.array(_filler(dist.URL_PATH_LENGTHS, "u"))
+    page = _page(
+        rnd, "url_page", _pages(rows, [w for _, w in heads], 100.0 - head_share, dist.TAIL_COUNTERS, 1.3), site
+    )
+    section = pc.take(pa.array(dist.SECTIONS), pc.modulo(page, len(dist.SECTIONS)))
     path_id = pc.cast(page, pa.string())
     scheme = pc.if_else(rnd.chance("https", 0.08), "https://", "http://")
     site_url = _join(
@@ -739,8 +509,8 @@ def generate_hits(rows: int, seed: int) -> pa.Table:
         ".html?",
         pc.take(fillers, pc.take(pa.array(length_class), site)),
     )
-    top_url = rnd.index("top_url", [100.0 - sum(w for _, w in _TOP_URLS)] + [w for _, w in _TOP_URLS])
-    url = pc.if_else(pc.greater(top_url, 0), pc.take(pa.array([""] + [u for u, _ in _TOP_URLS]), top_url), site_url)
+    top_url = rnd.index("top_url", [100.0 - sum(w for _, w in dist.TOP_URLS)] + [w for _, w in dist.TOP_URLS])
+    url = pc.if_else(pc.greater(top_url, 0), pc.take(pa.array([""] + [u for u, _ in dist.TOP_URLS]), top_url), site_url)
     url = pc.if_else(rnd.chance("url_empty", 0.01), "", url)
     is_62 = pc.equal(c["CounterID"], 62)
     c["URL"] = pc.if_else(pc.and_(is_62, rnd.chance("url62", 0.14)), "http://62.example.ru/", url)
@@ -750,23 +520,23 @@ def generate_hits(rows: int, seed: int) -> pa.Table:
     c["Title"] = pc.if_else(pc.and_(is_62, rnd.chance("title62", 0.165)), "Каталог товаров — 62.example.ru", title)
 
     # Referer: 15 % empty; named domains, then a tail; http/https, www. or not; a few without a path.
-    domains = [d for d, _ in _REFERER_DOMAINS] + [
-        f"ref{k}{_SITE_SUFFIXES[k % 7] or '.ru'}" for k in range(_REFERER_TAIL)
+    domains = [d for d, _ in dist.REFERER_DOMAINS] + [
+        f"ref{k}{dist.SITE_SUFFIXES[k % 7] or '.ru'}" for k in range(dist.REFERER_TAIL)
     ]
     domain_head = rnd.index(
-        "ref_domain", [w for _, w in _REFERER_DOMAINS] + [85.0 - sum(w for _, w in _REFERER_DOMAINS)]
+        "ref_domain", [w for _, w in dist.REFERER_DOMAINS] + [85.0 - sum(w for _, w in dist.REFERER_DOMAINS)]
     )
     domain = pc.if_else(
-        pc.equal(domain_head, len(_REFERER_DOMAINS)),
-        pc.add(rnd.skewed("ref_tail", _REFERER_TAIL, 1.4), len(_REFERER_DOMAINS)),
+        pc.equal(domain_head, len(dist.REFERER_DOMAINS)),
+        pc.add(rnd.skewed("ref_tail", dist.REFERER_TAIL, 1.4), len(dist.REFERER_DOMAINS)),
         domain_head,
     )
-    referer_fillers = pa.array(_filler(_REFERER_PATH_LENGTHS, "r"))
-    named_shares = [w for _, w in _REFERER_DOMAINS]
+    referer_fillers = pa.array(_filler(dist.REFERER_PATH_LENGTHS, "r"))
+    named_shares = [w for _, w in dist.REFERER_DOMAINS]
     referer_page = _page(
-        rnd, "ref_page", _pages(rows, named_shares, 85.0 - sum(named_shares), _REFERER_TAIL, 1.4), domain
+        rnd, "ref_page", _pages(rows, named_shares, 85.0 - sum(named_shares), dist.REFERER_TAIL, 1.4), domain
     )
-    referer_class = pc.modulo(pc.multiply(domain, 3), len(_REFERER_PATH_LENGTHS))
+    referer_class = pc.modulo(pc.multiply(domain, 3), len(dist.REFERER_PATH_LENGTHS))
     referer = _join(
         pc.if_else(rnd.chance("ref_https", 0.3), "https://", "http://"),
         pc.if_else(rnd.chance("ref_www", 0.3), "www.", ""),
@@ -776,7 +546,7 @@ def generate_hits(rows: int, seed: int) -> pa.Table:
             "",
             _join(
                 "/",
-                pc.take(pa.array(_SECTIONS), pc.modulo(referer_page, len(_SECTIONS))),
+                pc.take(pa.array(dist.SECTIONS), pc.modulo(referer_page, len(dist.SECTIONS))),
                 "?id=",
                 pc.cast(referer_page, pa.string()),
                 pc.take(referer_fillers, referer_class),
@@ -791,13 +561,13 @@ def generate_hits(rows: int, seed: int) -> pa.Table:
     c["DontCountHits"] = rnd.flag("dont_count", 0.03)
     c["IsLink"] = rnd.flag("link", 0.03)
     c["IsDownload"] = rnd.flag("download", 0.005)
-    screen = rnd.index("screen", [w for _, _, w in _WIDTHS])
-    c["ResolutionWidth"] = pc.take(pa.array([w for w, _, _ in _WIDTHS], pa.int64()), screen)
-    c["ResolutionHeight"] = pc.take(pa.array([h for _, h, _ in _WIDTHS], pa.int64()), screen)
+    screen = rnd.index("screen", [w for _, _, w in dist.WIDTHS])
+    c["ResolutionWidth"] = pc.take(pa.array([w for w, _, _ in dist.WIDTHS], pa.int64()), screen)
+    c["ResolutionHeight"] = pc.take(pa.array([h for _, h, _ in dist.WIDTHS], pa.int64()), screen)
     c["WindowClientWidth"] = pc.max_element_wise(pc.subtract(c["ResolutionWidth"], rnd.integers("ww", 0, 400)), 0)
     c["WindowClientHeight"] = pc.max_element_wise(pc.subtract(c["ResolutionHeight"], rnd.integers("wh", 60, 400)), 0)
-    model = rnd.index("model", [w for _, w in _MOBILE_MODELS])
-    c["MobilePhoneModel"] = pc.take(pa.array([m for m, _ in _MOBILE_MODELS]), model)
+    model = rnd.index("model", [w for _, w in dist.MOBILE_MODELS])
+    c["MobilePhoneModel"] = pc.take(pa.array([m for m, _ in dist.MOBILE_MODELS]), model)
     ipad = pc.if_else(rnd.chance("ipad_code", 0.9), 1, 5)
     other_phone = rnd.choice("phone", [5, 6, 7, 26, 44], [5, 3, 2, 1, 1], pa.int64())
     c["MobilePhone"] = pc.if_else(pc.equal(model, 0), 0, pc.if_else(pc.equal(model, 1), ipad, other_phone))
