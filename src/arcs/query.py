@@ -46,12 +46,21 @@ class QueryService:
         shown = answer_show(sql, database, principal, self.catalog, self.store)
         if shown is not None:
             return QueryResult(shown, (time.perf_counter() - started) * 1000)
+        table = _utc_named(self.engine.query_arrow(self._prepare(sql, database, principal), max_rows=self.max_rows))
+        return QueryResult(table, (time.perf_counter() - started) * 1000)
+
+    def plan(self, sql: str, database: str, principal: Principal) -> str:
+        """DuckDB's physical plan for ``sql`` as it would run (for tests and operators, not the API)."""
+        check_database(database)
+        explained = self.engine.query_arrow("EXPLAIN " + self._prepare(sql, database, principal))
+        return "\n".join(str(value) for value in explained.column(explained.num_columns - 1).to_pylist())
+
+    def _prepare(self, sql: str, database: str, principal: Principal) -> str:
+        """The SQL DuckDB runs: exact rewrites, the sandbox's check, then tables mapped to their files."""
         # Rewrite first, so the sandbox judges exactly the SQL that will run.
         sql = apply_exact_rewrites(sql)
         check_read_only(self.engine, sql)
-        rewritten = rewrite_tables(sql, lambda ref: self._scan(ref, database, principal))
-        table = _utc_named(self.engine.query_arrow(rewritten, max_rows=self.max_rows))
-        return QueryResult(table, (time.perf_counter() - started) * 1000)
+        return rewrite_tables(sql, lambda ref: self._scan(ref, database, principal))
 
     def _scan(self, ref: TableRef, default_database: str, principal: Principal) -> str:
         database = check_database(ref.database) if ref.database is not None else default_database
