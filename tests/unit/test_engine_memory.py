@@ -1,0 +1,37 @@
+"""A query bigger than the engine's memory spills to the temp directory, or fails with a clear error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from arcs.engine import Engine
+from arcs.errors import ServiceUnavailable
+
+
+def _engine(tmp_path: Path, memory_limit: str) -> Engine:
+    return Engine([str(tmp_path / "data") + "/"], tmp_path / "work", threads=2, memory_limit=memory_limit)
+
+
+def test_an_aggregate_over_twice_the_memory_limit_completes_by_spilling(tmp_path: Path) -> None:
+    # 6 M distinct strings of ~107 bytes: a hash table of more than 640 MB under a 256 MB limit.
+    engine = _engine(tmp_path, "256MB")
+    try:
+        result = engine.query_arrow(
+            "SELECT count(*) AS n, max(s) AS top FROM (SELECT s, count(*) AS c FROM "
+            "(SELECT repeat('x', 100) || range::VARCHAR AS s FROM range(6000000)) GROUP BY s)"
+        )
+        assert result.to_pylist() == [{"n": 6_000_000, "top": "x" * 100 + "999999"}]
+    finally:
+        engine.close()
+
+
+def test_what_cannot_spill_fails_with_a_clear_error_and_the_engine_lives_on(tmp_path: Path) -> None:
+    engine = _engine(tmp_path, "64MB")
+    try:
+        with pytest.raises(ServiceUnavailable, match="memory"):
+            engine.query_arrow("SELECT list(repeat('y', 50) || range::VARCHAR) FROM range(20000000)")
+        assert engine.query_arrow("SELECT 42 AS v").to_pylist() == [{"v": 42}]
+    finally:
+        engine.close()
