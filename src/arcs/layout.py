@@ -14,7 +14,6 @@ from datetime import UTC, datetime, timedelta
 from arcs.names import check_database, check_measurement
 
 SYSTEM_DIR = "_arcs"
-HOUR = timedelta(hours=1)
 _KEY_RE = re.compile(
     r"(?P<db>[^/]+)/(?P<m>[^/]+)/(?P<y>\d{4})/(?P<mo>\d{2})/(?P<d>\d{2})/(?P<h>\d{2})/(?P<f>[^/]+\.parquet)"
 )
@@ -65,16 +64,6 @@ def parse_data_key(prefix: str, key: str) -> DataKey:
         raise ValueError(f"not a data key: {key!r}")
     hour = datetime(int(match["y"]), int(match["mo"]), int(match["d"]), int(match["h"]), tzinfo=UTC)
     return DataKey(match["db"], match["m"], hour, match["f"])
-
-
-def hours_between(start: datetime, end: datetime) -> list[datetime]:
-    """Every hour partition touching ``[start, end]``."""
-    hours = []
-    hour = floor_hour(start)
-    while hour <= end:
-        hours.append(hour)
-        hour += HOUR
-    return hours
 
 
 def system_key(prefix: str, *parts: str) -> str:

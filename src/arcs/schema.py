@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from arcs.batch import STORAGE_TYPES, MeasurementRows, type_name
+from arcs.batch import MeasurementRows, type_name
 from arcs.errors import BadRequest, Conflict
 from arcs.ports import Catalog, MeasurementSchema
 
@@ -110,7 +110,3 @@ def apply_schema(registry: SchemaRegistry, database: str, parts: list[Measuremen
 
 def _store(catalog: Catalog, database: str, part: MeasurementRows, stored: MeasurementSchema | None) -> bool:
     return catalog.put_schema(_merged(stored, database, part), stored.version if stored else None)
-
-
-def arrow_schema(schema: MeasurementSchema) -> pa.Schema:
-    return pa.schema([pa.field(name, STORAGE_TYPES.get(kind, pa.string())) for name, kind in schema.columns.items()])

@@ -36,7 +36,6 @@ class WriteService:
         clock_ns: Callable[[], int] = time.time_ns,
         envelope_compression: str | None = None,
     ) -> None:
-        self.catalog = catalog
         self.schemas = SchemaRegistry(catalog)
         # SQS bills and caps message size, so queued envelopes are compressed there; a local
         # spool is not worth the CPU.

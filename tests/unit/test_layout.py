@@ -32,12 +32,6 @@ def test_bad_file_names_are_refused(bad: str) -> None:
         layout.data_key("", "db", "m", datetime.now(UTC), bad)
 
 
-def test_hours_between_covers_partial_hours() -> None:
-    start = datetime(2024, 1, 1, 22, 59, tzinfo=UTC)
-    end = datetime(2024, 1, 2, 1, 0, tzinfo=UTC)
-    assert [h.hour for h in layout.hours_between(start, end)] == [22, 23, 0, 1]
-
-
 def test_hour_from_micros_floors_negative_times() -> None:
     assert layout.hour_from_micros(-1) == datetime(1969, 12, 31, 23, tzinfo=UTC)
     assert layout.hour_from_micros(3_600_000_000) == datetime(1970, 1, 1, 1, tzinfo=UTC)

@@ -60,9 +60,6 @@ class Spool:
         with self._ready:
             self._ready.wait(timeout)
 
-    def pending(self) -> int:
-        return sum(1 for _ in self.root.glob(f"*{_SUFFIX}"))
-
     def take(self, limit: int) -> list[SpoolEntry]:
         names = sorted(entry.name for entry in os.scandir(self.root) if entry.name.endswith(_SUFFIX))
         entries = []
@@ -92,6 +89,3 @@ class Spool:
         os.replace(entry.path, self.root / _POISON_DIR / entry.path.name)
         fsync_dir(self.root)
         self._attempts.pop(entry.path.name, None)
-
-    def dead_letters(self) -> list[Path]:
-        return sorted((self.root / _POISON_DIR).iterdir())
