@@ -53,6 +53,29 @@ def test_msgpack_columnar_round_trip(client: Client) -> None:
     assert types == [["TIMESTAMP WITH TIME ZONE", "DOUBLE", "BIGINT", "BOOLEAN", "VARCHAR"]]
 
 
+def test_msgpack_timestamp_values_round_trip_as_timestamps(client: Client) -> None:
+    m = name("visits")
+    body = msgpack.packb(
+        {
+            "m": m,
+            "columns": {
+                "time": [msgpack.Timestamp(T0, 0), msgpack.Timestamp(T0 + 1, 0)],
+                "first_seen": [msgpack.Timestamp(T0 - 86_400, 250_000_000), None],
+            },
+        }
+    )
+    assert client.write("/api/v1/write/msgpack", body).status_code == 204
+    assert client.wait_count(m, 2) == 2
+    assert client.rows(f"SELECT time, first_seen, typeof(first_seen) FROM {m} ORDER BY time") == [
+        [f"{T0_ISO}.000000Z", "2023-11-13T22:13:20.250000Z", "TIMESTAMP WITH TIME ZONE"],
+        ["2023-11-14T22:13:21.000000Z", None, "TIMESTAMP WITH TIME ZONE"],
+    ]
+    mixed = msgpack.packb({"m": m, "columns": {"time": [T0], "first_seen": [5]}}, use_bin_type=True)
+    refused = client.write("/api/v1/write/msgpack", mixed)
+    assert refused.status_code == 400
+    assert "first_seen" in refused.text and "timestamp" in refused.text and "int64" in refused.text
+
+
 def test_msgpack_rows_and_batch_round_trip(client: Client) -> None:
     m = name("mem")
     body = msgpack.packb(

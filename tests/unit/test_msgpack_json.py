@@ -320,8 +320,8 @@ HOSTILE = [
     ),
     Hostile("mp bin measurement", MP, doc({"m": b"cpu", "columns": {"v": [1]}}), "invalid measurement name b'cpu'"),
     Hostile("mp ext value", MP, columns(v=[msgpack.ExtType(5, b"x")]), "column 'v': values must share one type"),
-    Hostile("mp timestamp ext", MP, columns(v=[msgpack.Timestamp(1, 0)]), "got Timestamp"),
-    Hostile("mp timestamp ext time", MP, columns(time=[msgpack.Timestamp(1, 0)], v=[1]), "column 'time'"),
+    Hostile("mp timestamp and int", MP, columns(v=[msgpack.Timestamp(1, 0), 1]), "got int, timestamp"),
+    Hostile("mp timestamp past 9999", MP, columns(v=[msgpack.Timestamp(10**12, 0)]), "years 1..9999"),
     Hostile("mp uint64 value", MP, columns(v=[2**64 - 1]), "column 'v': integer out of the int64 range"),
     Hostile("mp uint64 just past int64", MP, columns(v=[1, 2**63]), "column 'v': integer out of the int64 range"),
     Hostile("mp uint64 time", MP, columns(time=[2**63], v=[1]), "column 'time': integer out of the int64 range"),
@@ -717,3 +717,52 @@ def test_sparse_rows_at_the_real_limit_fail_fast() -> None:
 def test_rows_with_too_many_keys(kind: WireFormat) -> None:
     rows = [{"m": "c", "fields": {f"f{n}": 1 for n in range(start, start + 100)}} for start in range(0, 1100, 100)]
     assert _error(kind, rows) == f"item 10: measurement 'c' has more than {MAX_COLUMNS - 1} tags and fields"
+
+
+# --- MessagePack's timestamp extension ---------------------------------------------------------------
+
+
+def _msgpack_rows(document: Any) -> list[dict[str, Any]]:
+    (part,) = decode(WireFormat.MSGPACK, msgpack.packb(document, use_bin_type=True, datetime=False), NOW, None)
+    return table_rows(part.table)
+
+
+def test_msgpack_timestamps_make_a_timestamp_column() -> None:
+    document = {
+        "m": "visits",
+        "columns": {
+            "time": [1_700_000_000_000_000, 1_700_000_001_000_000],
+            "seen": [msgpack.Timestamp(1_600_000_000, 123_456_789), None],
+        },
+    }
+    (part,) = decode(WireFormat.MSGPACK, msgpack.packb(document), NOW, None)
+    assert part.table.schema.field("seen").type == TIME_TYPE
+    # Nanoseconds beyond the microsecond are dropped.
+    assert part.table.column("seen").cast(pa.int64()).to_pylist() == [1_600_000_000_123_456, None]
+
+
+def test_msgpack_timestamps_can_be_the_time_column() -> None:
+    document = {"m": "cpu", "t": msgpack.Timestamp(-2, 500_000_000), "fields": {"v": 1}}
+    assert _msgpack_rows(document) == [{"time": -1_500_000, "v": 1}]
+    columnar = {"m": "cpu", "columns": {"time": [msgpack.Timestamp(1, 0)], "v": [1.5]}}
+    assert _msgpack_rows(columnar) == [{"time": 1_000_000, "v": 1.5}]
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ([msgpack.Timestamp(1, 0), 5], "share one type"),
+        ([5, msgpack.Timestamp(1, 0)], "share one type"),
+        ([msgpack.Timestamp(1, 0), "2020-01-01T00:00:00Z"], "share one type"),
+        ([msgpack.Timestamp(10**12, 0)], "years 1..9999"),
+        ([msgpack.Timestamp(-(10**12), 0)], "years 1..9999"),
+        ([msgpack.Timestamp(9_300_000_000, 0)], "out of the range"),
+    ],
+)
+def test_hostile_msgpack_timestamps(values: list[Any], message: str) -> None:
+    body = msgpack.packb({"m": "cpu", "columns": {"time": [1, 2][: len(values)], "seen": values}})
+    with pytest.raises(BadRequest, match=message):
+        decode(WireFormat.MSGPACK, body, NOW, "s")
+    time_body = msgpack.packb({"m": "cpu", "columns": {"time": values, "v": [1] * len(values)}})
+    with pytest.raises(BadRequest):
+        decode(WireFormat.MSGPACK, time_body, NOW, None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
@@ -115,6 +116,10 @@ def _to_micros(values: pa.Array, precision: str | None, where: str, label: RowLa
     kind = values.type
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
         return _strings_to_micros(values, where, label)
+    if pa.types.is_timestamp(kind):
+        micros = values.cast(TIME_TYPE)
+        _check_range(micros.cast(pa.int64()), where, label)
+        return micros
     if pa.types.is_boolean(kind) or not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
         raise BadRequest(f"{where}: time must be integers, got {shorten(type_name(kind), 60)}")
     if pa.types.is_floating(kind):
@@ -227,7 +232,14 @@ def _check_range(
         raise BadRequest(f"{where}: timestamp {bad} at {row} is out of the range 1677-09-21 .. 2262-04-11")
 
 
-_WIRE_TYPES = {"bool": "bool", "int": "int", "float": "float", "str": "string", "NoneType": "null"}
+_WIRE_TYPES = {
+    "bool": "bool",
+    "int": "int",
+    "float": "float",
+    "str": "string",
+    "NoneType": "null",
+    "datetime": "timestamp",
+}
 
 
 def _python_types(values: Sequence[Any]) -> str:
@@ -241,6 +253,10 @@ def _has_bools(array: pa.Array, values: Sequence[Any]) -> bool:
     if not pc.any(maybe).as_py():
         return False
     return any(values[index].__class__ is bool for index in pc.indices_nonzero(maybe).to_pylist())
+
+
+def _count_datetimes(values: Sequence[Any]) -> int:
+    return sum(1 for value in values if isinstance(value, datetime))
 
 
 def column_array(values: Sequence[Any] | pa.Array, measurement: str, column: str) -> pa.Array:
@@ -266,6 +282,9 @@ def column_array(values: Sequence[Any] | pa.Array, measurement: str, column: str
             raise BadRequest(
                 f"{where}: values must share one type of int, float, string or bool; got {_python_types(values)}"
             )
+        if pa.types.is_timestamp(array.type) and len(array) - array.null_count != _count_datetimes(values):
+            # Arrow reads [timestamp, 5] as two timestamps; the 5 was meant as something else.
+            raise BadRequest(f"{where}: values must share one type; got {_python_types(values)}")
     kind = array.type
     if pa.types.is_integer(kind):
         if kind != pa.int64():
@@ -277,9 +296,12 @@ def column_array(values: Sequence[Any] | pa.Array, measurement: str, column: str
         array = array.cast(pa.float64())
     elif pa.types.is_large_string(kind):
         array = array.cast(pa.string())
+    elif pa.types.is_timestamp(kind):
+        array = array.cast(TIME_TYPE)
+        _check_range(array.cast(pa.int64()), where, row_label)
     elif not (pa.types.is_string(kind) or pa.types.is_boolean(kind) or pa.types.is_null(kind)):
         raise BadRequest(
-            f"{where}: unsupported value type {shorten(str(kind), 60)}; use int, float, string, bool or null"
+            f"{where}: unsupported value type {shorten(str(kind), 60)}; use int, float, string, bool, timestamp or null"
         )
     return array
 
