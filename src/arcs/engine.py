@@ -23,6 +23,7 @@ import duckdb
 import pyarrow as pa
 
 from arcs.errors import BadRequest, QueryTimeout, ServiceUnavailable
+from arcs.sql_compat import define_macros
 
 logger = logging.getLogger(__name__)
 _BATCH_ROWS = 122_880
@@ -120,6 +121,7 @@ class Engine:
         conn = duckdb.connect(":memory:", config=config)
         conn.execute("SET parquet_metadata_cache = true")
         conn.execute("SET TimeZone = 'UTC'")
+        define_macros(conn)
         if self.s3 is not None:
             # Asked of this connection: duckdb.sql() would start a second, default database for it.
             platform = str(conn.execute("PRAGMA platform").fetchone()[0])  # type: ignore[index]
