@@ -19,7 +19,9 @@ _TOKEN = re.compile(
     (?P<ws>\s+)
   | (?P<line_comment>--[^\n]*)
   | (?P<block_comment>/\*.*?\*/)
-  | (?P<string>[eE]?'(?:[^']|'')*')
+  | (?P<escape_string>[eE]'(?:[^'\\]|\\.|'')*')
+  | (?P<unterminated_escape_string>[eE]')
+  | (?P<string>'(?:[^']|'')*')
   | (?P<dollar>\$(?P<tag>[A-Za-z_]*)\$.*?\$(?P=tag)\$)
   | (?P<quoted>"(?:[^"]|"")*")
   | (?P<word>[A-Za-z_][A-Za-z0-9_$]*)
@@ -28,6 +30,8 @@ _TOKEN = re.compile(
     """,
     re.VERBOSE | re.DOTALL,
 )
+# A dollar quote's last group is its tag; an E'' string (backslash escapes) is a string like any other.
+_KIND_OF_GROUP = {"tag": "dollar", "escape_string": "string"}
 _TABLE_CONTEXT = {"from", "join"}
 # Words that can follow a table reference and are not its alias.
 _NOT_ALIAS = {
@@ -124,9 +128,9 @@ def tokenize(sql: str) -> list[Token]:
         match = _TOKEN.match(sql, pos)
         if match is None or match.lastgroup is None:
             raise BadRequest(f"cannot read SQL at character {pos + 1}")
-        kind = match.lastgroup if match.lastgroup != "tag" else "dollar"
+        kind = _KIND_OF_GROUP.get(match.lastgroup, match.lastgroup)
         text = match.group()
-        if kind == "punct" and text in ("'", '"'):
+        if kind == "unterminated_escape_string" or (kind == "punct" and text in ("'", '"')):
             raise BadRequest(f"unterminated {'string' if text == chr(39) else 'quoted identifier'} in SQL")
         if kind == "punct" and sql.startswith("/*", pos):
             raise BadRequest("unterminated comment in SQL")

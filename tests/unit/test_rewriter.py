@@ -19,6 +19,16 @@ CASES = [
     ("alias kept", "SELECT c.x FROM cpu c", "SELECT c.x FROM SCAN<.cpu> c"),
     ("as alias kept", "SELECT c.x FROM cpu AS c", "SELECT c.x FROM SCAN<.cpu> AS c"),
     ("string literal untouched", "SELECT 'FROM cpu' FROM mem", "SELECT 'FROM cpu' FROM SCAN<.mem> AS \"mem\""),
+    (
+        "escape string with a backslash-quoted quote untouched",
+        r"SELECT E'it\'s FROM cpu', e'\\' FROM mem",
+        "SELECT E'it\\'s FROM cpu', e'\\\\' FROM SCAN<.mem> AS \"mem\"",
+    ),
+    (
+        "a word ending in e before a string",
+        "SELECT note FROM mem WHERE note='x'",
+        """SELECT note FROM SCAN<.mem> AS "mem" WHERE note='x'""",
+    ),
     ("line comment untouched", "SELECT 1 FROM mem -- FROM cpu", 'SELECT 1 FROM SCAN<.mem> AS "mem" -- FROM cpu'),
     ("block comment untouched", "SELECT /* FROM cpu */ 1 FROM mem", 'SELECT /* FROM cpu */ 1 FROM SCAN<.mem> AS "mem"'),
     (
@@ -83,7 +93,14 @@ def test_references_are_listed() -> None:
 
 
 @pytest.mark.parametrize(
-    "sql", ["SELECT 'unterminated FROM cpu", 'SELECT * FROM "cpu', "SELECT (1 FROM cpu", "SELECT * FROM a.b.c"]
+    "sql",
+    [
+        "SELECT 'unterminated FROM cpu",
+        r"SELECT E'unterminated\' FROM cpu",
+        'SELECT * FROM "cpu',
+        "SELECT (1 FROM cpu",
+        "SELECT * FROM a.b.c",
+    ],
 )
 def test_malformed_sql_is_a_bad_request(sql: str) -> None:
     with pytest.raises(BadRequest):

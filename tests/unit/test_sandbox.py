@@ -49,6 +49,7 @@ ALLOWED = [
     ("extract and substring", "SELECT EXTRACT(hour FROM time), substring(host FROM 2) FROM cpu"),
     ("is distinct from", "SELECT host IS DISTINCT FROM 'a' FROM cpu"),
     ("strings naming files", "SELECT 'read_parquet(''/etc/passwd'')', $$; COPY x TO 'y'$$ FROM cpu"),
+    ("escape strings", "SELECT E'it\\'s', e'\\\\ FROM x' FROM cpu WHERE host <> E'a\\'b'"),
     ("comments naming files", "SELECT 1 /* FROM read_csv('/etc/passwd') */ FROM cpu -- ; DROP TABLE x"),
     ("regexp and time functions", "SELECT regexp_replace(host, 'a', 'b'), date_trunc('hour', time) FROM cpu"),
     ("json_serialize_sql only parses", "SELECT json_serialize_sql('SELECT 1')"),
@@ -128,7 +129,12 @@ REFUSED = [
     ("nested comment hides a reference", "SELECT 1 /* /* */ FROM cpu */ FROM mem", "cannot tell"),
     ("table statement", "TABLE cpu", "cannot be mapped"),
     ("comment inside a qualified name", "SELECT * FROM db/**/./**/cpu", "cannot map"),
-    ("e-string escape", "SELECT E'\\'' AS q, 1 FROM cpu", "unterminated"),
+    (
+        "e-string escape hiding a read",
+        "SELECT E'\\' FROM cpu' AS q, * FROM read_text('/x')",
+        "read_text() is not allowed",
+    ),
+    ("unterminated e-string", "SELECT E'\\' AS q, 1 FROM cpu", "unterminated"),
     ("unicode quotes", "SELECT * FROM \u201c/etc/passwd\u201d", "does not parse"),
     ("empty", "-- nothing", "exactly one statement; got 0"),
 ]
