@@ -78,12 +78,13 @@ class ServerProcess:
         self._close()
 
 
-def standalone(data_dir: Path, token: str = TOKEN) -> ServerProcess:
+def standalone(data_dir: Path, token: str = TOKEN, **env: str) -> ServerProcess:
     env = {
         **os.environ,
         "ARCS_BOOTSTRAP_TOKEN": token,
         "ARCS_INGEST_BATCH_WINDOW_S": "0.05",
         "ARCS_TOKEN_CACHE_TTL_S": "1",
+        **env,
     }
     return ServerProcess(["serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", str(data_dir)], env)
 
