@@ -24,3 +24,6 @@ QUERY_TIMEOUT_S = "ARCS_QUERY_TIMEOUT_S"  # a query running longer is interrupte
 QUEUE_TIMEOUT_S = "ARCS_QUEUE_TIMEOUT_S"  # how long a request waits for a free worker before a 503
 QUERY_INLINE_MAX_BYTES = "ARCS_QUERY_INLINE_MAX_BYTES"  # larger results are handed off through storage (AWS)
 QUERY_RESULT_URL_EXPIRY_S = "ARCS_QUERY_RESULT_URL_EXPIRY_S"  # how long a handed-off result's URL works
+RESULT_CACHE = "ARCS_RESULT_CACHE"  # "true" turns the query result cache on (off by default)
+RESULT_CACHE_TTL_S = "ARCS_RESULT_CACHE_TTL_S"
+RESULT_CACHE_MAX_BYTES = "ARCS_RESULT_CACHE_MAX_BYTES"

@@ -87,8 +87,13 @@ class Runtime:
     @functools.cached_property
     def queries(self) -> QueryService:
         from arcs.query import QueryService  # lazy: with the engine, for the functions that query
+        from arcs.result_cache import ResultCache
 
-        return QueryService(self.catalog, self.store, self.engine, self.settings.query_max_rows)
+        settings = self.settings
+        cache = (
+            ResultCache(settings.result_cache_max_bytes, settings.result_cache_ttl_s) if settings.result_cache else None
+        )
+        return QueryService(self.catalog, self.store, self.engine, settings.query_max_rows, cache)
 
     @functools.cached_property
     def result_handoff(self) -> ResultHandoff | None:

@@ -52,6 +52,9 @@ class Settings:
     query_inline_max_bytes: int = 6 * 1024 * 1024 - 64 * 1024
     # Long enough to follow the redirect; S3 checks the expiry only when a download starts.
     query_result_url_expiry_s: int = 300
+    result_cache: bool = False
+    result_cache_ttl_s: float = 60.0
+    result_cache_max_bytes: int = 256 * 1024 * 1024
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -76,6 +79,9 @@ class Settings:
         query_timeout_s = number(envvars.QUERY_TIMEOUT_S, base.query_timeout_s)
         if query_timeout_s < 0:
             raise ConfigError(f"{envvars.QUERY_TIMEOUT_S} must be 0 (no limit) or more, got {query_timeout_s:g}")
+        cache = text(envvars.RESULT_CACHE, "false").strip().lower()
+        if cache not in ("true", "false", "1", "0", ""):
+            raise ConfigError(f"{envvars.RESULT_CACHE} must be 'true' or 'false', got {cache!r}")
         expiry_s = int(number(envvars.QUERY_RESULT_URL_EXPIRY_S, base.query_result_url_expiry_s))
         if not 1 <= expiry_s <= 7 * 24 * 3600:  # S3's longest presigned URL is 7 days
             raise ConfigError(f"{envvars.QUERY_RESULT_URL_EXPIRY_S} must be 1 to 604800 seconds, got {expiry_s}")
@@ -106,6 +112,9 @@ class Settings:
             queue_timeout_s=number(envvars.QUEUE_TIMEOUT_S, base.queue_timeout_s),
             query_inline_max_bytes=int(number(envvars.QUERY_INLINE_MAX_BYTES, base.query_inline_max_bytes)),
             query_result_url_expiry_s=expiry_s,
+            result_cache=cache in ("true", "1"),
+            result_cache_ttl_s=number(envvars.RESULT_CACHE_TTL_S, base.result_cache_ttl_s),
+            result_cache_max_bytes=int(number(envvars.RESULT_CACHE_MAX_BYTES, base.result_cache_max_bytes)),
         )
 
     def with_(self, **changes: object) -> Settings:
