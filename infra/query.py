@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from aws_cdk import Duration
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from arcs import envvars
 from infra.function import API_TIMEOUT, ArcsFunction, FunctionDefaults
+from infra.nag import acknowledge, logical_ref
 from infra.storage import ArcsStorage
 
 #: 1,769 MB is one vCPU; DuckDB reading S3 wants threads well above the vCPU count.
@@ -56,13 +58,28 @@ class ArcsQuery(Construct):
             },
         )
         # Reads for queries (DuckDB's httpfs: GET, HEAD); deletes for DELETE /api/v1/databases/{name}
-        # (admin only), which removes a dropped database's objects. It never writes data.
+        # (admin only), which removes a dropped database's objects. It never writes data: its only
+        # writes are results too big for a Lambda response, under the results prefix (below).
         storage.grant_data_access(
             self.query.role,
             ["s3:GetObject", "s3:DeleteObject"],
             "Queries read Parquet files under any database/measurement/hour prefix of the data bucket and an "
             "admin's database delete removes them; which ones a caller may touch is enforced by the SQL "
             "sandbox, token permissions and scopes.",
+        )
+        # A result bigger than a Lambda response is written here and fetched with a presigned GET,
+        # which the GetObject above signs for.
+        self.query.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject"],
+                resources=[storage.bucket.arn_for_objects(f"{storage.results_prefix}*")],
+            )
+        )
+        acknowledge(
+            self.query.role,
+            f"AwsSolutions-IAM5[Resource::<{logical_ref(storage.bucket)}.Arn>/{storage.results_prefix}*]",
+            "Handed-off query results have one random key each, all under the results prefix: the prefix is "
+            "the narrowest resource there is.",
         )
         # Databases, tokens, retention policies and continuous queries live in the catalog.
         storage.table.grant_read_write_data(self.query.role)

@@ -1,4 +1,4 @@
-"""Where the data lives: the data bucket (Parquet, claim-check objects) and the catalog table."""
+"""Where the data lives: the data bucket (Parquet, claim-check objects, handed-off results) and the catalog table."""
 
 from __future__ import annotations
 
@@ -11,18 +11,32 @@ from constructs import Construct
 from infra.nag import acknowledge, logical_ref
 
 # These mirror the core (infra imports only arcs.envvars); tests/infra checks they agree with
-# arcs.adapters.aws_sqs.claim_key and arcs.adapters.aws_dynamodb.TTL_ATTRIBUTE.
+# arcs.adapters.aws_sqs.claim_key, arcs.layout.result_key and arcs.adapters.aws_dynamodb.TTL_ATTRIBUTE.
 SYSTEM_DIR = "_arcs"
 CLAIMS_DIR = "claims"
+RESULTS_DIR = "results"
 TTL_ATTRIBUTE = "expires_at"
 #: A claim-check object outlives its message: SQS keeps messages 14 days at most.
 CLAIM_EXPIRY = Duration.days(15)
+#: A handed-off result is fetched right after the query (its URL expires in minutes); the day is
+#: S3's shortest lifecycle expiry.
+RESULT_EXPIRY = Duration.days(1)
+
+
+def system_prefix(prefix: str, folder: str) -> str:
+    """The key prefix of one system folder (``{prefix}/_arcs/{folder}/``)."""
+    head = prefix.strip("/")
+    return f"{head}/{SYSTEM_DIR}/{folder}/" if head else f"{SYSTEM_DIR}/{folder}/"
 
 
 def claims_prefix(prefix: str) -> str:
     """The key prefix of claim-check objects (``{prefix}/_arcs/claims/``)."""
-    head = prefix.strip("/")
-    return f"{head}/{SYSTEM_DIR}/{CLAIMS_DIR}/" if head else f"{SYSTEM_DIR}/{CLAIMS_DIR}/"
+    return system_prefix(prefix, CLAIMS_DIR)
+
+
+def results_prefix(prefix: str) -> str:
+    """The key prefix of query results too big for a Lambda response (``{prefix}/_arcs/results/``)."""
+    return system_prefix(prefix, RESULTS_DIR)
 
 
 class ArcsStorage(Construct):
@@ -30,6 +44,7 @@ class ArcsStorage(Construct):
         super().__init__(scope, construct_id)
         self.prefix = prefix.strip("/")
         self.claims_prefix = claims_prefix(self.prefix)
+        self.results_prefix = results_prefix(self.prefix)
 
         self.bucket = s3.Bucket(
             self,
@@ -48,6 +63,11 @@ class ArcsStorage(Construct):
                     id="expire-claim-checks",
                     prefix=self.claims_prefix,
                     expiration=CLAIM_EXPIRY,
+                ),
+                s3.LifecycleRule(
+                    id="expire-handed-off-results",
+                    prefix=self.results_prefix,
+                    expiration=RESULT_EXPIRY,
                 ),
                 s3.LifecycleRule(
                     id="abort-incomplete-uploads",

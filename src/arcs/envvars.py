@@ -22,3 +22,8 @@ WORK_DIR = "ARCS_WORK_DIR"  # DuckDB home, temp and extension directory (/tmp in
 QUERY_MAX_ROWS = "ARCS_QUERY_MAX_ROWS"
 QUERY_TIMEOUT_S = "ARCS_QUERY_TIMEOUT_S"  # a query running longer is interrupted (503); 0 = no limit
 QUEUE_TIMEOUT_S = "ARCS_QUEUE_TIMEOUT_S"  # how long a request waits for a free worker before a 503
+QUERY_INLINE_MAX_BYTES = "ARCS_QUERY_INLINE_MAX_BYTES"  # larger results are handed off through storage (AWS)
+QUERY_RESULT_URL_EXPIRY_S = "ARCS_QUERY_RESULT_URL_EXPIRY_S"  # how long a handed-off result's URL works
+RESULT_CACHE = "ARCS_RESULT_CACHE"  # "true" turns the query result cache on (off by default)
+RESULT_CACHE_TTL_S = "ARCS_RESULT_CACHE_TTL_S"
+RESULT_CACHE_MAX_BYTES = "ARCS_RESULT_CACHE_MAX_BYTES"

@@ -14,6 +14,8 @@ from datetime import UTC, datetime, timedelta
 from arcs.names import check_database, check_measurement
 
 SYSTEM_DIR = "_arcs"
+#: Results too big for a Lambda response, waiting for their download (a lifecycle rule expires them).
+RESULTS_DIR = "results"
 _KEY_RE = re.compile(
     r"(?P<db>[^/]+)/(?P<m>[^/]+)/(?P<y>\d{4})/(?P<mo>\d{2})/(?P<d>\d{2})/(?P<h>\d{2})/(?P<f>[^/]+\.parquet)"
 )
@@ -69,3 +71,10 @@ def parse_data_key(prefix: str, key: str) -> DataKey:
 def system_key(prefix: str, *parts: str) -> str:
     """A key outside every data prefix (claim checks, manifests, quarantine)."""
     return _join(prefix, "/".join((SYSTEM_DIR, *parts)))
+
+
+def result_key(prefix: str, result_id: str, extension: str) -> str:
+    """Where a handed-off query result waits for its download: ``{prefix}/_arcs/results/{id}.{extension}``."""
+    if not result_id.isalnum() or not extension.isalnum():
+        raise ValueError(f"bad result name {result_id!r}.{extension!r}")
+    return system_key(prefix, RESULTS_DIR, f"{result_id}.{extension}")

@@ -45,6 +45,16 @@ class ObjectStore(Protocol):
         ...
 
 
+class DownloadStore(Protocol):
+    """Objects a client fetches itself, from a URL that works for a short while (S3: a presigned GET)."""
+
+    def put_download(self, key: str, data: bytes, content_type: str) -> None:
+        """Store ``data`` so that fetching it answers ``content_type``."""
+        ...
+
+    def download_url(self, key: str, expires_in_s: int) -> str: ...
+
+
 class WriteQueue(Protocol):
     """Where the write edge puts an accepted request; ``enqueue`` returns once it is durable."""
 

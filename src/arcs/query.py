@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
@@ -15,6 +15,7 @@ from arcs.layout import floor_hour
 from arcs.names import check_database, check_measurement
 from arcs.ports import Catalog, FileRecord, ObjectStore
 from arcs.pruning import TimeRange, time_range
+from arcs.result_cache import ResultCache, cache_key
 from arcs.rewriter import TableRef, quote_identifier, quote_literal, rewrite_tables
 from arcs.sandbox import check_read_only
 from arcs.show import answer_show
@@ -29,12 +30,27 @@ class QueryResult:
     execution_time_ms: float
 
 
+@dataclass(frozen=True, slots=True)
+class PreparedQuery:
+    checked_sql: str  # what the sandbox judged (the caller's SQL after exact rewrites)
+    sql: str  # what DuckDB runs: measurements replaced by scans of their files
+    files: list[FileRecord] = field(default_factory=list)  # every file those scans read
+
+
 class QueryService:
-    def __init__(self, catalog: Catalog, store: ObjectStore, engine: Engine, max_rows: int) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        store: ObjectStore,
+        engine: Engine,
+        max_rows: int,
+        cache: ResultCache | None = None,
+    ) -> None:
         self.catalog = catalog
         self.store = store
         self.engine = engine
         self.max_rows = max_rows
+        self.cache = cache
 
     def run(self, sql: object, database: str, principal: Principal) -> QueryResult:
         started = time.perf_counter()
@@ -46,23 +62,35 @@ class QueryService:
         shown = answer_show(sql, database, principal, self.catalog, self.store)
         if shown is not None:
             return QueryResult(shown, (time.perf_counter() - started) * 1000)
-        table = _utc_named(self.engine.query_arrow(self._prepare(sql, database, principal), max_rows=self.max_rows))
+        # Scopes are checked and the files listed here, cache or not: a hit is never older than the catalog.
+        prepared = self._prepare(sql, database, principal)
+        key = None
+        if self.cache is not None and self.cache.repeatable(self.engine, prepared.checked_sql):
+            key = cache_key(prepared.sql, database, prepared.files, self.max_rows)
+            cached = self.cache.get(key)
+            if cached is not None:
+                return QueryResult(cached, (time.perf_counter() - started) * 1000)
+        table = _utc_named(self.engine.query_arrow(prepared.sql, max_rows=self.max_rows))
+        if self.cache is not None and key is not None:
+            self.cache.put(key, table)
         return QueryResult(table, (time.perf_counter() - started) * 1000)
 
     def plan(self, sql: str, database: str, principal: Principal) -> str:
         """DuckDB's physical plan for ``sql`` as it would run (for tests and operators, not the API)."""
         check_database(database)
-        explained = self.engine.query_arrow("EXPLAIN " + self._prepare(sql, database, principal))
+        explained = self.engine.query_arrow("EXPLAIN " + self._prepare(sql, database, principal).sql)
         return "\n".join(str(value) for value in explained.column(explained.num_columns - 1).to_pylist())
 
-    def _prepare(self, sql: str, database: str, principal: Principal) -> str:
+    def _prepare(self, sql: str, database: str, principal: Principal) -> PreparedQuery:
         """The SQL DuckDB runs: exact rewrites, the sandbox's check, then tables mapped to their files."""
         # Rewrite first, so the sandbox judges exactly the SQL that will run.
-        sql = apply_exact_rewrites(sql)
-        check_read_only(self.engine, sql)
-        return rewrite_tables(sql, lambda ref: self._scan(ref, database, principal))
+        checked = apply_exact_rewrites(sql)
+        check_read_only(self.engine, checked)
+        files: list[FileRecord] = []
+        mapped = rewrite_tables(checked, lambda ref: self._scan(ref, database, principal, files))
+        return PreparedQuery(checked, mapped, files)
 
-    def _scan(self, ref: TableRef, default_database: str, principal: Principal) -> str:
+    def _scan(self, ref: TableRef, default_database: str, principal: Principal, used: list[FileRecord]) -> str:
         database = check_database(ref.database) if ref.database is not None else default_database
         measurement = check_measurement(ref.measurement)
         principal.require_database(database)
@@ -70,6 +98,7 @@ class QueryService:
         if schema is None:
             raise NotFound(f"measurement {measurement!r} not found in database {database!r}")
         files = self._files(database, measurement, time_range(ref.where, ref.qualifiers, self._evaluate_time))
+        used += files
         if not files:
             columns = ", ".join(
                 f"CAST(NULL AS {_duckdb_type(kind)}) AS {quote_identifier(name)}"

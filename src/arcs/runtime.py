@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from arcs.ports import Catalog, ObjectStore, TokenStore, WriteQueue
+from arcs.ports import Catalog, DownloadStore, ObjectStore, TokenStore, WriteQueue
 from arcs.settings import Settings
 from arcs.tokens import TokenService
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from arcs.adapters.sqlite_catalog import SqliteDatabase
     from arcs.api import ApiPart
     from arcs.engine import Engine, S3Access
+    from arcs.handoff import ResultHandoff
     from arcs.ingest import Ingestor
     from arcs.query import QueryService
     from arcs.writes import WriteService
@@ -42,6 +43,7 @@ class Runtime:
         queue: WriteQueue,
         allowed_roots: list[str],
         s3_access: Callable[[], S3Access] | None = None,
+        downloads: DownloadStore | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -50,6 +52,7 @@ class Runtime:
         self.tokens = TokenService(token_store, settings.token_cache_ttl_s)
         self._allowed_roots = allowed_roots
         self._s3_access = s3_access
+        self._downloads = downloads
 
     @functools.cached_property
     def writes(self) -> WriteService:
@@ -84,8 +87,25 @@ class Runtime:
     @functools.cached_property
     def queries(self) -> QueryService:
         from arcs.query import QueryService  # lazy: with the engine, for the functions that query
+        from arcs.result_cache import ResultCache
 
-        return QueryService(self.catalog, self.store, self.engine, self.settings.query_max_rows)
+        settings = self.settings
+        cache = (
+            ResultCache(settings.result_cache_max_bytes, settings.result_cache_ttl_s) if settings.result_cache else None
+        )
+        return QueryService(self.catalog, self.store, self.engine, settings.query_max_rows, cache)
+
+    @functools.cached_property
+    def result_handoff(self) -> ResultHandoff | None:
+        """How results too big for a Lambda response reach the caller; None where every result fits inline."""
+        if self._downloads is None:
+            return None
+        from arcs.handoff import ResultHandoff
+
+        settings = self.settings
+        return ResultHandoff(
+            self._downloads, settings.prefix, settings.query_inline_max_bytes, settings.query_result_url_expiry_s
+        )
 
     def ingestor(self) -> Ingestor:
         from arcs.ingest import Ingestor  # lazy: Parquet writing is the ingest function's alone
@@ -107,7 +127,8 @@ class Runtime:
         from arcs.adapters.aws import aws_runtime_parts
 
         store, catalog, token_store, queue, roots, s3_access = aws_runtime_parts(settings)
-        return cls(settings, store, catalog, token_store, queue, roots, s3_access)
+        # Lambda answers at most 6 MiB: bigger results are handed off through the bucket.
+        return cls(settings, store, catalog, token_store, queue, roots, s3_access, downloads=store)
 
 
 class LocalRuntime(Runtime):

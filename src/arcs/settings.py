@@ -46,6 +46,15 @@ class Settings:
     # Locally; in Lambda the function's timeout minus a margin, so the caller gets the error, not a 504.
     query_timeout_s: float = 30.0
     queue_timeout_s: float = 10.0
+    # Lambda answers at most 6 MiB synchronously, body and envelope; a body costing more than this
+    # in the proxy response (JSON-escaped, or base64 for Arrow) goes through storage instead.
+    # 64 KiB stays free for the status, headers and the envelope's own JSON.
+    query_inline_max_bytes: int = 6 * 1024 * 1024 - 64 * 1024
+    # Long enough to follow the redirect; S3 checks the expiry only when a download starts.
+    query_result_url_expiry_s: int = 300
+    result_cache: bool = False
+    result_cache_ttl_s: float = 60.0
+    result_cache_max_bytes: int = 256 * 1024 * 1024
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -70,6 +79,12 @@ class Settings:
         query_timeout_s = number(envvars.QUERY_TIMEOUT_S, base.query_timeout_s)
         if query_timeout_s < 0:
             raise ConfigError(f"{envvars.QUERY_TIMEOUT_S} must be 0 (no limit) or more, got {query_timeout_s:g}")
+        cache = text(envvars.RESULT_CACHE, "false").strip().lower()
+        if cache not in ("true", "false", "1", "0", ""):
+            raise ConfigError(f"{envvars.RESULT_CACHE} must be 'true' or 'false', got {cache!r}")
+        expiry_s = int(number(envvars.QUERY_RESULT_URL_EXPIRY_S, base.query_result_url_expiry_s))
+        if not 1 <= expiry_s <= 7 * 24 * 3600:  # S3's longest presigned URL is 7 days
+            raise ConfigError(f"{envvars.QUERY_RESULT_URL_EXPIRY_S} must be 1 to 604800 seconds, got {expiry_s}")
         threads = env.get(envvars.DUCKDB_THREADS)
         work_dir = env.get(envvars.WORK_DIR)
         return cls(
@@ -95,6 +110,11 @@ class Settings:
             query_max_rows=int(number(envvars.QUERY_MAX_ROWS, base.query_max_rows)),
             query_timeout_s=query_timeout_s,
             queue_timeout_s=number(envvars.QUEUE_TIMEOUT_S, base.queue_timeout_s),
+            query_inline_max_bytes=int(number(envvars.QUERY_INLINE_MAX_BYTES, base.query_inline_max_bytes)),
+            query_result_url_expiry_s=expiry_s,
+            result_cache=cache in ("true", "1"),
+            result_cache_ttl_s=number(envvars.RESULT_CACHE_TTL_S, base.result_cache_ttl_s),
+            result_cache_max_bytes=int(number(envvars.RESULT_CACHE_MAX_BYTES, base.result_cache_max_bytes)),
         )
 
     def with_(self, **changes: object) -> Settings:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -25,7 +26,7 @@ import pytest
 from arcs import layout
 from arcs.adapters.aws import AwsResources
 from arcs.emulation import load_handler, sqs_event
-from arcs.emulation.functions import FakeLambdaContext, Handler
+from arcs.emulation.functions import LAMBDA_PAYLOAD_LIMIT, FakeLambdaContext, Handler
 from arcs.emulation.local import function_environment
 from arcs.runtime import Runtime, lambda_app, lambda_runtime
 from tests.conftest import ACCESS_KEY, SECRET_KEY, AwsEnv
@@ -182,7 +183,14 @@ def fn(aws: AwsEnv, handlers: Handlers, monkeypatch: pytest.MonkeyPatch, tmp_pat
     monkeypatch.setenv("ARCS_PREFIX", PREFIX)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
-    for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "ARCS_CLAIM_CHECK_BYTES", "ARCS_BOOTSTRAP_TOKEN"):
+    for name in (
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "ARCS_CLAIM_CHECK_BYTES",
+        "ARCS_BOOTSTRAP_TOKEN",
+        "ARCS_QUERY_INLINE_MAX_BYTES",
+        "ARCS_QUERY_MAX_ROWS",
+    ):
         monkeypatch.delenv(name, raising=False)
     lambda_runtime.cache_clear()
     lambda_app.cache_clear()
@@ -354,3 +362,91 @@ def test_poison_records_are_reported_while_the_rest_commit(fn: Lambda) -> None:
     poison = {message["MessageId"] for message in batch if "not" in message["Body"] or '"w1"' in message["Body"]}
     assert len(poison) == 2 and set(failed) == poison
     assert fn.count(m) == 6
+
+
+# --- results larger than a Lambda response ------------------------------------------------------
+def reload_with(monkeypatch: pytest.MonkeyPatch, **env: str) -> None:
+    """A fresh container with ``env`` added to the function's environment."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    lambda_runtime.cache_clear()
+    lambda_app.cache_clear()
+
+
+def header(response: dict[str, Any], name: str) -> str:
+    (value,) = response["multiValueHeaders"][name]
+    return str(value)
+
+
+def follow(response: dict[str, Any]) -> httpx.Response:
+    """What a client does with a 303: GET the Location (here a presigned URL on the moto server)."""
+    assert response["statusCode"] == 303, response
+    fetched = httpx.get(header(response, "Location"))
+    assert fetched.status_code == 200, fetched.text
+    return fetched
+
+
+def test_results_over_the_inline_limit_are_handed_off_whole_through_the_results_prefix(
+    fn: Lambda, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    m = name("wide")
+    fn.write("\n".join(f'{m},host=h{i % 7} v={i}i,s="row \\"{i}\\" é" {T0_NS + i * 1000}' for i in range(2000)))
+    assert fn.ingest(fn.receive(1)) == []
+    sql = f"SELECT time, host, v, s FROM {m} ORDER BY time"
+    inline = json.loads(fn.query(sql)["body"])
+    inline_table = pa.ipc.open_stream(base64.b64decode(fn.query(sql, arrow=True)["body"])).read_all()
+    assert inline["row_count"] == 2000 and inline_table.num_rows == 2000
+
+    reload_with(monkeypatch, ARCS_QUERY_INLINE_MAX_BYTES="20000")
+    response = fn.query(sql)
+    assert header(response, "Content-Type") == "application/json"
+    assert header(response, "X-Arc-Result-Content-Type") == "application/json"
+    explanation = json.loads(response["body"])
+    assert explanation["success"] is True and explanation["result_url"] == header(response, "Location")
+    assert "larger than a Lambda response holds" in explanation["message"] and explanation["expires_in_s"] == 300
+    fetched = follow(response)
+    assert fetched.headers["content-type"] == "application/json"
+    document = fetched.json()
+    assert len(fetched.content) == explanation["size_bytes"]
+    assert (document["columns"], document["data"]) == (inline["columns"], inline["data"])
+
+    response = fn.query(sql, arrow=True)
+    assert header(response, "X-Arc-Result-Content-Type") == "application/vnd.apache.arrow.stream"
+    assert float(header(response, "X-Arc-Execution-Time-Ms")) >= 0
+    fetched = follow(response)
+    assert fetched.headers["content-type"] == "application/vnd.apache.arrow.stream"
+    assert pa.ipc.open_stream(fetched.content).read_all().equals(inline_table)
+
+    stored = fn.aws.s3.list_objects_v2(Bucket=fn.aws.bucket, Prefix=f"{PREFIX}/_arcs/results/")["Contents"]
+    assert sorted(key["Key"].rsplit(".", 1)[1] for key in stored) == ["arrows", "json"]
+    # Small results still come inline.
+    small = fn.query(f"SELECT count(*) AS n FROM {m}")
+    assert small["statusCode"] == 200 and json.loads(small["body"])["data"] == [[2000]]
+
+
+def test_what_a_body_costs_in_the_proxy_response_decides_not_its_length(fn: Lambda) -> None:
+    """Under the default limit the whole Lambda response fits in 6 MiB; escaping can push a body over."""
+    limit = fn.runtime.settings.query_inline_max_bytes
+    # Each '"' is 2 characters in the JSON document and 4 once that document is a JSON string.
+    quotes = fn.query(f"SELECT repeat('\"', {limit // 3}) AS s")
+    assert quotes["statusCode"] == 303
+    assert len(follow(quotes).content) < limit
+    for arrow, text_bytes in ((False, limit - 1000), (True, limit * 3 // 4 - 1000)):
+        fits = fn.query(f"SELECT repeat('x', {text_bytes}) AS s", arrow=arrow)
+        assert fits["statusCode"] == 200
+        assert len(json.dumps(fits)) <= LAMBDA_PAYLOAD_LIMIT
+        over = fn.query(f"SELECT repeat('x', {text_bytes + 2000}) AS s", arrow=arrow)
+        assert over["statusCode"] == 303
+
+
+def test_a_result_over_the_row_cap_is_a_clear_400_never_a_truncation(
+    fn: Lambda, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reload_with(monkeypatch, ARCS_QUERY_MAX_ROWS="1000")
+    assert fn.rows("SELECT count(*) FROM range(1000)") == [[1000]]
+    assert len(fn.rows("SELECT * FROM range(1000)")) == 1000
+    for arrow in (False, True):
+        response = fn.query("SELECT * FROM range(1001)", arrow=arrow)
+        assert response["statusCode"] == 400
+        error = json.loads(response["body"])["error"]
+        assert error == "the result has more than 1000 rows; add a LIMIT or narrow the query"

@@ -22,7 +22,7 @@ from infra.function import FUNCTIONS_DIR, KNOWN_ENV_NAMES, FunctionDefaults
 from infra.stack import ArcsStack
 from infra.storage import ArcsStorage
 
-from arcs import envvars
+from arcs import envvars, layout
 from arcs.adapters.aws_dynamodb import TTL_ATTRIBUTE
 from arcs.adapters.aws_sqs import SQS_MAX_MESSAGE_BYTES, claim_key
 
@@ -198,6 +198,15 @@ def test_claim_check_objects_expire_after_15_days_where_the_core_writes_them(syn
     assert claims["Status"] == "Enabled"
 
 
+def test_handed_off_results_expire_after_a_day_where_the_core_writes_them(synth: Synth) -> None:
+    core_prefix = layout.result_key("", "r", "json").rsplit("/", 1)[0] + "/"
+    assert core_prefix == "_arcs/results/" == synth.stack.storage.results_prefix
+    rules = synth.props(synth.stack.storage.bucket)["LifecycleConfiguration"]["Rules"]
+    [results] = [rule for rule in rules if rule.get("Prefix") == core_prefix]
+    assert results["ExpirationInDays"] == 1
+    assert results["Status"] == "Enabled"
+
+
 def test_table_keys_billing_ttl_and_recovery(synth: Synth) -> None:
     table = synth.props(synth.stack.storage.table)
     assert table["KeySchema"] == [
@@ -310,7 +319,10 @@ def test_grants_are_what_each_function_needs(synth: Synth) -> None:
     assert "sqs:SendMessage" not in actions["ingest"]
 
     assert {"s3:GetObject", "s3:ListBucket", "dynamodb:GetItem", "dynamodb:PutItem"} <= actions["query"]
-    assert "s3:PutObject" not in actions["query"]  # deletes a dropped database's objects, never writes
+    # It deletes a dropped database's objects and never writes data: only results too big to answer.
+    [query_put] = [s for s in grants["query"] if "s3:PutObject" in _actions([s])]
+    assert query_put["Action"] == "s3:PutObject"
+    assert query_put["Resource"] == {"Fn::Join": ["", [bucket_arn, "/_arcs/results/*"]]}
     assert not any(action.startswith("sqs:") for action in actions["query"])
 
     assert {"dynamodb:GetItem", "dynamodb:Query"} <= actions["authorizer"]
@@ -465,6 +477,7 @@ def test_acknowledged_findings_are_the_known_ones_with_reasons(synth: Synth) -> 
     assert {i for i in ids if i.startswith("AwsSolutions-IAM5[Resource::<")} == {
         f"AwsSolutions-IAM5[Resource::<{synth.logical_id(synth.stack.storage.bucket)}.Arn>/*]",
         f"AwsSolutions-IAM5[Resource::<{synth.logical_id(synth.stack.storage.bucket)}.Arn>/_arcs/claims/*]",
+        f"AwsSolutions-IAM5[Resource::<{synth.logical_id(synth.stack.storage.bucket)}.Arn>/_arcs/results/*]",
     }
     assert {i for i in ids if not i.startswith("AwsSolutions-IAM5[Resource::<")} == ACKNOWLEDGED
     assert all(len(reason) >= 20 for reason in acknowledged.values())

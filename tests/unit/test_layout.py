@@ -35,3 +35,12 @@ def test_bad_file_names_are_refused(bad: str) -> None:
 def test_hour_from_micros_floors_negative_times() -> None:
     assert layout.hour_from_micros(-1) == datetime(1969, 12, 31, 23, tzinfo=UTC)
     assert layout.hour_from_micros(3_600_000_000) == datetime(1970, 1, 1, 1, tzinfo=UTC)
+
+
+def test_result_keys_are_system_keys_of_their_own_folder() -> None:
+    key = layout.result_key("arcs", "0f3a9c", "arrows")
+    assert key == "arcs/_arcs/results/0f3a9c.arrows"
+    assert layout.result_key("", "0f3a9c", "json") == "_arcs/results/0f3a9c.json"
+    for result_id, extension in (("../x", "json"), ("a/b", "json"), ("abc", "js/on"), ("", "json")):
+        with pytest.raises(ValueError, match="bad result name"):
+            layout.result_key("arcs", result_id, extension)

@@ -97,17 +97,22 @@ class AwsClients:
         region: str = "us-east-1",
     ) -> AwsClients:
         session = session or boto3.Session(region_name=region)
-        # Emulators serve every bucket on one host, so S3 must address buckets by path there.
-        config = Config(retries={"mode": "standard"}, s3={"addressing_style": "path"} if endpoint_url else None)
+        config = Config(retries={"mode": "standard"})
+        # Emulators serve every bucket on one host, so S3 must address buckets by path there. On AWS,
+        # virtual hosts: presigned URLs then name the bucket's regional endpoint, not the global one
+        # (which redirects for other regions); and they are signed with SigV4, not botocore's SigV2.
+        s3_config = config.merge(
+            Config(signature_version="s3v4", s3={"addressing_style": "path" if endpoint_url else "virtual"})
+        )
         lock = threading.Lock()
 
-        def lazy(service: str) -> Any:
+        def lazy(service: str, config: Config) -> Any:
             return _LazyClient(
                 lambda: session.client(service, endpoint_url=endpoint_url, region_name=region, config=config),  # type: ignore[call-overload]
                 lock,
             )
 
-        return cls(s3=lazy("s3"), sqs=lazy("sqs"), dynamodb=lazy("dynamodb"))
+        return cls(s3=lazy("s3", s3_config), sqs=lazy("sqs", config), dynamodb=lazy("dynamodb", config))
 
     @classmethod
     def from_settings(cls, settings: Settings, session: boto3.Session | None = None) -> AwsClients:

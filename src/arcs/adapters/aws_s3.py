@@ -91,6 +91,22 @@ class S3Store:
     def url(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
 
+    # --- DownloadStore: objects a client fetches itself -----------------------------------------
+    def put_download(self, key: str, data: bytes, content_type: str) -> None:
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._fault("put", key, exc) from exc
+
+    def download_url(self, key: str, expires_in_s: int) -> str:
+        """A presigned GET, signed with this process's credentials (so it also ends when they do)."""
+        try:
+            return self.client.generate_presigned_url(
+                "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires_in_s
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise self._fault("presign", key, exc) from exc
+
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
         paginator = self.client.get_paginator("list_objects_v2")
         pages = paginator.paginate(

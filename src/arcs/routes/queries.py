@@ -37,19 +37,43 @@ def queries_router(runtime: Runtime) -> Router:
         database = request.database(str(document["database"]) if document.get("database") else None)
         return runtime.queries.run(document.get("sql"), database, caller)
 
+    def answer(body: str | bytes, content_type: str, extension: str, headers: dict[str, str]) -> Response[Any]:
+        """200 with the result, or a 303 to it in storage when a Lambda response cannot hold it."""
+        handoff = runtime.result_handoff
+        if handoff is None or not handoff.too_big_to_answer(body):
+            return Response(200, content_type, body, headers)
+        stored = handoff.hand_off(body, content_type, extension)
+        explanation = {
+            "success": True,
+            "result_url": stored.url,
+            "content_type": content_type,
+            "size_bytes": stored.size,
+            "expires_in_s": stored.expires_in_s,
+            "message": (
+                f"the result ({stored.size} bytes) is larger than a Lambda response holds; GET it from the "
+                f"Location URL within {stored.expires_in_s} s (clients that follow redirects already do)"
+            ),
+        }
+        return Response(
+            303,
+            "application/json",
+            json.dumps(explanation, separators=(",", ":")),
+            {**headers, "Location": stored.url, "X-Arc-Result-Content-Type": content_type},
+        )
+
+    def answer_json(result: QueryResult) -> Response[Any]:
+        # A str body: Powertools would send bytes base64-encoded, a third larger against Lambda's 6 MB.
+        return answer(to_json_document(result).decode(), "application/json", "json", {})
+
     @router.post("/api/v1/query")
-    def query_json() -> Response[str]:
-        return _json_response(run_query())
+    def query_json() -> Response[Any]:
+        return answer_json(run_query())
 
     @router.post("/api/v1/query/arrow")
     def query_arrow() -> Response[Any]:
         result = run_query()
-        return Response(
-            200,
-            ARROW_STREAM,
-            to_arrow_stream(result.table),
-            {"X-Arc-Execution-Time-Ms": f"{result.execution_time_ms:.3f}"},
-        )
+        timing = {"X-Arc-Execution-Time-Ms": f"{result.execution_time_ms:.3f}"}
+        return answer(to_arrow_stream(result.table), ARROW_STREAM, "arrows", timing)
 
     @router.post("/api/v1/query/estimate")
     def query_estimate() -> dict[str, Any]:
@@ -71,7 +95,7 @@ def queries_router(runtime: Runtime) -> Router:
         }
 
     @router.get("/api/v1/query/<measurement>")
-    def query_measurement(measurement: str) -> Response[str]:
+    def query_measurement(measurement: str) -> Response[Any]:
         caller = request.principal()
         caller.require("read")
         database = _request_database(request.param("database"), request.header("x-arc-database"))
@@ -90,14 +114,9 @@ def queries_router(runtime: Runtime) -> Router:
             where=request.param("where"),
         )
         check_single_measurement_query(runtime.engine, sql, database, measurement)
-        return _json_response(runtime.queries.run(sql, database, caller))
+        return answer_json(runtime.queries.run(sql, database, caller))
 
     return router
-
-
-def _json_response(result: QueryResult) -> Response[str]:
-    # A str body: Powertools would send bytes base64-encoded, a third larger against Lambda's 6 MB.
-    return Response(200, "application/json", to_json_document(result).decode())
 
 
 # --- GET /api/v1/query/{measurement} --------------------------------------------------------------
