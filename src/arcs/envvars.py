@@ -22,3 +22,6 @@ WORK_DIR = "ARCS_WORK_DIR"  # DuckDB home, temp and extension directory (/tmp in
 QUERY_MAX_ROWS = "ARCS_QUERY_MAX_ROWS"
 QUERY_TIMEOUT_S = "ARCS_QUERY_TIMEOUT_S"  # a query running longer is interrupted (503); 0 = no limit
 QUEUE_TIMEOUT_S = "ARCS_QUEUE_TIMEOUT_S"  # how long a request waits for a free worker before a 503
+CQ_TIMER_S = "ARCS_CQ_TIMER_S"  # standalone server: how often continuous queries run (0: never)
+CQ_DELAY_S = "ARCS_CQ_DELAY_S"  # a window runs once it closed this long ago (late data's grace)
+CQ_MAX_WINDOWS = "ARCS_CQ_MAX_WINDOWS"  # windows one continuous query catches up per run

@@ -46,6 +46,10 @@ class Settings:
     # Locally; in Lambda the function's timeout minus a margin, so the caller gets the error, not a 504.
     query_timeout_s: float = 30.0
     queue_timeout_s: float = 10.0
+    # Continuous queries (docs/continuous_queries.md).
+    cq_timer_s: float = 60.0
+    cq_delay_s: float = 60.0
+    cq_max_windows: int = 60
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -95,6 +99,9 @@ class Settings:
             query_max_rows=int(number(envvars.QUERY_MAX_ROWS, base.query_max_rows)),
             query_timeout_s=query_timeout_s,
             queue_timeout_s=number(envvars.QUEUE_TIMEOUT_S, base.queue_timeout_s),
+            cq_timer_s=number(envvars.CQ_TIMER_S, base.cq_timer_s),
+            cq_delay_s=number(envvars.CQ_DELAY_S, base.cq_delay_s),
+            cq_max_windows=max(1, int(number(envvars.CQ_MAX_WINDOWS, base.cq_max_windows))),
         )
 
     def with_(self, **changes: object) -> Settings:
