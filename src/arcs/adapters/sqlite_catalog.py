@@ -319,8 +319,8 @@ class SqliteCatalog:
             conn.execute(
                 "INSERT OR REPLACE INTO cq_executions VALUES (?, ?, ?, ?)",
                 (
-                    execution.execution_id,
                     execution.query_id,
+                    execution.execution_id,
                     sortable_time(execution.started_at),
                     json.dumps(execution_to_json(execution)),
                 ),
@@ -408,6 +408,7 @@ CREATE TABLE IF NOT EXISTS continuous_queries (
     query_id INTEGER PRIMARY KEY AUTOINCREMENT, database TEXT NOT NULL, name TEXT NOT NULL, definition TEXT NOT NULL,
     version INTEGER NOT NULL, processed_until_us INTEGER, UNIQUE (database, name));
 CREATE TABLE IF NOT EXISTS cq_executions (
-    execution_id TEXT PRIMARY KEY, query_id INTEGER NOT NULL, started_at TEXT NOT NULL, record TEXT NOT NULL);
+    query_id INTEGER NOT NULL, execution_id TEXT NOT NULL, started_at TEXT NOT NULL, record TEXT NOT NULL,
+    PRIMARY KEY (query_id, execution_id));
 CREATE INDEX IF NOT EXISTS cq_executions_by_query ON cq_executions (query_id, started_at);
 """
