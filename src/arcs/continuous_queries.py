@@ -217,8 +217,14 @@ class ContinuousQueries:
         """Every active query's closed windows since its mark, at most ``max_windows`` each."""
         summary = RunSummary()
         for query in self.catalog.list_continuous_queries():
-            if query.is_active:
+            if not query.is_active:
+                continue
+            try:
                 self._catch_up(query, micros(now), summary)
+            except Exception as exc:
+                # One query's trouble (say, its mark could not be read) does not hold up the others.
+                logger.exception("continuous query %s could not run", query.query_id)
+                summary.failed[query.query_id] = str(exc)
         if summary.windows or summary.failed:
             logger.info("continuous queries: %s", summary.to_json())
         return summary

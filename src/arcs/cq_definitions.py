@@ -59,10 +59,6 @@ def window_after(start_us: int, interval_s: int) -> tuple[int, int]:
     return start_us, window_start(start_us, interval_s) + interval_s * US_PER_S
 
 
-def is_aligned(time_us: int, interval_s: int) -> bool:
-    return time_us % (interval_s * US_PER_S) == 0
-
-
 def rfc3339(time_us: int) -> str:
     moment = _EPOCH + timedelta(microseconds=time_us)
     text = moment.isoformat(timespec="microseconds" if time_us % US_PER_S else "seconds")

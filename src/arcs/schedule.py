@@ -20,7 +20,6 @@ class PeriodicTask(threading.Thread):
         super().__init__(name=f"arcs-{name}", daemon=True)
         self.every_s = every_s
         self.task = task
-        self.runs = 0  # completed runs, failed or not: tests wait on it
         self._stop_event = threading.Event()
 
     def stop(self) -> None:
@@ -33,4 +32,3 @@ class PeriodicTask(threading.Thread):
             except Exception:
                 # A failed run is retried at the next tick; the task keeps its own state.
                 logger.exception("%s failed; it runs again in %g s", self.name, self.every_s)
-            self.runs += 1

@@ -15,7 +15,7 @@ from tests.e2e.servers import Client, ServerProcess, local, standalone
 pytestmark = pytest.mark.e2e
 
 BASE = "/api/v1/continuous_queries"
-DELAY_S = 3
+DELAY_S = 5
 BACKFILL_HOURS = 2
 HOST_COUNT = 2
 # 2024-01-01T00:00:00Z: history, long before any continuous query here is created.
