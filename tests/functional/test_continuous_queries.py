@@ -18,6 +18,7 @@ from arcs.adapters.aws import aws_runtime_parts, queued_write_from_sqs
 from arcs.batch import TIME_TYPE, MeasurementRows
 from arcs.continuous_queries import ContinuousQueries
 from arcs.cq_definitions import micros
+from arcs.emulation import FakeLambdaContext, load_handler
 from arcs.errors import BadRequest
 from arcs.runtime import Runtime, local_runtime
 from arcs.server import IngestLoop
@@ -352,3 +353,10 @@ def test_definitions_are_checked_against_the_sql(world: World) -> None:
         with pytest.raises(BadRequest, match=message or None):
             service.create({**base, "query": sql}, T0)
     assert world.runtime.catalog.list_continuous_queries() == []
+
+
+def test_the_scheduled_function_runs_only_its_own_task() -> None:
+    handler = load_handler("compact", "continuous_queries.py")
+    context = FakeLambdaContext("arcs-cq", 1024, "arn:aws:lambda:us-east-1:123456789012:function:arcs-cq", 1e12)
+    with pytest.raises(ValueError, match="not 'compaction'"):
+        handler({"task": "compaction"}, context)

@@ -636,3 +636,26 @@ def test_continuous_query_executions_newest_first_and_deleted_with_the_query(por
     assert len(catalog.list_cq_executions(other.query_id)) == 1
     again = catalog.create_continuous_query(continuous_query("a"), 0)  # its name is free again
     assert again is not None and again.query_id == 3  # and ids are never reused
+
+
+def test_continuous_query_executions_expire_after_thirty_days(ports: Ports) -> None:
+    catalog = ports.catalog
+    stored = catalog.create_continuous_query(continuous_query("a"), 0)
+    assert stored is not None
+    records = [
+        execution(stored.query_id, 0, started_at=datetime.now(UTC) - timedelta(days=31)),
+        execution(stored.query_id, 1),
+    ]
+    for record in records:
+        catalog.put_cq_execution(record)
+    if ports.name == "local":
+        assert catalog.list_cq_executions(stored.query_id) == records[1:]  # pruned as the next one is put
+        return
+    # DynamoDB deletes expired items by itself (moto does not): each carries its expiry.
+    items = catalog.client.query(  # type: ignore[attr-defined]
+        TableName=catalog.table,  # type: ignore[attr-defined]
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"CQRUN#{stored.query_id}"}},
+    )["Items"]
+    expiries = sorted(int(item["expires_at"]["N"]) for item in items)
+    assert expiries == [int((record.started_at + timedelta(days=30)).timestamp()) for record in records]

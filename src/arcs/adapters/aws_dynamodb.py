@@ -508,7 +508,8 @@ class DynamoCatalog(_Table):
             "pk": _cq_runs_pk(execution.query_id),
             "sk": f"{sortable_time(execution.started_at)}#{execution.execution_id}",
             "record": json.dumps(execution_to_json(execution)),
-            TTL_ATTRIBUTE: int((_now() + CQ_EXECUTION_RETENTION).timestamp()),
+            # Kept as long as the SQLite catalog keeps it: for a while after it started.
+            TTL_ATTRIBUTE: int((execution.started_at + CQ_EXECUTION_RETENTION).timestamp()),
         }
         self._batch_write([{"PutRequest": {"Item": _item(values)}}])
 
