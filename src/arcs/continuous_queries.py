@@ -194,14 +194,9 @@ class ContinuousQueries:
         query = self.get(query_id)
         if start_us >= end_us:
             raise BadRequest(f"start_time {rfc3339(start_us)} must be before end_time {rfc3339(end_us)}")
-        if not dry_run and query.is_active:
-            mark = self.catalog.get_cq_progress(query_id)
-            if mark is not None and end_us > mark:
-                raise BadRequest(
-                    f"the schedule processes this query from {rfc3339(mark)} on: a manual execute must end by "
-                    "then (or be a dry run), or the schedule would write those windows a second time"
-                )
         started_at = datetime.now(UTC)
+        if not dry_run:
+            self._check_manual_range(query, end_us, started_at)
         try:
             result = self.run_window(query, start_us, end_us, manual=True, dry_run=dry_run)
         except ArcsError as exc:
@@ -212,6 +207,25 @@ class ContinuousQueries:
             self._record(query, "manual", start_us, end_us, started_at, result, None)
             self._fault("recorded")
         return result
+
+    def _check_manual_range(self, query: ContinuousQuery, end_us: int, now: datetime) -> None:
+        """A manual execute writes only windows the schedule never will: those before the mark of
+        an active query; for an inactive one, those before the current window, where a later
+        activation puts the mark."""
+        if query.is_active:
+            limit = self.catalog.get_cq_progress(query.query_id)
+            if limit is not None and end_us > limit:
+                raise BadRequest(
+                    f"the schedule processes this query from {rfc3339(limit)} on: a manual execute must end by "
+                    "then (or be a dry run), or the schedule would write those windows a second time"
+                )
+            return
+        limit = window_start(micros(now), query.interval_s)
+        if end_us > limit:
+            raise BadRequest(
+                f"a manual execute must end by the start of the current window, {rfc3339(limit)} (or be a dry "
+                "run): were the query activated, the schedule would write later windows a second time"
+            )
 
     def run_due(self, now: datetime) -> RunSummary:
         """Every active query's closed windows since its mark, at most ``max_windows`` each."""

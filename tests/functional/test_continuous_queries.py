@@ -326,6 +326,10 @@ def test_an_inactive_query_is_not_scheduled_and_resumes_at_the_current_window(wo
     assert service.run_due(T0 + 3 * HOUR).windows == 0
     # Manual executes of an inactive query may cover any range: no schedule will repeat it.
     service.execute(query_id, micros(T0), micros(T0 + 2 * HOUR), dry_run=False)
+    # Not into the current window, though: activation puts the schedule's mark at its start.
+    now = datetime.now(UTC)
+    with pytest.raises(BadRequest, match="end by the start of the current window"):
+        service.execute(query_id, micros(T0), micros(now + HOUR), dry_run=False)
     service.update(query_id, {"is_active": True}, T0 + 2 * HOUR + timedelta(minutes=30))
     assert world.runtime.catalog.get_cq_progress(query_id) == micros(T0 + 2 * HOUR)
     service.run_due(T0 + 3 * HOUR)
