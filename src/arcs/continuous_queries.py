@@ -167,12 +167,15 @@ class ContinuousQueries:
         start_us: int,
         end_us: int,
         *,
-        manual: bool = False,
+        manual_id: str | None = None,
         dry_run: bool = False,
     ) -> WindowResult:
-        """Steps 1 and 2: the query over ``[start_us, end_us)``, its result queued as one write."""
+        """Steps 1 and 2: the query over ``[start_us, end_us)``, its result queued as one write.
+
+        ``manual_id``: a manual execute's id, which its write id includes (a scheduled window's does not).
+        """
         started = time.perf_counter()
-        execution_id = uuid.uuid4().hex
+        execution_id = manual_id or uuid.uuid4().hex
         sql = substitute(query.query, start_us, end_us)
         if self.catalog.get_schema(query.database, query.source_measurement) is None:
             rows = pa.table({TIME_COLUMN: pa.array([], TIME_TYPE)})  # no source yet: nothing to aggregate
@@ -182,15 +185,22 @@ class ContinuousQueries:
         self._fault("queried")
         queued = None
         if not dry_run and rows.num_rows:
-            queued = write_id(query.query_id, start_us, end_us, execution_id if manual else None)
+            queued = write_id(query.query_id, start_us, end_us, manual_id)
             part = MeasurementRows(query.destination_measurement, rows, query.tag_columns)
             self.writes.enqueue_rows(queued, query.database, [part])
             self._fault("enqueued")
         elapsed = (time.perf_counter() - started) * 1000
         return WindowResult(query, execution_id, start_us, end_us, sql, rows, queued, elapsed)
 
-    def execute(self, query_id: int, start_us: int, end_us: int, dry_run: bool) -> WindowResult:
-        """A manual execute over ``[start_us, end_us)``: its rows are added to the destination."""
+    def execute(
+        self, query_id: int, start_us: int, end_us: int, dry_run: bool, execution_id: str | None = None
+    ) -> WindowResult:
+        """A manual execute over ``[start_us, end_us)``: its rows are added to the destination.
+
+        Each execute adds, unless it repeats an earlier one's ``execution_id`` (the client's choice,
+        for retrying a request whose answer was lost): then its write id is the same, and ingest
+        stores the rows once.
+        """
         query = self.get(query_id)
         if start_us >= end_us:
             raise BadRequest(f"start_time {rfc3339(start_us)} must be before end_time {rfc3339(end_us)}")
@@ -198,7 +208,8 @@ class ContinuousQueries:
         if not dry_run:
             self._check_manual_range(query, end_us, started_at)
         try:
-            result = self.run_window(query, start_us, end_us, manual=True, dry_run=dry_run)
+            manual_id = execution_id or uuid.uuid4().hex
+            result = self.run_window(query, start_us, end_us, manual_id=manual_id, dry_run=dry_run)
         except ArcsError as exc:
             if not dry_run:
                 self._record(query, "manual", start_us, end_us, started_at, None, exc)

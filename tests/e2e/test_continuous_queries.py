@@ -161,11 +161,13 @@ def test_bad_definitions_are_400(admin: Client, changes: dict[str, Any], message
 
 def test_bad_executes_are_400_and_unknown_ids_404(admin: Client) -> None:
     query_id = create(admin, definition(unique("cqdb"), "cpu"))["id"]
+    hour = {"start_time": "2024-01-01T00:00:00Z", "end_time": "2024-01-01T01:00:00Z"}
     for body, message in [
         ({"end_time": "2024-01-01T00:00:00Z"}, "start_time"),
         ({"start_time": "2024-01-01T01:00:00Z", "end_time": "2024-01-01T00:00:00Z"}, "must be before"),
         ({"start_time": "x", "end_time": "2024-01-01T00:00:00Z"}, "RFC3339"),
-        ({"start_time": "2024-01-01T00:00:00Z", "end_time": "2024-01-01T01:00:00Z", "dry_run": "yes"}, "dry_run"),
+        ({**hour, "dry_run": "yes"}, "dry_run"),
+        ({**hour, "execution_id": "a/b"}, "execution_id"),
     ]:
         response = admin.http.post(f"{BASE}/{query_id}/execute", json=body)
         assert response.status_code == 400 and message in response.json()["error"], response.text

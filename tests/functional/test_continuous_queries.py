@@ -313,6 +313,12 @@ def test_manual_execute_backfills_and_adds(world: World) -> None:
     assert len(destination(world)) == 24
     executions = world.runtime.catalog.list_cq_executions(query_id)
     assert [(e.kind, e.rows) for e in executions] == [("manual", 12), ("manual", 12)]
+    # A retry that repeats its execution id (its answer was lost) is stored once.
+    for _attempt in range(2):
+        again = service.execute(query_id, micros(T0 - HOUR), micros(T0), dry_run=False, execution_id="backfill-1")
+        assert again.write_id == f"cq-{query_id}-{micros(T0 - HOUR)}-{micros(T0)}-backfill-1"
+    world.drain()
+    assert len(destination(world)) == 36
     # Windows from the mark on are the schedule's.
     with pytest.raises(BadRequest, match="schedule processes this query from 2024-03-01T00:00:00Z"):
         service.execute(query_id, micros(T0 - HOUR), micros(T0 + HOUR), dry_run=False)

@@ -9,6 +9,7 @@ scopes is never listed and its id answers 404, so a scoped token never learns it
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 
 BASE = "/api/v1/continuous_queries"
 MAX_EXECUTIONS = 1000
+#: A client's own id for a manual execute (ours): retrying with it never adds the rows twice.
+EXECUTION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 def _time(value: datetime) -> str:
@@ -175,7 +178,10 @@ def continuous_queries_router(runtime: Runtime) -> Router:
             raise BadRequest("'dry_run' must be true or false")
         start_us = parse_time(document.get("start_time"), "start_time")
         end_us = parse_time(document.get("end_time"), "end_time")
-        result = service().execute(query.query_id, start_us, end_us, dry_run)
+        execution_id = document.get("execution_id")
+        if execution_id is not None and (not isinstance(execution_id, str) or not EXECUTION_ID.fullmatch(execution_id)):
+            raise BadRequest("'execution_id' must be 1 to 64 letters, digits, '_' or '-' (or absent)")
+        result = service().execute(query.query_id, start_us, end_us, dry_run, execution_id)
         return execute_json(result, dry_run)
 
     @router.get(f"{BASE}/<query_id>/executions")
