@@ -27,3 +27,6 @@ QUERY_RESULT_URL_EXPIRY_S = "ARCS_QUERY_RESULT_URL_EXPIRY_S"  # how long a hande
 RESULT_CACHE = "ARCS_RESULT_CACHE"  # "true" turns the query result cache on (off by default)
 RESULT_CACHE_TTL_S = "ARCS_RESULT_CACHE_TTL_S"
 RESULT_CACHE_MAX_BYTES = "ARCS_RESULT_CACHE_MAX_BYTES"
+CQ_TIMER_S = "ARCS_CQ_TIMER_S"  # standalone server: how often continuous queries run (0: never)
+CQ_DELAY_S = "ARCS_CQ_DELAY_S"  # a window runs once it closed this long ago (late data's grace)
+CQ_MAX_WINDOWS = "ARCS_CQ_MAX_WINDOWS"  # windows one continuous query catches up per run

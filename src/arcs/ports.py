@@ -2,7 +2,8 @@
 
 The catalog holds everything small and transactional: measurement schemas, the databases, the
 list of committed data files (readers list files here, never by globbing storage), the ingest
-commit records and the per-write markers that make redelivery harmless (docs/ingest.md).
+commit records and the per-write markers that make redelivery harmless (docs/ingest.md), and
+the continuous queries' definitions, progress and executions (docs/continuous_queries.md).
 """
 
 from __future__ import annotations
@@ -151,6 +152,43 @@ class Catalog(Protocol):
         """The commit point: exactly one of 'committed' and 'aborted' is ever stored for an id."""
         ...
 
+    # --- continuous queries (docs/continuous_queries.md) ---------------------------------------
+    def create_continuous_query(self, query: ContinuousQuery, processed_until_us: int) -> ContinuousQuery | None:
+        """Store a new query under a new id (``query.query_id`` is ignored) with its progress mark.
+
+        Ids count up and are never reused. None if the name is taken in its database.
+        """
+        ...
+
+    def get_continuous_query(self, query_id: int) -> ContinuousQuery | None: ...
+
+    def list_continuous_queries(self, database: str | None = None) -> list[ContinuousQuery]:
+        """By database, then name."""
+        ...
+
+    def update_continuous_query(self, query: ContinuousQuery, expected_version: int) -> bool:
+        """Store ``query`` with version ``expected_version + 1`` if the stored one is at
+        ``expected_version`` and its (possibly new) name is free; False otherwise."""
+        ...
+
+    def delete_continuous_query(self, query_id: int) -> bool:
+        """Remove the definition, its name, its progress and its executions; False if unknown."""
+        ...
+
+    def get_cq_progress(self, query_id: int) -> int | None:
+        """The end (epoch microseconds) of the last window the schedule processed."""
+        ...
+
+    def set_cq_progress(self, query_id: int, expected_us: int | None, processed_until_us: int) -> bool:
+        """Compare-and-set the progress mark (None: whatever it is); False if it moved or the query is gone."""
+        ...
+
+    def put_cq_execution(self, execution: CQExecution) -> None: ...
+
+    def list_cq_executions(self, query_id: int, limit: int = 100) -> list[CQExecution]:
+        """Newest first."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class TokenRecord:
@@ -179,3 +217,48 @@ class TokenStore(Protocol):
     def delete(self, token_id: str) -> bool: ...
 
     def is_empty(self) -> bool: ...
+
+
+# --- continuous queries (docs/continuous_queries.md) ---------------------------------------------
+
+CQExecutionKind = Literal["scheduled", "manual"]
+CQExecutionStatus = Literal["succeeded", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class ContinuousQuery:
+    """A continuous query's definition, as API.md names its fields."""
+
+    query_id: int
+    name: str
+    database: str
+    source_measurement: str
+    destination_measurement: str
+    query: str  # holds {start_time} and {end_time}
+    interval: str  # as given ("5m"); its length is ``interval_s``
+    interval_s: int
+    tag_columns: tuple[str, ...]
+    retention_days: int | None
+    delete_source_after_days: int | None
+    is_active: bool
+    created_at: datetime
+    updated_at: datetime
+    description: str = ""
+    version: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class CQExecution:
+    """One run of a continuous query over one time range ``[start_us, end_us)``."""
+
+    execution_id: str
+    query_id: int
+    kind: CQExecutionKind
+    start_us: int
+    end_us: int
+    status: CQExecutionStatus
+    rows: int
+    write_id: str | None  # None when there was nothing to write
+    started_at: datetime
+    duration_ms: float
+    error: str = ""

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from arcs.adapters.spool import Spool
     from arcs.adapters.sqlite_catalog import SqliteDatabase
     from arcs.api import ApiPart
+    from arcs.continuous_queries import ContinuousQueries
     from arcs.engine import Engine, S3Access
     from arcs.handoff import ResultHandoff
     from arcs.ingest import Ingestor
@@ -111,6 +112,18 @@ class Runtime:
         from arcs.ingest import Ingestor  # lazy: Parquet writing is the ingest function's alone
 
         return Ingestor(self.catalog, self.store, self.settings.prefix, self.settings.row_group_rows)
+
+    @functools.cached_property
+    def continuous_queries(self) -> ContinuousQueries:
+        from arcs.continuous_queries import ContinuousQueries  # lazy: it needs both queries and writes
+
+        return ContinuousQueries(
+            self.catalog,
+            self.queries,
+            self.writes,
+            delay_s=self.settings.cq_delay_s,
+            max_windows=self.settings.cq_max_windows,
+        )
 
     def ready(self) -> bool:
         try:

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from types import FrameType
 from typing import Any
 
@@ -28,6 +29,7 @@ from arcs.errors import ArcsError, PayloadTooLarge, ServiceUnavailable
 from arcs.ingest import QueuedWrite
 from arcs.proxy import HttpResponse, http_response, proxy_event
 from arcs.runtime import LocalRuntime
+from arcs.schedule import PeriodicTask
 from arcs.tokens import extract_token
 
 logger = logging.getLogger(__name__)
@@ -281,6 +283,7 @@ def serve(runtime: LocalRuntime, host: str, port: int, workers: int = 8) -> None
     token = runtime.tokens.bootstrap(runtime.settings.bootstrap_token)
     ingest = IngestLoop(runtime)
     ingest.start()
+    cq_timer = continuous_queries_timer(runtime)
     app = AsgiApp(
         Gateway(runtime).handle, runtime.settings.max_request_bytes, workers, runtime.settings.queue_timeout_s
     )
@@ -288,5 +291,17 @@ def serve(runtime: LocalRuntime, host: str, port: int, workers: int = 8) -> None
         run_http(app, host, port, token)
     finally:
         app.close()
+        if cq_timer is not None:
+            cq_timer.stop()
         ingest.stop()
         ingest.join(timeout=10)
+
+
+def continuous_queries_timer(runtime: LocalRuntime) -> PeriodicTask | None:
+    """The standalone server's schedule of continuous queries (``ARCS_CQ_TIMER_S``; 0 turns it off)."""
+    every_s = runtime.settings.cq_timer_s
+    if every_s <= 0:
+        return None
+    timer = PeriodicTask("continuous-queries", every_s, lambda: runtime.continuous_queries.run_due(datetime.now(UTC)))
+    timer.start()
+    return timer

@@ -55,6 +55,10 @@ class Settings:
     result_cache: bool = False
     result_cache_ttl_s: float = 60.0
     result_cache_max_bytes: int = 256 * 1024 * 1024
+    # Continuous queries (docs/continuous_queries.md).
+    cq_timer_s: float = 60.0
+    cq_delay_s: float = 60.0
+    cq_max_windows: int = 60
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -115,6 +119,9 @@ class Settings:
             result_cache=cache in ("true", "1"),
             result_cache_ttl_s=number(envvars.RESULT_CACHE_TTL_S, base.result_cache_ttl_s),
             result_cache_max_bytes=int(number(envvars.RESULT_CACHE_MAX_BYTES, base.result_cache_max_bytes)),
+            cq_timer_s=number(envvars.CQ_TIMER_S, base.cq_timer_s),
+            cq_delay_s=number(envvars.CQ_DELAY_S, base.cq_delay_s),
+            cq_max_windows=max(1, int(number(envvars.CQ_MAX_WINDOWS, base.cq_max_windows))),
         )
 
     def with_(self, **changes: object) -> Settings:

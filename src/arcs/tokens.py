@@ -18,6 +18,8 @@ every database):
 | queries: `/api/v1/query*` (also `SHOW`), estimates           | read      | every database the SQL reads       |
 | listings: `/api/v1/measurements`, `GET /api/v1/databases*`   | read      | the one named; lists only in-scope |
 | deleting data: `/api/v1/delete`, retention policies and runs | delete    | the database named                 |
+| continuous queries: list, get, executions                    | read      | the query's; lists only in-scope   |
+| continuous queries: create, change, delete, execute          | admin     | the query's                        |
 | `/api/v1/auth/tokens*`, `POST`/`DELETE /api/v1/databases`    | admin     | -                                  |
 """
 

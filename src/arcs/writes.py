@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from arcs.batch import WriteBatch
+from arcs.batch import MeasurementRows, WriteBatch
 from arcs.decoders import WireFormat, decode
 from arcs.decoders.columns import check_precision
 from arcs.decoders.compression import decompress
@@ -55,5 +55,15 @@ class WriteService:
         parts = decode(request.kind, body, self.clock_ns() // 1000, precision)
         parts = self.schemas.apply(database, parts)
         batch = WriteBatch(uuid.uuid4().hex, database, tuple(parts))
+        self.queue.enqueue(batch.write_id, batch.to_bytes(self.envelope_compression))
+        return batch
+
+    def enqueue_rows(self, write_id: str, database: str, parts: list[MeasurementRows]) -> WriteBatch:
+        """Rows made on the server (a continuous query's result) as one write under a chosen id.
+
+        The same checks and schema rules as a request's rows; a write id used before makes the
+        ingest step store the rows once, however many times they are queued (docs/ingest.md).
+        """
+        batch = WriteBatch(write_id, check_database(database), tuple(self.schemas.apply(database, parts)))
         self.queue.enqueue(batch.write_id, batch.to_bytes(self.envelope_compression))
         return batch

@@ -12,6 +12,11 @@ Items (one table keeps the deployment small and lets transactions span kinds):
 | database drop | ``DROP#{db}`` | ``#`` | measurements (list): what a dropping database had, until it is gone |
 | token | ``TOKENS`` | ``{token_id}`` | the ``TokenRecord`` fields, bytes as Binary |
 | token lookup | ``TOKENLOOKUP#{lookup}`` | ``{token_id}`` | a copy of the token, so auth is one query |
+| continuous query | ``CQ`` | ``{query_id:012d}`` | definition (JSON text), database, name, version |
+| query id counter | ``CQCOUNTER`` | ``#`` | next_id: the last id handed out |
+| its name | ``CQNAME#{db}`` | ``{name}`` | query_id: keeps names unique per database |
+| its progress | ``CQPROGRESS#{query_id}`` | ``#`` | processed_until_us |
+| its execution | ``CQRUN#{query_id}`` | ``{started_at}#{execution_id}`` | record (JSON text), expires_at (TTL) |
 
 Names never contain ``#`` (``arcs.names``), so the composite keys cannot collide. Every read is
 strongly consistent: the commit protocol and readers listing new files depend on it.
@@ -23,15 +28,26 @@ import json
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
-from arcs.adapters.records import file_from_json, file_to_json, hour_text
+from arcs.adapters.records import (
+    CQ_EXECUTION_RETENTION,
+    cq_from_json,
+    cq_to_json,
+    execution_from_json,
+    execution_to_json,
+    file_from_json,
+    file_to_json,
+    hour_text,
+    sortable_time,
+)
 from arcs.errors import StorageFault
-from arcs.ports import CommitRecord, FileRecord, MeasurementSchema, TokenRecord
+from arcs.ports import CommitRecord, ContinuousQuery, CQExecution, FileRecord, MeasurementSchema, TokenRecord
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -397,6 +413,128 @@ class DynamoCatalog(_Table):
         }
         return self._put(values, "attribute_not_exists(pk)")
 
+    # --- continuous queries (docs/continuous_queries.md) ---------------------------------------
+    def create_continuous_query(self, query: ContinuousQuery, processed_until_us: int) -> ContinuousQuery | None:
+        query = replace(query, query_id=self._next_cq_id())
+        codes = self._transact(
+            [
+                _put_op(self.table, _cq_values(query), "attribute_not_exists(pk)"),
+                _put_op(self.table, _cq_name_values(query), "attribute_not_exists(pk)"),
+                _put_op(self.table, _cq_progress_values(query.query_id, processed_until_us)),
+            ]
+        )
+        if codes is None:
+            return query
+        if "ConditionalCheckFailed" in codes:
+            return None
+        raise StorageFault(f"DynamoDB creation of continuous query {query.name!r} cancelled: {codes}")
+
+    def _next_cq_id(self) -> int:
+        """An atomic counter: ids count up from 1 and are never handed out twice."""
+        try:
+            response = self.client.update_item(
+                TableName=self.table,
+                Key=_key(_CQ_COUNTER_PK, _NO_SORT),
+                UpdateExpression="ADD next_id :one",
+                ExpressionAttributeValues=_item({":one": 1}),
+                ReturnValues="UPDATED_NEW",
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise self._fault("counter update", exc) from exc
+        return int(_plain(response["Attributes"])["next_id"])
+
+    def get_continuous_query(self, query_id: int) -> ContinuousQuery | None:
+        item = self._get(_CQ_PK, _cq_sort(query_id))
+        return None if item is None else cq_from_json(json.loads(str(item["definition"])))
+
+    def list_continuous_queries(self, database: str | None = None) -> list[ContinuousQuery]:
+        found = [cq_from_json(json.loads(str(item["definition"]))) for item in self._query(_CQ_PK)]
+        return sorted(
+            (query for query in found if database is None or query.database == database),
+            key=lambda query: (query.database, query.name),
+        )
+
+    def update_continuous_query(self, query: ContinuousQuery, expected_version: int) -> bool:
+        current = self.get_continuous_query(query.query_id)
+        if current is None or current.version != expected_version:
+            return False
+        stored = replace(query, version=expected_version + 1)
+        definition = _put_op(self.table, _cq_values(stored), "#version = :expected")
+        definition["Put"]["ExpressionAttributeNames"] = {"#version": "version"}
+        definition["Put"]["ExpressionAttributeValues"] = _item({":expected": expected_version})
+        ops: list[TransactWriteItemTypeDef] = [definition]
+        if (current.database, current.name) != (stored.database, stored.name):
+            ops += [
+                _put_op(self.table, _cq_name_values(stored), "attribute_not_exists(pk)"),
+                {"Delete": {"TableName": self.table, "Key": _key(_cq_name_pk(current.database), current.name)}},
+            ]
+        codes = self._transact(ops)
+        if codes is None:
+            return True
+        if "ConditionalCheckFailed" in codes or "TransactionConflict" in codes:
+            return False
+        raise StorageFault(f"DynamoDB update of continuous query {query.name!r} cancelled: {codes}")
+
+    def delete_continuous_query(self, query_id: int) -> bool:
+        current = self.get_continuous_query(query_id)
+        if current is None:
+            return False
+        # One transaction: a definition is never gone while its name stays taken.
+        codes = self._transact(
+            [
+                {"Delete": {"TableName": self.table, "Key": _key(_CQ_PK, _cq_sort(query_id))}},
+                {"Delete": {"TableName": self.table, "Key": _key(_cq_name_pk(current.database), current.name)}},
+                {"Delete": {"TableName": self.table, "Key": _key(_cq_progress_pk(query_id), _NO_SORT)}},
+            ]
+        )
+        if codes is not None:
+            raise StorageFault(f"DynamoDB deletion of continuous query {current.name!r} cancelled: {codes}")
+        pk = _cq_runs_pk(query_id)
+        self._delete_keys([(pk, str(item["sk"])) for item in self._query(pk)])
+        return True
+
+    def get_cq_progress(self, query_id: int) -> int | None:
+        item = self._get(_cq_progress_pk(query_id), _NO_SORT)
+        return None if item is None else int(item["processed_until_us"])
+
+    def set_cq_progress(self, query_id: int, expected_us: int | None, processed_until_us: int) -> bool:
+        values = _cq_progress_values(query_id, processed_until_us)
+        if expected_us is None:
+            return self._put(values, "attribute_exists(pk)")
+        return self._put(values, "#until = :expected", {"#until": "processed_until_us"}, {":expected": expected_us})
+
+    def put_cq_execution(self, execution: CQExecution) -> None:
+        values = {
+            "pk": _cq_runs_pk(execution.query_id),
+            "sk": f"{sortable_time(execution.started_at)}#{execution.execution_id}",
+            "record": json.dumps(execution_to_json(execution)),
+            # Kept as long as the SQLite catalog keeps it: for a while after it started.
+            TTL_ATTRIBUTE: int((execution.started_at + CQ_EXECUTION_RETENTION).timestamp()),
+        }
+        self._batch_write([{"PutRequest": {"Item": _item(values)}}])
+
+    def list_cq_executions(self, query_id: int, limit: int = 100) -> list[CQExecution]:
+        request: QueryInputTypeDef = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": _item({":pk": _cq_runs_pk(query_id)}),
+            "ConsistentRead": True,
+            "ScanIndexForward": False,  # newest first: sort keys start with the start time
+            "Limit": min(limit, self.page_size or limit),
+        }
+        found: list[CQExecution] = []
+        while len(found) < limit:
+            try:
+                response = self.client.query(**request)
+            except (ClientError, BotoCoreError) as exc:
+                raise self._fault("query", exc) from exc
+            found += [execution_from_json(json.loads(str(_plain(item)["record"]))) for item in response["Items"]]
+            last = response.get("LastEvaluatedKey")
+            if not last:
+                break
+            request["ExclusiveStartKey"] = last
+        return found[:limit]
+
 
 def _token_values(record: TokenRecord) -> dict[str, object]:
     return {
@@ -520,3 +658,45 @@ class DynamoTokenStore(_Table):
 
     def list(self) -> list[TokenRecord]:
         return sorted((_token(item) for item in self._query(_TOKENS)), key=lambda record: record.created_at)
+
+
+# --- continuous queries (docs/continuous_queries.md) ---------------------------------------------
+
+_CQ_PK = "CQ"
+_CQ_COUNTER_PK = "CQCOUNTER"
+
+
+def _cq_sort(query_id: int) -> str:
+    return f"{query_id:012d}"  # fixed width: listing order is id order
+
+
+def _cq_name_pk(database: str) -> str:
+    return f"CQNAME#{database}"
+
+
+def _cq_progress_pk(query_id: int) -> str:
+    return f"CQPROGRESS#{query_id}"
+
+
+def _cq_runs_pk(query_id: int) -> str:
+    return f"CQRUN#{query_id}"
+
+
+def _cq_values(query: ContinuousQuery) -> dict[str, object]:
+    return {
+        "pk": _CQ_PK,
+        "sk": _cq_sort(query.query_id),
+        "database": query.database,
+        "name": query.name,
+        "version": query.version,
+        # JSON text: the definition is read whole and never queried inside.
+        "definition": json.dumps(cq_to_json(query)),
+    }
+
+
+def _cq_name_values(query: ContinuousQuery) -> dict[str, object]:
+    return {"pk": _cq_name_pk(query.database), "sk": query.name, "query_id": query.query_id}
+
+
+def _cq_progress_values(query_id: int, processed_until_us: int) -> dict[str, object]:
+    return {"pk": _cq_progress_pk(query_id), "sk": _NO_SORT, "processed_until_us": processed_until_us}

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from arcs.ports import FileRecord
+from arcs.ports import ContinuousQuery, CQExecution, FileRecord
 
 HOUR_FORMAT = "%Y-%m-%dT%H"
 
@@ -49,3 +50,93 @@ def file_from_json(data: dict[str, object]) -> FileRecord:
         max_time_us=_int(data["max_time_us"]),
         commit_id=str(data["commit_id"]),
     )
+
+
+# --- continuous queries ----------------------------------------------------------------------
+
+#: How long a continuous query's execution history is kept.
+CQ_EXECUTION_RETENTION = timedelta(days=30)
+
+
+def cq_to_json(query: ContinuousQuery) -> dict[str, object]:
+    return {
+        "query_id": query.query_id,
+        "name": query.name,
+        "description": query.description,
+        "database": query.database,
+        "source_measurement": query.source_measurement,
+        "destination_measurement": query.destination_measurement,
+        "query": query.query,
+        "interval": query.interval,
+        "interval_s": query.interval_s,
+        "tag_columns": list(query.tag_columns),
+        "retention_days": query.retention_days,
+        "delete_source_after_days": query.delete_source_after_days,
+        "is_active": query.is_active,
+        "created_at": query.created_at.isoformat(),
+        "updated_at": query.updated_at.isoformat(),
+        "version": query.version,
+    }
+
+
+def _optional_int(value: object) -> int | None:
+    return None if value is None else _int(value)
+
+
+def cq_from_json(data: dict[str, Any]) -> ContinuousQuery:
+    return ContinuousQuery(
+        query_id=_int(data["query_id"]),
+        name=str(data["name"]),
+        description=str(data.get("description") or ""),
+        database=str(data["database"]),
+        source_measurement=str(data["source_measurement"]),
+        destination_measurement=str(data["destination_measurement"]),
+        query=str(data["query"]),
+        interval=str(data["interval"]),
+        interval_s=_int(data["interval_s"]),
+        tag_columns=tuple(str(tag) for tag in data["tag_columns"]),
+        retention_days=_optional_int(data.get("retention_days")),
+        delete_source_after_days=_optional_int(data.get("delete_source_after_days")),
+        is_active=bool(data["is_active"]),
+        created_at=datetime.fromisoformat(str(data["created_at"])),
+        updated_at=datetime.fromisoformat(str(data["updated_at"])),
+        version=_int(data["version"]),
+    )
+
+
+def execution_to_json(execution: CQExecution) -> dict[str, object]:
+    return {
+        "execution_id": execution.execution_id,
+        "query_id": execution.query_id,
+        "kind": execution.kind,
+        "start_us": execution.start_us,
+        "end_us": execution.end_us,
+        "status": execution.status,
+        "rows": execution.rows,
+        "write_id": execution.write_id,
+        "started_at": execution.started_at.isoformat(),
+        "duration_ms": execution.duration_ms,
+        "error": execution.error,
+    }
+
+
+def execution_from_json(data: dict[str, Any]) -> CQExecution:
+    write_id = data.get("write_id")
+    return CQExecution(
+        execution_id=str(data["execution_id"]),
+        query_id=_int(data["query_id"]),
+        kind=data["kind"],
+        start_us=_int(data["start_us"]),
+        end_us=_int(data["end_us"]),
+        status=data["status"],
+        rows=_int(data["rows"]),
+        write_id=None if write_id is None else str(write_id),
+        started_at=datetime.fromisoformat(str(data["started_at"])),
+        duration_ms=float(data["duration_ms"]),
+        error=str(data.get("error") or ""),
+    )
+
+
+def sortable_time(moment: datetime) -> str:
+    """Fixed-width UTC text, so text order is time order (to the microsecond)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -7,14 +7,24 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from arcs.adapters.records import file_from_json, file_to_json
+from arcs.adapters.records import (
+    CQ_EXECUTION_RETENTION,
+    cq_from_json,
+    cq_to_json,
+    execution_from_json,
+    execution_to_json,
+    file_from_json,
+    file_to_json,
+    sortable_time,
+)
 from arcs.adapters.records import hour_text as _hour_text
 from arcs.adapters.records import hour_value as _hour_value
-from arcs.ports import CommitRecord, FileRecord, MeasurementSchema, TokenRecord
+from arcs.ports import CommitRecord, ContinuousQuery, CQExecution, FileRecord, MeasurementSchema, TokenRecord
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS measurements (
@@ -52,6 +62,7 @@ class SqliteDatabase:
         # FULL: a commit is on disk before we acknowledge anything that depends on it.
         self._conn.execute("PRAGMA synchronous=FULL")
         self._conn.executescript(_SCHEMA)
+        self._conn.executescript(_CQ_SCHEMA)
         self._lock = threading.RLock()
 
     @contextmanager
@@ -234,6 +245,96 @@ class SqliteCatalog:
             )
             return cursor.rowcount == 1
 
+    # --- continuous queries (docs/continuous_queries.md) ---------------------------------------
+    def create_continuous_query(self, query: ContinuousQuery, processed_until_us: int) -> ContinuousQuery | None:
+        with self.db.transaction() as conn:
+            cursor = conn.execute(
+                "INSERT OR IGNORE INTO continuous_queries (database, name, definition, version, processed_until_us) "
+                "VALUES (?, ?, '', ?, ?)",
+                (query.database, query.name, query.version, processed_until_us),
+            )
+            if cursor.rowcount != 1 or cursor.lastrowid is None:
+                return None
+            stored = replace(query, query_id=cursor.lastrowid)
+            conn.execute(
+                "UPDATE continuous_queries SET definition=? WHERE query_id=?",
+                (json.dumps(cq_to_json(stored)), stored.query_id),
+            )
+            return stored
+
+    def get_continuous_query(self, query_id: int) -> ContinuousQuery | None:
+        rows = self.db.query("SELECT definition FROM continuous_queries WHERE query_id=?", (query_id,))
+        return cq_from_json(json.loads(str(rows[0][0]))) if rows else None
+
+    def list_continuous_queries(self, database: str | None = None) -> list[ContinuousQuery]:
+        sql = "SELECT definition FROM continuous_queries"
+        rows = (
+            self.db.query(sql + " WHERE database=? ORDER BY name", (database,))
+            if database
+            else self.db.query(sql + " ORDER BY database, name")
+        )
+        return [cq_from_json(json.loads(str(row[0]))) for row in rows]
+
+    def update_continuous_query(self, query: ContinuousQuery, expected_version: int) -> bool:
+        stored = replace(query, version=expected_version + 1)
+        with self.db.transaction() as conn:
+            try:
+                cursor = conn.execute(
+                    "UPDATE continuous_queries SET database=?, name=?, definition=?, version=? "
+                    "WHERE query_id=? AND version=?",
+                    (
+                        stored.database,
+                        stored.name,
+                        json.dumps(cq_to_json(stored)),
+                        stored.version,
+                        stored.query_id,
+                        expected_version,
+                    ),
+                )
+            except sqlite3.IntegrityError:
+                return False  # the new name is another query's
+            return cursor.rowcount == 1
+
+    def delete_continuous_query(self, query_id: int) -> bool:
+        with self.db.transaction() as conn:
+            conn.execute("DELETE FROM cq_executions WHERE query_id=?", (query_id,))
+            return conn.execute("DELETE FROM continuous_queries WHERE query_id=?", (query_id,)).rowcount == 1
+
+    def get_cq_progress(self, query_id: int) -> int | None:
+        rows = self.db.query("SELECT processed_until_us FROM continuous_queries WHERE query_id=?", (query_id,))
+        return int(rows[0][0]) if rows and rows[0][0] is not None else None
+
+    def set_cq_progress(self, query_id: int, expected_us: int | None, processed_until_us: int) -> bool:
+        sql = "UPDATE continuous_queries SET processed_until_us=? WHERE query_id=?"
+        params: list[object] = [processed_until_us, query_id]
+        if expected_us is not None:
+            sql += " AND processed_until_us=?"
+            params.append(expected_us)
+        with self.db.transaction() as conn:
+            return conn.execute(sql, params).rowcount == 1
+
+    def put_cq_execution(self, execution: CQExecution) -> None:
+        horizon = sortable_time(datetime.now(UTC) - CQ_EXECUTION_RETENTION)
+        with self.db.transaction() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO cq_executions VALUES (?, ?, ?, ?)",
+                (
+                    execution.query_id,
+                    execution.execution_id,
+                    sortable_time(execution.started_at),
+                    json.dumps(execution_to_json(execution)),
+                ),
+            )
+            # The history is bounded as DynamoDB's TTL bounds it.
+            conn.execute("DELETE FROM cq_executions WHERE query_id=? AND started_at < ?", (execution.query_id, horizon))
+
+    def list_cq_executions(self, query_id: int, limit: int = 100) -> list[CQExecution]:
+        rows = self.db.query(
+            "SELECT record FROM cq_executions WHERE query_id=? ORDER BY started_at DESC, execution_id DESC LIMIT ?",
+            (query_id, limit),
+        )
+        return [execution_from_json(json.loads(str(row[0]))) for row in rows]
+
 
 def _ts(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
@@ -298,3 +399,16 @@ class SqliteTokenStore:
 
     def is_empty(self) -> bool:
         return not self.db.query("SELECT 1 FROM tokens LIMIT 1")
+
+
+# --- continuous queries (docs/continuous_queries.md) ---------------------------------------------
+
+_CQ_SCHEMA = """
+CREATE TABLE IF NOT EXISTS continuous_queries (
+    query_id INTEGER PRIMARY KEY AUTOINCREMENT, database TEXT NOT NULL, name TEXT NOT NULL, definition TEXT NOT NULL,
+    version INTEGER NOT NULL, processed_until_us INTEGER, UNIQUE (database, name));
+CREATE TABLE IF NOT EXISTS cq_executions (
+    query_id INTEGER NOT NULL, execution_id TEXT NOT NULL, started_at TEXT NOT NULL, record TEXT NOT NULL,
+    PRIMARY KEY (query_id, execution_id));
+CREATE INDEX IF NOT EXISTS cq_executions_by_query ON cq_executions (query_id, started_at);
+"""

@@ -26,6 +26,7 @@ from arcs.adapters.aws import AwsClients, AwsResources, create_resources
 from arcs.emulation.functions import LambdaFunction, load_handler
 from arcs.emulation.gateway import API_GATEWAY_PAYLOAD_LIMIT, ApiGateway
 from arcs.emulation.poller import SqsPoller
+from arcs.schedule import PeriodicTask
 from arcs.settings import ConfigError, Settings
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ logger = logging.getLogger(__name__)
 MAX_RECEIVE_COUNT = "ARCS_LOCAL_MAX_RECEIVE_COUNT"
 VISIBILITY_TIMEOUT_S = "ARCS_LOCAL_VISIBILITY_TIMEOUT_S"
 AUTHORIZER_CACHE_TTL_S = "ARCS_LOCAL_AUTHORIZER_CACHE_TTL_S"  # > 0: cache keyed on the Authorization header
+CQ_SCHEDULE_S = "ARCS_LOCAL_CQ_SCHEDULE_S"  # the EventBridge rule's rate for continuous queries (0: off)
 
 #: Dummy credentials: moto accepts any, and real ones must never be needed (or sent) here.
 DUMMY_KEY = "testing"
@@ -57,6 +59,8 @@ class EmulationConfig:
     visibility_timeout_s: int = 30
     # API Gateway's authorizer result cache: off, as the stack deploys it (infra/authorizer.py).
     authorizer_cache_ttl_s: int = 0
+    # The EventBridge rule that runs continuous queries: every minute, as the stack schedules it.
+    cq_schedule_s: int = 60
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, moto_port: int = 0) -> EmulationConfig:
@@ -76,6 +80,7 @@ class EmulationConfig:
             max_receive_count=whole(MAX_RECEIVE_COUNT, base.max_receive_count, 1),
             visibility_timeout_s=whole(VISIBILITY_TIMEOUT_S, base.visibility_timeout_s, 1),
             authorizer_cache_ttl_s=whole(AUTHORIZER_CACHE_TTL_S, base.authorizer_cache_ttl_s, 0),
+            cq_schedule_s=whole(CQ_SCHEDULE_S, base.cq_schedule_s, 0),
         )
 
 
@@ -107,8 +112,11 @@ class Emulation:
     work_dir: str
     moto: ThreadedMotoServer | None = None
     admin_token: str | None = None
+    schedule: PeriodicTask | None = None
 
     def close(self) -> None:
+        if self.schedule is not None:
+            self.schedule.stop()
         self.poller.stop(timeout=self.poller.wait_s + self.poller.function.timeout_s + 5)
         self.clients.close()
         if self.moto is not None:
@@ -216,7 +224,25 @@ def start_emulation(config: EmulationConfig, set_env: Callable[[str, str], Any] 
         raise
     emulation = Emulation(config, endpoint, resources, settings, gateway, poller, clients, work_dir, moto, token)
     poller.start()
+    emulation.schedule = continuous_queries_schedule(config)
     return emulation
+
+
+def continuous_queries_schedule(config: EmulationConfig) -> PeriodicTask | None:
+    """EventBridge's rule: the continuous-queries function invoked with the stack's constant input."""
+    if config.cq_schedule_s <= 0:
+        return None
+    function = LambdaFunction(
+        "arcs-continuous-queries",
+        load_handler("compact", "continuous_queries.py"),
+        timeout_s=900,
+        region=config.region,
+    )
+    schedule = PeriodicTask(
+        "cq-schedule", config.cq_schedule_s, lambda: function.invoke({"task": "continuous_queries"})
+    )
+    schedule.start()
+    return schedule
 
 
 def run_local(host: str, port: int, moto_port: int = 0, workers: int = 8) -> None:

@@ -1,0 +1,202 @@
+"""Continuous query routes (API.md "Storage lifecycle"); the behaviour is docs/continuous_queries.md.
+
+Permissions: listing, reading a definition and its executions need ``read``; creating, changing,
+deleting and executing need ``admin`` (a continuous query keeps writing with its own authority
+long after the request). Scopes apply to all of them: a query of a database outside the caller's
+scopes is never listed and its id answers 404, so a scoped token never learns it exists.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Router
+
+from arcs.cq_definitions import definition_fields, parse_time, rfc3339
+from arcs.errors import BadRequest, NotFound
+from arcs.names import check_database
+from arcs.ports import ContinuousQuery, CQExecution
+from arcs.query import QueryResult
+from arcs.routes.request import RequestView
+from arcs.runtime import Runtime
+from arcs.tokens import Principal
+
+if TYPE_CHECKING:
+    # The service loads the write path; the query function imports it only when a route needs it.
+    from arcs.continuous_queries import ContinuousQueries, WindowResult
+
+BASE = "/api/v1/continuous_queries"
+MAX_EXECUTIONS = 1000
+#: A client's own id for a manual execute (ours): retrying with it never adds the rows twice.
+EXECUTION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def _time(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def execution_json(execution: CQExecution) -> dict[str, Any]:
+    return {
+        "execution_id": execution.execution_id,
+        "query_id": execution.query_id,
+        "kind": execution.kind,
+        "status": execution.status,
+        "start_time": rfc3339(execution.start_us),
+        "end_time": rfc3339(execution.end_us),
+        "records_written": execution.rows,
+        "write_id": execution.write_id,
+        "execution_time": _time(execution.started_at),
+        "execution_duration_seconds": round(execution.duration_ms / 1000, 6),
+        "error_message": execution.error or None,
+    }
+
+
+def definition_json(runtime: Runtime, query: ContinuousQuery) -> dict[str, Any]:
+    """The definition, its progress mark and its latest execution (Arc's ``last_*`` fields)."""
+    mark = runtime.catalog.get_cq_progress(query.query_id)
+    latest = runtime.catalog.list_cq_executions(query.query_id, limit=1)
+    last = latest[0] if latest else None
+    return {
+        "id": query.query_id,
+        **definition_fields(query),
+        "description": query.description or None,
+        "last_processed_time": None if mark is None else rfc3339(mark),
+        "last_execution_time": None if last is None else _time(last.started_at),
+        "last_execution_status": None if last is None else last.status,
+        "last_records_written": None if last is None else last.rows,
+        "created_at": _time(query.created_at),
+        "updated_at": _time(query.updated_at),
+    }
+
+
+def _json(status: int, document: object) -> Response[Any]:
+    return Response(status, "application/json", json.dumps(document, separators=(",", ":")))
+
+
+def _query_id(text: str) -> int:
+    if not text.isdigit() or len(text) > 12:
+        raise NotFound(f"continuous query {text[:40]!r} not found")
+    return int(text)
+
+
+def execute_json(result: WindowResult, dry_run: bool) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "success": True,
+        "query_id": result.query.query_id,
+        "query_name": result.query.name,
+        "execution_id": result.execution_id,
+        "status": "dry_run" if dry_run else "succeeded",
+        "dry_run": dry_run,
+        "start_time": rfc3339(result.start_us),
+        "end_time": rfc3339(result.end_us),
+        "destination_measurement": result.query.destination_measurement,
+        "records_written": 0 if dry_run else result.rows.num_rows,
+        "write_id": result.write_id,
+        "execution_time_seconds": round(result.duration_ms / 1000, 6),
+        "executed_query": result.sql,
+    }
+    if dry_run:
+        # The rows it would write, in the shape of a query's answer.
+        from arcs.results import to_json_document  # lazy: only dry runs shape rows
+
+        rows = json.loads(to_json_document(QueryResult(result.rows, result.duration_ms)))
+        document.update(columns=rows["columns"], data=rows["data"], row_count=rows["row_count"])
+    return document
+
+
+def continuous_queries_router(runtime: Runtime) -> Router:
+    router = Router()
+    request = RequestView(router)
+
+    def service() -> ContinuousQueries:
+        return runtime.continuous_queries
+
+    def caller_with(permission: str) -> Principal:
+        caller = request.principal()
+        caller.require(permission)
+        return caller
+
+    def visible(caller: Principal, query_id: str) -> ContinuousQuery:
+        query = runtime.catalog.get_continuous_query(_query_id(query_id))
+        if query is None or not caller.may_use(query.database):
+            raise NotFound(f"continuous query {query_id} not found")
+        return query
+
+    @router.get(BASE)
+    def list_queries() -> dict[str, Any]:
+        caller = caller_with("read")
+        database = request.param("database") or None
+        if database is not None:
+            check_database(database)
+            caller.require_database(database)
+        queries = [
+            definition_json(runtime, query)
+            for query in runtime.catalog.list_continuous_queries(database)
+            if caller.may_use(query.database)
+        ]
+        return {"success": True, "continuous_queries": queries, "count": len(queries)}
+
+    @router.post(BASE)
+    def create_query() -> Response[Any]:
+        caller = caller_with("admin")
+        document = request.json()
+        database = document.get("database")
+        if isinstance(database, str):
+            caller.require_database(check_database(database))
+        query = service().create(document, datetime.now(UTC))
+        return _json(201, {"success": True, "continuous_query": definition_json(runtime, query)})
+
+    @router.get(f"{BASE}/<query_id>")
+    def get_query(query_id: str) -> dict[str, Any]:
+        query = visible(caller_with("read"), query_id)
+        return {"success": True, "continuous_query": definition_json(runtime, query)}
+
+    def update(query_id: str) -> dict[str, Any]:
+        query = visible(caller_with("admin"), query_id)
+        updated = service().update(query.query_id, request.json(), datetime.now(UTC))
+        return {"success": True, "continuous_query": definition_json(runtime, updated)}
+
+    router.put(f"{BASE}/<query_id>")(update)
+    router.patch(f"{BASE}/<query_id>")(update)
+
+    @router.delete(f"{BASE}/<query_id>")
+    def delete_query(query_id: str) -> dict[str, Any]:
+        query = visible(caller_with("admin"), query_id)
+        service().delete(query.query_id)
+        return {"success": True, "message": f"continuous query {query.name!r} deleted", "id": query.query_id}
+
+    @router.post(f"{BASE}/<query_id>/execute")
+    def execute_query(query_id: str) -> dict[str, Any]:
+        query = visible(caller_with("admin"), query_id)
+        document = request.json()
+        dry_run = document.get("dry_run", False)
+        if not isinstance(dry_run, bool):
+            raise BadRequest("'dry_run' must be true or false")
+        start_us = parse_time(document.get("start_time"), "start_time")
+        end_us = parse_time(document.get("end_time"), "end_time")
+        execution_id = document.get("execution_id")
+        if execution_id is not None and (not isinstance(execution_id, str) or not EXECUTION_ID.fullmatch(execution_id)):
+            raise BadRequest("'execution_id' must be 1 to 64 letters, digits, '_' or '-' (or absent)")
+        result = service().execute(query.query_id, start_us, end_us, dry_run, execution_id)
+        return execute_json(result, dry_run)
+
+    @router.get(f"{BASE}/<query_id>/executions")
+    def list_executions(query_id: str) -> dict[str, Any]:
+        query = visible(caller_with("read"), query_id)
+        raw = request.param("limit") or "100"
+        if not raw.isdigit() or not 1 <= int(raw) <= MAX_EXECUTIONS:
+            raise BadRequest(f"'limit' must be a whole number from 1 to {MAX_EXECUTIONS}")
+        executions = runtime.catalog.list_cq_executions(query.query_id, int(raw))
+        return {
+            "success": True,
+            "query_id": query.query_id,
+            "query_name": query.name,
+            "executions": [execution_json(execution) for execution in executions],
+            "count": len(executions),
+        }
+
+    return router
