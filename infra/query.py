@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aws_cdk import Duration
 from constructs import Construct
+from layers.build import FUNCTION_LAYERS
 
 from arcs import envvars
 from infra.function import API_TIMEOUT, ArcsFunction, FunctionDefaults
@@ -48,6 +49,7 @@ class ArcsQuery(Construct):
             defaults=defaults,
             memory_size_mb=memory_size_mb,
             timeout=timeout,
+            layers=FUNCTION_LAYERS["query"],
             environment={
                 envvars.DUCKDB_MEMORY_LIMIT: duckdb_memory_limit(memory_size_mb),
                 envvars.DUCKDB_THREADS: str(duckdb_threads(memory_size_mb)),

@@ -17,6 +17,9 @@ CLAIMS_DIR = "claims"
 TTL_ATTRIBUTE = "expires_at"
 #: A claim-check object outlives its message: SQS keeps messages 14 days at most.
 CLAIM_EXPIRY = Duration.days(15)
+#: Corrupt data files compaction moved aside (``arcs.layout.quarantine_key``): kept for a person to look at.
+QUARANTINE_DIR = "quarantine"
+QUARANTINE_EXPIRY = Duration.days(90)
 
 
 def claims_prefix(prefix: str) -> str:
@@ -54,6 +57,10 @@ class ArcsStorage(Construct):
                     abort_incomplete_multipart_upload_after=Duration.days(1),
                 ),
             ],
+        )
+        self.quarantine_prefix = f"{self.prefix}/{SYSTEM_DIR}/{QUARANTINE_DIR}/".lstrip("/")
+        self.bucket.add_lifecycle_rule(
+            id="expire-quarantine", prefix=self.quarantine_prefix, expiration=QUARANTINE_EXPIRY
         )
         acknowledge(
             self.bucket,

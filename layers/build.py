@@ -48,6 +48,7 @@ FUNCTION_LAYERS: dict[str, tuple[str, ...]] = {
     "authorizer": ("deps", "core"),
     "query": ("duckdb", "deps", "core"),
     "compact": ("duckdb", "deps", "core"),
+    "bootstrap": ("deps", "core"),
 }
 FUNCTION_FOLDERS = {
     "edge": "ingest",
@@ -55,6 +56,7 @@ FUNCTION_FOLDERS = {
     "authorizer": "authorizer",
     "query": "query",
     "compact": "compact",
+    "bootstrap": "bootstrap",
 }
 #: Lambda's limit for a function's code and all its layers, unzipped (AWS counts 250 MB as this).
 LAMBDA_UNZIPPED_LIMIT = 262_144_000

@@ -99,6 +99,7 @@ def main() -> None:
     edge = load(functions, "ingest", "edge.py")
     ingest = load(functions, "ingest")
     query = load(functions, "query")
+    load(functions, "bootstrap")
     if (functions / "compact" / "handler.py").is_file():
         load(functions, "compact")
 
