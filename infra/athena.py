@@ -122,5 +122,5 @@ class ArcsAthena(Construct):
                     ),
                 ),
             )
-            table.add_dependency(self.database)
+            table.node.add_dependency(self.database)
             self.tables[qualified] = table
