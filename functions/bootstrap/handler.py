@@ -46,11 +46,14 @@ def handler(event: dict[str, Any], context: LambdaContext) -> None:
     status, reason, data = "SUCCESS", "", {}
     try:
         if event["RequestType"] in ("Create", "Update"):
-            secrets: Any = boto3.client("secretsmanager", endpoint_url=lambda_runtime().settings.aws_endpoint_url)
+            settings = lambda_runtime().settings
+            secrets: Any = boto3.client(
+                "secretsmanager", region_name=settings.aws_region, endpoint_url=settings.aws_endpoint_url
+            )
             value = secrets.get_secret_value(SecretId=event["ResourceProperties"]["SecretArn"])["SecretString"]
             created = lambda_runtime().tokens.bootstrap(value) is not None
             data = {"Created": "true" if created else "false"}
-            logger.info("bootstrap admin token", extra={"created": created})
+            logger.info("bootstrap admin token", extra={"token_created": created})
     except Exception as exc:  # any failure must reach CloudFormation, or it waits an hour
         logger.exception("bootstrap failed")
         status, reason = "FAILED", f"{type(exc).__name__}; see log group {context.log_group_name}"
