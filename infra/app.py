@@ -14,6 +14,7 @@ key                         meaning                                             
 ``ingest_batch_window_s``   how long SQS gathers a batch (0-300 s)               ``5``
 ``glue_database``           the Glue database for Athena                         stack name, lower
 ``athena_tables``           JSON ``{"db.measurement": {"col": "type"}}``         none
+``express_zone``            AZ id for an S3 Express One Zone bucket (optional)   none
 ==========================  ===================================================  ==================
 """
 
@@ -64,6 +65,7 @@ def build(app: App | None = None, functions_dir: Path = FUNCTIONS_DIR) -> tuple[
         ingest_batching_window=Duration.seconds(int(_context(app, "ingest_batch_window_s", 5))),
         glue_database=_context(app, "glue_database", None),
         athena_tables=_json_context(app, "athena_tables"),
+        express_zone=_context(app, "express_zone", None),
         # Environment-agnostic unless the CDK CLI (or the user) names an account and region.
         env=Environment(account=os.environ.get("CDK_DEFAULT_ACCOUNT"), region=os.environ.get("CDK_DEFAULT_REGION")),
         description="Arc Serverless: a serverless time-series database (DuckDB over Parquet on S3)",

@@ -16,6 +16,7 @@ from infra.athena import ArcsAthena
 from infra.authorizer import ArcsAuthorizer
 from infra.bootstrap import ArcsBootstrap
 from infra.compact import ArcsCompact, handler_exists
+from infra.express import ArcsExpress
 from infra.function import FUNCTIONS_DIR, FunctionDefaults, base_environment
 from infra.ingest import BATCHING_WINDOW, ArcsIngest
 from infra.layers import ArcsLayers
@@ -41,6 +42,7 @@ class ArcsStack(Stack):
         ingest_batching_window: Duration = BATCHING_WINDOW,
         glue_database: str | None = None,
         athena_tables: Mapping[str, Mapping[str, str]] | None = None,
+        express_zone: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -71,6 +73,13 @@ class ArcsStack(Stack):
         self.compact = (
             ArcsCompact(self, "Compact", storage=self.storage, defaults=defaults) if handler_exists(defaults) else None
         )
+        # Optional S3 Express One Zone: query reads it, ingest and compaction write it.
+        self.express = ArcsExpress(self, "Express", zone_id=express_zone) if express_zone else None
+        if self.express is not None:
+            self.express.grant_sessions(self.query.query.function, self.query.query.role, read_only=True)
+            for writer in (self.ingest.ingest, self.compact.compact if self.compact else None):
+                if writer is not None:
+                    self.express.grant_sessions(writer.function, writer.role, read_only=False)
         self.bootstrap = ArcsBootstrap(self, "Bootstrap", storage=self.storage, defaults=defaults)
         self.api = ArcsApi(
             self,
@@ -99,4 +108,6 @@ class ArcsStack(Stack):
         CfnOutput(self, "TableName", value=self.storage.table.table_name)
         CfnOutput(self, "QueueUrl", value=self.ingest.queue.queue_url)
         CfnOutput(self, "DeadLetterQueueUrl", value=self.ingest.dead_letter_queue.queue_url)
+        if self.express is not None:
+            CfnOutput(self, "ExpressBucketName", value=self.express.bucket_name)
         CfnOutput(self, "GlueDatabase", value=self.athena.database_name, description="Athena: the data's tables")

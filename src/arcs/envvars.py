@@ -22,3 +22,4 @@ WORK_DIR = "ARCS_WORK_DIR"  # DuckDB home, temp and extension directory (/tmp in
 QUERY_MAX_ROWS = "ARCS_QUERY_MAX_ROWS"
 QUERY_TIMEOUT_S = "ARCS_QUERY_TIMEOUT_S"  # a query running longer is interrupted (503); 0 = no limit
 QUEUE_TIMEOUT_S = "ARCS_QUEUE_TIMEOUT_S"  # how long a request waits for a free worker before a 503
+EXPRESS_BUCKET = "ARCS_EXPRESS_BUCKET"  # AWS: the optional S3 Express One Zone directory bucket (set by the stack)

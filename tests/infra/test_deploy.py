@@ -544,3 +544,39 @@ def test_cdk_nag_finds_nothing_unacknowledged_with_compact_and_athena(synth: Syn
     found = {v.rule_name: sorted(str(r.construct_path) for r in v.violating_resources) for v in report.violations}
     assert found == {}
     assert report.success
+
+
+# --- S3 Express One Zone (optional) ----------------------------------------------------------------
+
+
+def test_express_bucket_is_read_by_query_and_written_by_ingest_and_compact(
+    layers_dir: Path, functions_dir: Path
+) -> None:
+    express = _synth({"layers_dir": str(layers_dir), "express_zone": "use1-az4"}, functions_dir)
+    assert express.stack.express is not None
+    bucket_id = express.logical_id(express.stack.express.bucket)
+    bucket = express.resources[bucket_id]
+    assert bucket["Type"] == "AWS::S3Express::DirectoryBucket"
+    assert bucket["DeletionPolicy"] == "Retain"
+    assert bucket["Properties"]["LocationName"] == "use1-az4"
+    assert bucket["Properties"]["DataRedundancy"] == "SingleAvailabilityZone"
+    sessions = {}
+    for name, function in express.functions().items():
+        env = express.props(function.function)["Environment"]["Variables"]
+        grants = [s for s in express.statements(function.role) if "s3express:CreateSession" in _actions([s])]
+        if name in ("query", "ingest", "compact"):
+            assert env[envvars.EXPRESS_BUCKET] == {"Ref": bucket_id}, name
+            [grant] = grants
+            assert grant["Resource"] == {"Fn::GetAtt": [bucket_id, "Arn"]}
+            sessions[name] = grant.get("Condition")
+        else:
+            assert envvars.EXPRESS_BUCKET not in env, name
+            assert grants == [], name
+    assert sessions == {
+        "query": {"StringEquals": {"s3express:SessionMode": "ReadOnly"}},
+        "ingest": None,
+        "compact": None,
+    }
+    assert "ExpressBucketName" in express.template["Outputs"]
+    report = AwsSolutionsChecks().validate_scope(express.stack)
+    assert [v.rule_name for v in report.violations] == []
