@@ -58,6 +58,8 @@ FUNCTION_FOLDERS = {
     "compact": "compact",
     "bootstrap": "bootstrap",
 }
+#: Where Lambda unpacks a layer's ``python/`` directory.
+LAMBDA_LAYER_ROOT = "/opt/python"
 #: Lambda's limit for a function's code and all its layers, unzipped (AWS counts 250 MB as this).
 LAMBDA_UNZIPPED_LIMIT = 262_144_000
 
@@ -141,7 +143,7 @@ def _dist_name(requirement: str) -> str:
 
 
 def install(requirements: Iterable[str], target: Path, arch: str) -> None:
-    reqs = target.parent / "requirements.txt"
+    reqs = target.parent.parent / f"{target.parent.name}-requirements.txt"  # beside the layer, not in it
     reqs.write_text("\n".join(requirements) + "\n")
     subprocess.run(
         [
@@ -215,9 +217,27 @@ def find_python(version: str = PYTHON_VERSION) -> str | None:
 
 
 def compile_bytecode(root: Path, python: str) -> None:
+    """Bytecode that names its files as Lambda sees them (``/opt/python/...``, also in tracebacks),
+    and is the same bytes on every build: no build path inside, no hash-seed-dependent set order."""
     subprocess.run(
-        [python, "-I", "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash", str(root)],
+        [
+            python,
+            "-s",  # not -I: it would ignore PYTHONHASHSEED; the environment below is clean instead
+            "-m",
+            "compileall",
+            "-q",
+            "-j",
+            "0",
+            "--invalidation-mode",
+            "unchecked-hash",
+            "-s",
+            str(root),
+            "-p",
+            LAMBDA_LAYER_ROOT,
+            str(root),
+        ],
         check=True,
+        env={"PYTHONHASHSEED": "0", "PATH": os.environ.get("PATH", "")},
     )
 
 

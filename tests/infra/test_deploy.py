@@ -580,3 +580,29 @@ def test_express_bucket_is_read_by_query_and_written_by_ingest_and_compact(
     assert "ExpressBucketName" in express.template["Outputs"]
     report = AwsSolutionsChecks().validate_scope(express.stack)
     assert [v.rule_name for v in report.violations] == []
+
+
+# --- the app as the CDK CLI runs it ----------------------------------------------------------------
+
+
+def test_the_app_synthesizes_offline_as_cdk_synth_runs_it(tmp_path: Path) -> None:
+    """``cdk synth`` runs ``python -m infra.app`` with CDK_OUTDIR and CDK_CONTEXT_JSON; no network,
+    no built layers (as in CI): the template is written, and cdk-nag (a validation plugin) passes."""
+    import os
+    import subprocess
+    import sys
+
+    outdir = tmp_path / "cdk.out"
+    env = {
+        **os.environ,
+        "CDK_OUTDIR": str(outdir),
+        "CDK_CONTEXT_JSON": json.dumps({"layers_dir": str(tmp_path / "no-layers")}),
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "infra.app"], cwd=FUNCTIONS_DIR.parent, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    template = json.loads((outdir / "ArcServerless.template.json").read_text())
+    assert any(name.startswith("LayersLayersBuilt") for name in template["Rules"])
+    assert len([r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]) >= 5
