@@ -606,3 +606,47 @@ def test_the_app_synthesizes_offline_as_cdk_synth_runs_it(tmp_path: Path) -> Non
     template = json.loads((outdir / "ArcServerless.template.json").read_text())
     assert any(name.startswith("LayersLayersBuilt") for name in template["Rules"])
     assert len([r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]) >= 5
+
+
+def test_cdk_json_runs_the_app_as_a_module_from_the_lock() -> None:
+    config = json.loads((FUNCTIONS_DIR.parent / "cdk.json").read_text())
+    assert config["app"] == "uv run --frozen python -m infra.app"
+
+
+#: Every kind of resource the stack makes (with the compact function, an Athena table and no S3
+#: Express), each covered by the tests here or in test_stack.py. A new kind must come with its tests.
+EXPECTED_RESOURCE_TYPES = {
+    "AWS::S3::Bucket": 1,
+    "AWS::S3::BucketPolicy": 1,
+    "AWS::DynamoDB::Table": 1,
+    "AWS::SQS::Queue": 3,
+    "AWS::SQS::QueuePolicy": 3,
+    "AWS::CloudWatch::Alarm": 1,
+    "AWS::Lambda::LayerVersion": 3,
+    "AWS::Lambda::Function": 6,
+    "AWS::Lambda::EventSourceMapping": 1,
+    "AWS::Lambda::Permission": 6,
+    "AWS::IAM::Role": 7,
+    "AWS::IAM::Policy": 6,
+    "AWS::Logs::LogGroup": 7,
+    "AWS::Events::Rule": 3,
+    "AWS::SecretsManager::Secret": 1,
+    "Custom::ArcsBootstrapToken": 1,
+    "AWS::ApiGateway::RestApi": 1,
+    "AWS::ApiGateway::Account": 1,
+    "AWS::ApiGateway::Deployment": 1,
+    "AWS::ApiGateway::Stage": 1,
+    "AWS::ApiGateway::Authorizer": 1,
+    "AWS::ApiGateway::GatewayResponse": 2,
+    "AWS::ApiGateway::Resource": 16,
+    "AWS::ApiGateway::Method": 17,
+    "AWS::Glue::Database": 1,
+    "AWS::Glue::Table": 1,
+}
+
+
+def test_the_stack_makes_exactly_the_expected_resources(synth: Synth) -> None:
+    counts: dict[str, int] = {}
+    for resource in synth.resources.values():
+        counts[resource["Type"]] = counts.get(resource["Type"], 0) + 1
+    assert counts == EXPECTED_RESOURCE_TYPES
