@@ -10,6 +10,7 @@ key                         meaning                                             
 ``architecture``            ``arm64`` or ``x86_64`` (layers built for it)        ``arm64``
 ``layers_dir``              where ``make layers`` wrote the layers               ``layers/build``
 ``query_memory_mb``         the query function's memory (DuckDB gets ~90 %)      ``4096``
+``query_image``             ``true``: the query function runs the container      ``false``
 ``ingest_batch_size``       SQS messages per ingest invocation                   ``1000``
 ``ingest_batch_window_s``   how long SQS gathers a batch (0-300 s)               ``5``
 ``glue_database``           the Glue database for Athena                         stack name, lower
@@ -61,6 +62,7 @@ def build(app: App | None = None, functions_dir: Path = FUNCTIONS_DIR) -> tuple[
         layers_dir=layers_dir if layers_dir.is_absolute() else REPO_ROOT / layers_dir,
         functions_dir=functions_dir,
         query_memory_mb=int(_context(app, "query_memory_mb", 4096)),
+        query_image=str(_context(app, "query_image", "false")).lower() == "true",
         ingest_batch_size=int(_context(app, "ingest_batch_size", 1000)),
         ingest_batching_window=Duration.seconds(int(_context(app, "ingest_batch_window_s", 5))),
         glue_database=_context(app, "glue_database", None),

@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aws_cdk import Duration, RemovalPolicy, Size
+from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -77,7 +79,11 @@ def check_environment(environment: Mapping[str, str]) -> None:
 
 
 class ArcsFunction(Construct):
-    """A Lambda function of Arc Serverless; ``function`` and ``role`` are the handles to grant on."""
+    """A Lambda function of Arc Serverless; ``function`` and ``role`` are the handles to grant on.
+
+    ``image``: run from the repository's container image (``Dockerfile``: the same code and the
+    locked dependencies on the Lambda Python 3.12 base) instead of the function's folder and layers.
+    """
 
     def __init__(
         self,
@@ -93,6 +99,7 @@ class ArcsFunction(Construct):
         environment: Mapping[str, str] | None = None,
         layers: Sequence[str] = DEFAULT_LAYERS,
         ephemeral_storage_mb: int | None = None,
+        image: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         code_dir = defaults.functions_dir / folder
@@ -117,23 +124,34 @@ class ArcsFunction(Construct):
         # Instead of the AWSLambdaBasicExecutionRole managed policy (any log group): this one only.
         self.log_group.grant_write(self.role)
         self.timeout = timeout
-        self.function = lambda_.Function(
-            self,
-            "Function",
-            description=description,
-            runtime=RUNTIME,
-            architecture=defaults.architecture,
-            code=lambda_.Code.from_asset(str(code_dir), exclude=_ASSET_EXCLUDES),
-            handler=handler,
-            memory_size=memory_size_mb,
-            timeout=timeout,
-            environment=env,
-            layers=[defaults.layers[name] for name in layers if name in defaults.layers],
-            ephemeral_storage_size=Size.mebibytes(ephemeral_storage_mb) if ephemeral_storage_mb else None,
-            log_group=self.log_group,
-            role=self.role,
-            tracing=lambda_.Tracing.ACTIVE,
-        )
+        common: dict[str, Any] = {
+            "description": description,
+            "architecture": defaults.architecture,
+            "memory_size": memory_size_mb,
+            "timeout": timeout,
+            "environment": env,
+            "ephemeral_storage_size": Size.mebibytes(ephemeral_storage_mb) if ephemeral_storage_mb else None,
+            "log_group": self.log_group,
+            "role": self.role,
+            "tracing": lambda_.Tracing.ACTIVE,
+        }
+        if image:
+            # The repository's Dockerfile, built for this architecture, running this function's handler.
+            module = f"functions.{folder}.{handler}"
+            arm = defaults.architecture.name == lambda_.Architecture.ARM_64.name
+            platform = ecr_assets.Platform.LINUX_ARM64 if arm else ecr_assets.Platform.LINUX_AMD64
+            code = lambda_.DockerImageCode.from_image_asset(str(REPO_ROOT), cmd=[module], platform=platform)
+            self.function: lambda_.Function = lambda_.DockerImageFunction(self, "Function", code=code, **common)
+        else:
+            self.function = lambda_.Function(
+                self,
+                "Function",
+                runtime=RUNTIME,
+                code=lambda_.Code.from_asset(str(code_dir), exclude=_ASSET_EXCLUDES),
+                handler=handler,
+                layers=[defaults.layers[name] for name in layers if name in defaults.layers],
+                **common,
+            )
         acknowledge(
             self.role,
             "AwsSolutions-IAM5[Resource::*]",

@@ -38,6 +38,7 @@ class ArcsStack(Stack):
         layers_dir: Path = BUILD_DIR,
         functions_dir: Path = FUNCTIONS_DIR,
         query_memory_mb: int = DEFAULT_MEMORY_MB,
+        query_image: bool = False,
         ingest_batch_size: int = 1000,
         ingest_batching_window: Duration = BATCHING_WINDOW,
         glue_database: str | None = None,
@@ -67,7 +68,14 @@ class ArcsStack(Stack):
             batch_size=ingest_batch_size,
             max_batching_window=ingest_batching_window,
         )
-        self.query = ArcsQuery(self, "Query", storage=self.storage, defaults=defaults, memory_size_mb=query_memory_mb)
+        self.query = ArcsQuery(
+            self,
+            "Query",
+            storage=self.storage,
+            defaults=defaults,
+            memory_size_mb=query_memory_mb,
+            from_image=query_image,
+        )
         self.authorizer = ArcsAuthorizer(self, "Authorizer", storage=self.storage, defaults=defaults)
         # The compact function lands with its handler (functions/compact/handler.py); until then, no schedules.
         self.compact = (

@@ -650,3 +650,36 @@ def test_the_stack_makes_exactly_the_expected_resources(synth: Synth) -> None:
     for resource in synth.resources.values():
         counts[resource["Type"]] = counts.get(resource["Type"], 0) + 1
     assert counts == EXPECTED_RESOURCE_TYPES
+
+
+# --- the query function from the container image (optional) ----------------------------------------
+
+
+def test_query_function_can_run_the_container_image(layers_dir: Path) -> None:
+    image = _synth({"layers_dir": str(layers_dir), "query_image": "true"})
+    query = image.props(image.stack.query.query.function)
+    assert query["PackageType"] == "Image"
+    assert "Layers" not in query
+    assert "Runtime" not in query
+    assert "Handler" not in query
+    assert query["ImageConfig"] == {"Command": ["functions.query.handler.handler"]}
+    assert query["Architectures"] == ["arm64"]
+    # The same environment and permissions as from layers.
+    env = query["Environment"]["Variables"]
+    assert env[envvars.BACKEND] == "aws"
+    assert envvars.DUCKDB_MEMORY_LIMIT in env
+    assert _actions(image.statements(image.stack.query.query.role)) == EXPECTED_ACTIONS["query"]
+    # The image asset is the repository's Dockerfile, built for the functions' architecture.
+    assets = json.loads((Path(image.app.outdir) / f"{image.stack.stack_name}.assets.json").read_text())
+    [docker] = assets["dockerImages"].values()
+    assert docker["source"]["platform"] == "linux/arm64"
+    staged = Path(image.app.outdir) / docker["source"]["directory"]
+    assert (staged / "Dockerfile").read_bytes() == (FUNCTIONS_DIR.parent / "Dockerfile").read_bytes()
+    assert not (staged / ".venv").exists()  # .dockerignore applies to the staged context
+    assert not (staged / "layers" / "build").exists()
+    # The other functions still run from their folders and layers.
+    for name, function in image.functions().items():
+        if name != "query":
+            assert image.props(function.function)["Runtime"] == "python3.12", name
+    report = AwsSolutionsChecks().validate_scope(image.stack)
+    assert [v.rule_name for v in report.violations] == []
