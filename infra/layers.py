@@ -29,6 +29,17 @@ def missing_message(architecture: str, build_dir: Path) -> str:
     )
 
 
+def layer_description(name: str, distributions: list[str]) -> str:
+    """``Arc Serverless <name>: a==1, b==2, ...``: whole entries only, within Lambda's limit."""
+    text = f"Arc Serverless {name}: "
+    for i, entry in enumerate(distributions):
+        candidate = text + (", " if i else "") + entry
+        if len(candidate) > _DESCRIPTION_LIMIT - len(", ..."):
+            return text + ", ..."
+        text = candidate
+    return text
+
+
 class ArcsLayers(Construct):
     """``layers``: the built layers by name, or empty (and an undeployable template) when not built."""
 
@@ -55,14 +66,14 @@ class ArcsLayers(Construct):
         if manifest.architecture != architecture or manifest.python_version != "3.12":
             raise ValueError(f"{manifest_path} is for Python {manifest.python_version} on {manifest.architecture}")
         for name, info in manifest.layers.items():
-            description = f"Arc Serverless {name}: " + ", ".join(info.distributions)
+            description = layer_description(name, info.distributions)
             self.layers[name] = lambda_.LayerVersion(
                 self,
                 name.capitalize(),
                 code=lambda_.Code.from_asset(str(manifest_path.parent / info.zip_path)),
                 compatible_runtimes=[RUNTIME],
                 compatible_architectures=[self.architecture],
-                description=description[: _DESCRIPTION_LIMIT - 1],
+                description=description,
             )
 
     @property

@@ -683,3 +683,16 @@ def test_query_function_can_run_the_container_image(layers_dir: Path) -> None:
             assert image.props(function.function)["Runtime"] == "python3.12", name
     report = AwsSolutionsChecks().validate_scope(image.stack)
     assert [v.rule_name for v in report.violations] == []
+
+
+def test_layer_descriptions_name_whole_versions_within_lambdas_limit() -> None:
+    from infra.layers import layer_description
+
+    assert layer_description("core", ["arcs (src/arcs)"]) == "Arc Serverless core: arcs (src/arcs)"
+    many = [f"package-{i}==1.{i}.0" for i in range(40)]
+    text = layer_description("deps", many)
+    assert len(text) <= 256
+    *listed, last = text.removeprefix("Arc Serverless deps: ").split(", ")
+    assert last == "..."
+    assert listed == many[: len(listed)]  # whole entries, in order, as many as fit
+    assert len(listed) > 5
