@@ -14,7 +14,7 @@ from pathlib import Path
 from aws_cdk import Annotations, CfnRule, CfnRuleAssertion, Fn
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
-from layers.build import BUILD_DIR, Manifest, arch_dir
+from layers.build import BUILD_DIR, PYTHON_VERSION, Manifest, arch_dir
 
 from infra.function import RUNTIME
 
@@ -63,7 +63,7 @@ class ArcsLayers(Construct):
             )
             return
         manifest = Manifest.load(manifest_path)
-        if manifest.architecture != architecture or manifest.python_version != "3.12":
+        if manifest.architecture != architecture or manifest.python_version != PYTHON_VERSION:
             raise ValueError(f"{manifest_path} is for Python {manifest.python_version} on {manifest.architecture}")
         for name, info in manifest.layers.items():
             description = layer_description(name, info.distributions)
