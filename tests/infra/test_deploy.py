@@ -696,3 +696,14 @@ def test_layer_descriptions_name_whole_versions_within_lambdas_limit() -> None:
     assert last == "..."
     assert listed == many[: len(listed)]  # whole entries, in order, as many as fit
     assert len(listed) > 5
+
+
+def test_layers_built_for_another_architecture_are_refused(tmp_path: Path) -> None:
+    from infra.layers import ArcsLayers
+
+    from tests.infra.conftest import fake_layers
+
+    fake_layers(tmp_path, "arm64")
+    (tmp_path / "arm64").rename(tmp_path / "x86_64")  # an arm64 build where x86_64 is looked for
+    with pytest.raises(ValueError, match="on arm64"):
+        ArcsLayers(Stack(App(), "Probe"), "Layers", architecture="x86_64", build_dir=tmp_path)
