@@ -5,7 +5,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 DATA_DIR ?= ./data
 
-.PHONY: setup serve local test lint format bench-ingest clean
+.PHONY: setup serve local test lint format bench-ingest layers layers-check synth clean
 
 setup:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
@@ -32,5 +32,20 @@ test: lint
 bench-ingest: setup
 	$(UV) run python -m benchmarks.ingest
 
+# Lambda layers from uv.lock into layers/build/<arch>/ (ARCH=arm64|x86_64; see layers/README.md).
+ARCH ?= arm64
+layers: setup
+	$(UV) run python -m layers.build --arch $(ARCH)
+
+# Both architectures built and size-checked; this machine's architecture also smoke-tested.
+layers-check: setup
+	$(UV) run python -m layers.build --arch arm64
+	$(UV) run python -m layers.build --arch x86_64
+	$(UV) run python -m layers.check --arch arm64 --arch x86_64 --smoke
+
+# The CloudFormation template into cdk.out, offline (with the CDK CLI: cdk synth -c key=value).
+synth: setup
+	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(UV) run python -m infra.app
+
 clean:
-	rm -rf .venv .pytest_cache .mypy_cache .ruff_cache cdk.out
+	rm -rf .venv .pytest_cache .mypy_cache .ruff_cache cdk.out layers/build

@@ -1,11 +1,11 @@
 """The one Lambda function construct every function of the stack is built with.
 
-It fixes what must be the same everywhere: Python 3.12 on arm64 (Graviton; the layers are built
-for exactly that), active tracing, a log group with a retention, an execution role with no
-managed policy (each construct grants what its function needs, nothing more), environment
-variables named only by :mod:`arcs.envvars`, and the code asset: the function's own folder under
-``functions/``. The core package and its dependencies come from ``layers`` (built in a later
-issue; until then the list is empty and the functions cannot import ``arcs`` on AWS).
+It fixes what must be the same everywhere: Python 3.12 on one architecture (arm64, Graviton, by
+default; the layers are built for exactly that), active tracing, a log group with a retention,
+an execution role with no managed policy (each construct grants what its function needs, nothing
+more), environment variables named only by :mod:`arcs.envvars`, and the code asset: the
+function's own folder under ``functions/``. The core package and its dependencies come from the
+layers (``infra/layers.py``): each function names the ones it imports.
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy, Size
+from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -27,6 +29,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS_DIR = REPO_ROOT / "functions"
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 ARCHITECTURE = lambda_.Architecture.ARM_64
+#: The layers a function gets unless it names others (see ``layers/build.py``: FUNCTION_LAYERS).
+DEFAULT_LAYERS: tuple[str, ...] = ("deps", "core")
 # Where DuckDB keeps its home, temp files and extensions: the only writable place in Lambda.
 LAMBDA_WORK_DIR = "/tmp/arcs"  # noqa: S108 - Lambda's /tmp is private to the execution environment
 
@@ -44,10 +48,13 @@ class FunctionDefaults:
     """What all functions of one stack share."""
 
     environment: Mapping[str, str]
-    #: The core package and its dependencies (duckdb, pyarrow, ...). Filled by the layer work;
-    #: empty until then. At most 5 layers, 250 MB unzipped with the function code.
-    layers: Sequence[lambda_.ILayerVersion] = field(default_factory=tuple)
+    #: The built layers by name (``duckdb``, ``deps``, ``core``); empty when they are not built,
+    #: and then the stack refuses to deploy (``infra/layers.py``).
+    layers: Mapping[str, lambda_.ILayerVersion] = field(default_factory=dict)
     log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
+    architecture: lambda_.Architecture = ARCHITECTURE
+    #: Where the handlers' folders are (tests point it elsewhere).
+    functions_dir: Path = FUNCTIONS_DIR
 
 
 def base_environment(*, bucket_name: str, table_name: str, prefix: str, token_cache_ttl_s: int) -> dict[str, str]:
@@ -72,7 +79,11 @@ def check_environment(environment: Mapping[str, str]) -> None:
 
 
 class ArcsFunction(Construct):
-    """A Lambda function of Arc Serverless; ``function`` and ``role`` are the handles to grant on."""
+    """A Lambda function of Arc Serverless; ``function`` and ``role`` are the handles to grant on.
+
+    ``image``: run from the repository's container image (``Dockerfile``: the same code and the
+    locked dependencies on the Lambda Python 3.12 base) instead of the function's folder and layers.
+    """
 
     def __init__(
         self,
@@ -86,9 +97,12 @@ class ArcsFunction(Construct):
         memory_size_mb: int,
         timeout: Duration,
         environment: Mapping[str, str] | None = None,
+        layers: Sequence[str] = DEFAULT_LAYERS,
+        ephemeral_storage_mb: int | None = None,
+        image: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
-        code_dir = FUNCTIONS_DIR / folder
+        code_dir = defaults.functions_dir / folder
         if not (code_dir / f"{handler.rsplit('.', 1)[0]}.py").is_file():
             raise ValueError(f"no handler module for {handler!r} in {code_dir}")
         env = {**defaults.environment, **(environment or {})}
@@ -110,22 +124,34 @@ class ArcsFunction(Construct):
         # Instead of the AWSLambdaBasicExecutionRole managed policy (any log group): this one only.
         self.log_group.grant_write(self.role)
         self.timeout = timeout
-        self.function = lambda_.Function(
-            self,
-            "Function",
-            description=description,
-            runtime=RUNTIME,
-            architecture=ARCHITECTURE,
-            code=lambda_.Code.from_asset(str(code_dir), exclude=_ASSET_EXCLUDES),
-            handler=handler,
-            memory_size=memory_size_mb,
-            timeout=timeout,
-            environment=env,
-            layers=list(defaults.layers),
-            log_group=self.log_group,
-            role=self.role,
-            tracing=lambda_.Tracing.ACTIVE,
-        )
+        common: dict[str, Any] = {
+            "description": description,
+            "architecture": defaults.architecture,
+            "memory_size": memory_size_mb,
+            "timeout": timeout,
+            "environment": env,
+            "ephemeral_storage_size": Size.mebibytes(ephemeral_storage_mb) if ephemeral_storage_mb else None,
+            "log_group": self.log_group,
+            "role": self.role,
+            "tracing": lambda_.Tracing.ACTIVE,
+        }
+        if image:
+            # The repository's Dockerfile, built for this architecture, running this function's handler.
+            module = f"functions.{folder}.{handler}"
+            arm = defaults.architecture.name == lambda_.Architecture.ARM_64.name
+            platform = ecr_assets.Platform.LINUX_ARM64 if arm else ecr_assets.Platform.LINUX_AMD64
+            code = lambda_.DockerImageCode.from_image_asset(str(REPO_ROOT), cmd=[module], platform=platform)
+            self.function: lambda_.Function = lambda_.DockerImageFunction(self, "Function", code=code, **common)
+        else:
+            self.function = lambda_.Function(
+                self,
+                "Function",
+                runtime=RUNTIME,
+                code=lambda_.Code.from_asset(str(code_dir), exclude=_ASSET_EXCLUDES),
+                handler=handler,
+                layers=[defaults.layers[name] for name in layers if name in defaults.layers],
+                **common,
+            )
         acknowledge(
             self.role,
             "AwsSolutions-IAM5[Resource::*]",

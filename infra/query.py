@@ -5,6 +5,7 @@ from __future__ import annotations
 from aws_cdk import Duration
 from aws_cdk import aws_iam as iam
 from constructs import Construct
+from layers.build import FUNCTION_LAYERS
 
 from arcs import envvars
 from infra.function import API_TIMEOUT, ArcsFunction, FunctionDefaults
@@ -39,6 +40,7 @@ class ArcsQuery(Construct):
         defaults: FunctionDefaults,
         memory_size_mb: int = DEFAULT_MEMORY_MB,
         timeout: Duration = API_TIMEOUT,
+        from_image: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.query = ArcsFunction(
@@ -50,6 +52,9 @@ class ArcsQuery(Construct):
             defaults=defaults,
             memory_size_mb=memory_size_mb,
             timeout=timeout,
+            layers=FUNCTION_LAYERS["query"],
+            # The container image: 10 GB instead of layers' 250 MB, for builds with more in them.
+            image=from_image,
             environment={
                 envvars.DUCKDB_MEMORY_LIMIT: duckdb_memory_limit(memory_size_mb),
                 envvars.DUCKDB_THREADS: str(duckdb_threads(memory_size_mb)),

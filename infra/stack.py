@@ -1,19 +1,26 @@
-"""The one stack: storage, the three HTTP-facing functions, the SQS consumer, and the REST API."""
+"""The one stack: storage, the functions (one construct each, as in ``functions/``), the REST API,
+the schedules, the bootstrap token and the Athena tables."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from aws_cdk import CfnOutput, Stack
-from aws_cdk import aws_lambda as lambda_
+from aws_cdk import CfnOutput, Duration, Stack
 from constructs import Construct
+from layers.build import BUILD_DIR, DEFAULT_ARCH
 
 from infra.api import ArcsApi
+from infra.athena import ArcsAthena
 from infra.authorizer import ArcsAuthorizer
-from infra.function import FunctionDefaults, base_environment
-from infra.ingest import ArcsIngest
-from infra.query import ArcsQuery
+from infra.bootstrap import ArcsBootstrap
+from infra.compact import ArcsCompact, handler_exists
+from infra.express import ArcsExpress
+from infra.function import FUNCTIONS_DIR, FunctionDefaults, base_environment
+from infra.ingest import BATCHING_WINDOW, ArcsIngest
+from infra.layers import ArcsLayers
+from infra.query import DEFAULT_MEMORY_MB, ArcsQuery
 from infra.storage import ArcsStorage
 
 #: How long a verified token is trusted in a warm function (API.md: revocation within 60 s).
@@ -27,11 +34,21 @@ class ArcsStack(Stack):
         construct_id: str,
         *,
         prefix: str = "",
-        layers: Sequence[lambda_.ILayerVersion] = (),
+        architecture: str = DEFAULT_ARCH,
+        layers_dir: Path = BUILD_DIR,
+        functions_dir: Path = FUNCTIONS_DIR,
+        query_memory_mb: int = DEFAULT_MEMORY_MB,
+        query_image: bool = False,
+        ingest_batch_size: int = 1000,
+        ingest_batching_window: Duration = BATCHING_WINDOW,
+        glue_database: str | None = None,
+        athena_tables: Mapping[str, Mapping[str, str]] | None = None,
+        express_zone: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.storage = ArcsStorage(self, "Storage", prefix=prefix)
+        self.layers = ArcsLayers(self, "Layers", architecture=architecture, build_dir=layers_dir)
         defaults = FunctionDefaults(
             environment=base_environment(
                 bucket_name=self.storage.bucket.bucket_name,
@@ -39,11 +56,39 @@ class ArcsStack(Stack):
                 prefix=self.storage.prefix,
                 token_cache_ttl_s=TOKEN_CACHE_TTL_S,
             ),
-            layers=tuple(layers),
+            layers=self.layers.layers,
+            architecture=self.layers.architecture,
+            functions_dir=functions_dir,
         )
-        self.ingest = ArcsIngest(self, "Ingest", storage=self.storage, defaults=defaults)
-        self.query = ArcsQuery(self, "Query", storage=self.storage, defaults=defaults)
+        self.ingest = ArcsIngest(
+            self,
+            "Ingest",
+            storage=self.storage,
+            defaults=defaults,
+            batch_size=ingest_batch_size,
+            max_batching_window=ingest_batching_window,
+        )
+        self.query = ArcsQuery(
+            self,
+            "Query",
+            storage=self.storage,
+            defaults=defaults,
+            memory_size_mb=query_memory_mb,
+            from_image=query_image,
+        )
         self.authorizer = ArcsAuthorizer(self, "Authorizer", storage=self.storage, defaults=defaults)
+        # The compact function lands with its handler (functions/compact/handler.py); until then, no schedules.
+        self.compact = (
+            ArcsCompact(self, "Compact", storage=self.storage, defaults=defaults) if handler_exists(defaults) else None
+        )
+        # Optional S3 Express One Zone: query reads it, ingest and compaction write it.
+        self.express = ArcsExpress(self, "Express", zone_id=express_zone) if express_zone else None
+        if self.express is not None:
+            self.express.grant_sessions(self.query.query.function, self.query.query.role, read_only=True)
+            for writer in (self.ingest.ingest, self.compact.compact if self.compact else None):
+                if writer is not None:
+                    self.express.grant_sessions(writer.function, writer.role, read_only=False)
+        self.bootstrap = ArcsBootstrap(self, "Bootstrap", storage=self.storage, defaults=defaults)
         self.api = ArcsApi(
             self,
             "Http",
@@ -51,9 +96,26 @@ class ArcsStack(Stack):
             query=self.query.query.function,
             authorizer=self.authorizer.authorizer,
         )
+        self.athena = ArcsAthena(
+            self,
+            "Athena",
+            bucket=self.storage.bucket,
+            prefix=self.storage.prefix,
+            database_name=glue_database or construct_id.lower().replace("-", "_"),
+            tables=athena_tables or {},
+        )
 
         CfnOutput(self, "ApiUrl", value=self.api.api.url, description="Base URL of the HTTP API (stage included)")
+        CfnOutput(
+            self,
+            "AdminTokenSecretArn",
+            value=self.bootstrap.secret.secret_arn,
+            description="The bootstrap admin token: aws secretsmanager get-secret-value --secret-id <this>",
+        )
         CfnOutput(self, "BucketName", value=self.storage.bucket.bucket_name)
         CfnOutput(self, "TableName", value=self.storage.table.table_name)
         CfnOutput(self, "QueueUrl", value=self.ingest.queue.queue_url)
         CfnOutput(self, "DeadLetterQueueUrl", value=self.ingest.dead_letter_queue.queue_url)
+        if self.express is not None:
+            CfnOutput(self, "ExpressBucketName", value=self.express.bucket_name)
+        CfnOutput(self, "GlueDatabase", value=self.athena.database_name, description="Athena: the data's tables")

@@ -21,6 +21,9 @@ CLAIM_EXPIRY = Duration.days(15)
 #: A handed-off result is fetched right after the query (its URL expires in minutes); the day is
 #: S3's shortest lifecycle expiry.
 RESULT_EXPIRY = Duration.days(1)
+#: Corrupt data files compaction moved aside (``arcs.layout.quarantine_key``): kept for a person to look at.
+QUARANTINE_DIR = "quarantine"
+QUARANTINE_EXPIRY = Duration.days(90)
 
 
 def system_prefix(prefix: str, folder: str) -> str:
@@ -74,6 +77,10 @@ class ArcsStorage(Construct):
                     abort_incomplete_multipart_upload_after=Duration.days(1),
                 ),
             ],
+        )
+        self.quarantine_prefix = system_prefix(self.prefix, QUARANTINE_DIR)
+        self.bucket.add_lifecycle_rule(
+            id="expire-quarantine", prefix=self.quarantine_prefix, expiration=QUARANTINE_EXPIRY
         )
         acknowledge(
             self.bucket,

@@ -30,3 +30,4 @@ RESULT_CACHE_MAX_BYTES = "ARCS_RESULT_CACHE_MAX_BYTES"
 CQ_TIMER_S = "ARCS_CQ_TIMER_S"  # standalone server: how often continuous queries run (0: never)
 CQ_DELAY_S = "ARCS_CQ_DELAY_S"  # a window runs once it closed this long ago (late data's grace)
 CQ_MAX_WINDOWS = "ARCS_CQ_MAX_WINDOWS"  # windows one continuous query catches up per run
+EXPRESS_BUCKET = "ARCS_EXPRESS_BUCKET"  # AWS: the optional S3 Express One Zone directory bucket (set by the stack)

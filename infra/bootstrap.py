@@ -1,0 +1,62 @@
+"""The bootstrap admin token: generated at deploy into Secrets Manager, created in the catalog.
+
+Mirrors ``functions/bootstrap``: a CloudFormation custom resource invokes that function, which
+reads the secret and creates the admin token with its value once (only while no token exists).
+The secret stays after the stack is deleted, like the table holding the token's hash.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import CustomResource, Duration, RemovalPolicy
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+from layers.build import FUNCTION_LAYERS
+
+from infra.function import ArcsFunction, FunctionDefaults
+from infra.nag import acknowledge
+from infra.storage import ArcsStorage
+
+TOKEN_LENGTH = 48  # letters and digits: ~285 bits, and nothing a shell or URL needs escaped
+
+
+class ArcsBootstrap(Construct):
+    def __init__(
+        self, scope: Construct, construct_id: str, *, storage: ArcsStorage, defaults: FunctionDefaults
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.secret = secretsmanager.Secret(
+            self,
+            "AdminToken",
+            description="Arc Serverless: the bootstrap admin token (Authorization: Bearer <value>)",
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                password_length=TOKEN_LENGTH, exclude_punctuation=True, include_space=False
+            ),
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        acknowledge(
+            self.secret,
+            "AwsSolutions-SMG4",
+            "The secret is the bootstrap admin token's value, not a credential Secrets Manager can rotate: the "
+            "token is rotated or revoked through the API (POST /api/v1/auth/tokens/{id}/rotate), which the "
+            "catalog records; rotating the secret alone would leave the token unchanged.",
+        )
+        self.bootstrap = ArcsFunction(
+            self,
+            "Bootstrap",
+            folder="bootstrap",
+            handler="handler.handler",
+            description="Deploy time: creates the bootstrap admin token from the generated secret",
+            defaults=defaults,
+            memory_size_mb=1024,  # the token hash is scrypt: memory buys the CPU
+            timeout=Duration.minutes(1),
+            layers=FUNCTION_LAYERS["bootstrap"],
+        )
+        self.secret.grant_read(self.bootstrap.role)
+        storage.table.grant_read_write_data(self.bootstrap.role)
+        self.token = CustomResource(
+            self,
+            "AdminTokenRecord",
+            service_token=self.bootstrap.function.function_arn,
+            resource_type="Custom::ArcsBootstrapToken",
+            properties={"SecretArn": self.secret.secret_arn},
+        )

@@ -1,0 +1,709 @@
+"""What deploying needs beyond the request path: layers, the compact function and its schedules, the
+bootstrap token, Athena's tables, the parameters, least privilege per function, and every route.
+
+The main synthesis here has a compact function (its handler comes from another change: where it
+is not written yet, a copy of ``functions/`` gets a stand-in, only to synthesize) and an Athena
+table. Layers are the stand-ins of conftest's ``layers_dir``; tests/layers builds the real ones.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk import App, CfnElement, Stack
+from aws_cdk.assertions import Template
+from cdk_nag import AwsSolutionsChecks
+from infra.api import PUBLIC_PATHS
+from infra.app import build
+from infra.athena import ArcsAthena
+from infra.compact import TASKS
+from infra.function import FUNCTIONS_DIR
+from infra.stack import ArcsStack
+from infra.storage import ArcsStorage
+from layers.build import FUNCTION_LAYERS, LAYERS
+
+from arcs import envvars
+
+pytestmark = pytest.mark.infra
+
+Json = dict[str, Any]
+ATHENA_TABLES = {"metrics.cpu-load": {"host": "string", "usage": "float64", "procs": "int64", "up": "bool"}}
+
+
+@dataclass(frozen=True)
+class Synth:
+    app: App
+    stack: ArcsStack
+    template: Json
+
+    @property
+    def resources(self) -> dict[str, Json]:
+        return self.template["Resources"]  # type: ignore[no-any-return]
+
+    def of_type(self, cfn_type: str) -> dict[str, Json]:
+        return {k: v for k, v in self.resources.items() if v["Type"] == cfn_type}
+
+    def logical_id(self, construct: Any) -> str:
+        element = construct if isinstance(construct, CfnElement) else construct.node.default_child
+        return self.stack.get_logical_id(element)
+
+    def props(self, construct: Any) -> Json:
+        return self.resources[self.logical_id(construct)]["Properties"]  # type: ignore[no-any-return]
+
+    def functions(self) -> dict[str, Any]:
+        stack = self.stack
+        found = {
+            "edge": stack.ingest.edge,
+            "ingest": stack.ingest.ingest,
+            "query": stack.query.query,
+            "authorizer": stack.authorizer.authorizer_function,
+            "bootstrap": stack.bootstrap.bootstrap,
+        }
+        if stack.compact is not None:
+            found["compact"] = stack.compact.compact
+        return found
+
+    def statements(self, role: Any) -> list[Json]:
+        role_id = self.logical_id(role)
+        return [
+            statement
+            for policy in self.of_type("AWS::IAM::Policy").values()
+            if {"Ref": role_id} in policy["Properties"]["Roles"]
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        ]
+
+
+def _synth(context: dict[str, Any], functions_dir: Path = FUNCTIONS_DIR) -> Synth:
+    app, stack = build(App(context=context), functions_dir=functions_dir)
+    return Synth(app, stack, Template.from_stack(stack).to_json())
+
+
+@pytest.fixture(scope="module")
+def functions_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if (FUNCTIONS_DIR / "compact" / "handler.py").is_file():
+        return FUNCTIONS_DIR
+    copy = tmp_path_factory.mktemp("functions") / "functions"
+    shutil.copytree(FUNCTIONS_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "compact" / "handler.py").write_text("def handler(event, context):\n    raise NotImplementedError\n")
+    return copy
+
+
+@pytest.fixture(scope="module")
+def synth(layers_dir: Path, functions_dir: Path) -> Synth:
+    return _synth({"layers_dir": str(layers_dir), "athena_tables": json.dumps(ATHENA_TABLES)}, functions_dir)
+
+
+def _actions(statements: list[Json]) -> set[str]:
+    out: set[str] = set()
+    for statement in statements:
+        action = statement["Action"]
+        out.update([action] if isinstance(action, str) else action)
+    return out
+
+
+# --- layers ----------------------------------------------------------------------------------------
+
+
+def test_each_function_has_exactly_its_layers_for_its_architecture(synth: Synth, layers_dir: Path) -> None:
+    layers = synth.of_type("AWS::Lambda::LayerVersion")
+    by_name = {name: synth.logical_id(layer) for name, layer in synth.stack.layers.layers.items()}
+    assert set(by_name) == set(LAYERS)
+    assert set(layers) == set(by_name.values())
+    for name, logical in by_name.items():
+        props = layers[logical]["Properties"]
+        assert props["CompatibleRuntimes"] == ["python3.12"]
+        assert props["CompatibleArchitectures"] == ["arm64"]
+        assert props["Description"].startswith(f"Arc Serverless {name}: {name}==0")
+        # The asset is the build's own zip, byte for byte.
+        asset = Path(synth.app.outdir) / ("asset." + props["Content"]["S3Key"])
+        assert asset.read_bytes() == (layers_dir / "arm64" / f"{name}.zip").read_bytes()
+    for function, construct in synth.functions().items():
+        props = synth.props(construct.function)
+        assert props["Layers"] == [{"Ref": by_name[name]} for name in FUNCTION_LAYERS[function]], function
+        assert props["Architectures"] == ["arm64"]
+    assert "Rules" not in synth.template or "LayersBuilt" not in json.dumps(synth.template["Rules"])
+
+
+def test_without_built_layers_synthesis_works_and_deployment_is_refused(tmp_path: Path) -> None:
+    bare = _synth({"layers_dir": str(tmp_path)})
+    assert bare.of_type("AWS::Lambda::LayerVersion") == {}
+    for function in bare.functions().values():
+        assert "Layers" not in bare.props(function.function)
+    [rule] = [r for name, r in bare.template["Rules"].items() if name.startswith("LayersLayersBuilt")]
+    [assertion] = rule["Assertions"]
+    assert assertion["Assert"] == {"Fn::Equals": ["not-built", "built"]}  # always false: never deploys
+    assert "make layers ARCH=arm64" in assertion["AssertDescription"]
+    warnings = [
+        entry.data
+        for construct in bare.stack.node.find_all()
+        for entry in construct.node.metadata
+        if entry.type == "aws:cdk:warning"
+    ]
+    assert any("make layers" in str(w) for w in warnings)
+
+
+def test_parameters_reach_the_template(layers_dir: Path) -> None:
+    custom = _synth(
+        {
+            "layers_dir": str(layers_dir),
+            "architecture": "x86_64",
+            "query_memory_mb": "2048",
+            "ingest_batch_size": "500",
+            "ingest_batch_window_s": "20",
+            "prefix": "tsdb",
+            "stack_name": "Arcs-Test",
+        }
+    )
+    assert custom.stack.stack_name == "Arcs-Test"
+    for function in custom.functions().values():
+        assert custom.props(function.function)["Architectures"] == ["x86_64"]
+    for layer in custom.of_type("AWS::Lambda::LayerVersion").values():
+        assert layer["Properties"]["CompatibleArchitectures"] == ["x86_64"]
+    query = custom.props(custom.stack.query.query.function)
+    assert query["MemorySize"] == 2048
+    assert query["Environment"]["Variables"][envvars.DUCKDB_MEMORY_LIMIT] == "1843MB"
+    assert query["Environment"]["Variables"][envvars.PREFIX] == "tsdb"
+    [mapping] = custom.of_type("AWS::Lambda::EventSourceMapping").values()
+    assert mapping["Properties"]["BatchSize"] == 500
+    assert mapping["Properties"]["MaximumBatchingWindowInSeconds"] == 20
+    ingest_env = custom.props(custom.stack.ingest.ingest.function)["Environment"]["Variables"]
+    assert ingest_env[envvars.INGEST_BATCH_MESSAGES] == "500"
+    assert ingest_env[envvars.INGEST_BATCH_WINDOW_S] == "20"
+    # The claim checks and quarantine follow the prefix.
+    rules = custom.props(custom.stack.storage.bucket)["LifecycleConfiguration"]["Rules"]
+    assert {r.get("Prefix") for r in rules} >= {"tsdb/_arcs/claims/", "tsdb/_arcs/quarantine/"}
+    assert custom.props(custom.stack.athena.database)["DatabaseInput"]["Name"] == "arcs_test"
+
+
+def test_unknown_architecture_is_refused(layers_dir: Path) -> None:
+    with pytest.raises(ValueError, match="architecture"):
+        _synth({"layers_dir": str(layers_dir), "architecture": "riscv64"})
+
+
+# --- compact and its schedules --------------------------------------------------------------------
+
+
+def test_compact_function_runs_long_with_duckdb_and_disk(synth: Synth) -> None:
+    assert synth.stack.compact is not None
+    props = synth.props(synth.stack.compact.compact.function)
+    assert props["Handler"] == "handler.handler"
+    assert props["Timeout"] == 900
+    assert props["EphemeralStorage"] == {"Size": 10240}
+    assert props["MemorySize"] >= 2048
+    env = props["Environment"]["Variables"]
+    assert set(env) >= {envvars.BUCKET, envvars.TABLE, envvars.WORK_DIR}
+    assert envvars.QUEUE_URL not in env
+
+
+def test_three_schedules_send_the_compact_function_its_task(synth: Synth) -> None:
+    assert synth.stack.compact is not None
+    function_arn = {"Fn::GetAtt": [synth.logical_id(synth.stack.compact.compact.function), "Arn"]}
+    dlq_arn = {"Fn::GetAtt": [synth.logical_id(synth.stack.compact.dead_letter_queue), "Arn"]}
+    rules = synth.of_type("AWS::Events::Rule")
+    assert len(rules) == len(TASKS) == 3
+    seen = {}
+    for rule in rules.values():
+        props = rule["Properties"]
+        assert props["State"] == "ENABLED"
+        [target] = props["Targets"]
+        assert target["Arn"] == function_arn
+        assert target["RetryPolicy"] == {"MaximumEventAgeInSeconds": 3600, "MaximumRetryAttempts": 2}
+        assert target["DeadLetterConfig"] == {"Arn": dlq_arn}
+        seen[json.loads(target["Input"])["task"]] = props["ScheduleExpression"]
+    assert seen == {
+        "compaction": "cron(10 * * * ? *)",
+        "retention": "cron(17 3 * * ? *)",
+        "continuous_queries": "rate(5 minutes)",
+    }
+    # EventBridge may invoke the function, and only its rules may.
+    permissions = [
+        p["Properties"]
+        for p in synth.of_type("AWS::Lambda::Permission").values()
+        if p["Properties"]["Principal"] == "events.amazonaws.com"
+    ]
+    assert len(permissions) == 3
+    assert {json.dumps(p["SourceArn"]) for p in permissions} == {
+        json.dumps({"Fn::GetAtt": [logical, "Arn"]}) for logical in rules
+    }
+
+
+# --- the bootstrap admin token ----------------------------------------------------------------------
+
+
+def test_admin_token_is_generated_into_secrets_manager_and_created_at_deploy(synth: Synth) -> None:
+    boot = synth.stack.bootstrap
+    secret_id = synth.logical_id(boot.secret)
+    secret = synth.resources[secret_id]
+    assert secret["DeletionPolicy"] == "Retain"
+    generated = secret["Properties"]["GenerateSecretString"]
+    assert generated["PasswordLength"] >= 32
+    assert generated["ExcludePunctuation"] is True
+    [custom] = synth.of_type("Custom::ArcsBootstrapToken").values()
+    assert custom["Properties"]["ServiceToken"] == {"Fn::GetAtt": [synth.logical_id(boot.bootstrap.function), "Arn"]}
+    assert custom["Properties"]["SecretArn"] == {"Ref": secret_id}
+    [read] = [s for s in synth.statements(boot.bootstrap.role) if "secretsmanager:GetSecretValue" in _actions([s])]
+    assert read["Resource"] == {"Ref": secret_id}
+    handler = synth.props(boot.bootstrap.function)
+    assert handler["Handler"] == "handler.handler"
+    assert (FUNCTIONS_DIR / "bootstrap" / "handler.py").is_file()
+
+
+def test_outputs_name_the_api_the_secret_and_the_bucket(synth: Synth) -> None:
+    outputs = synth.template["Outputs"]
+    assert "ApiUrl" in outputs
+    assert outputs["AdminTokenSecretArn"]["Value"] == {"Ref": synth.logical_id(synth.stack.bootstrap.secret)}
+    assert "get-secret-value" in outputs["AdminTokenSecretArn"]["Description"]
+    assert outputs["BucketName"]["Value"] == {"Ref": synth.logical_id(synth.stack.storage.bucket)}
+    assert outputs["GlueDatabase"]["Value"] == "arcserverless"
+
+
+# --- storage ---------------------------------------------------------------------------------------
+
+
+def test_quarantined_files_expire_after_90_days(synth: Synth) -> None:
+    rules = synth.props(synth.stack.storage.bucket)["LifecycleConfiguration"]["Rules"]
+    [quarantine] = [r for r in rules if r.get("Prefix") == "_arcs/quarantine/"]
+    assert quarantine["ExpirationInDays"] == 90
+    assert quarantine["Status"] == "Enabled"
+    # Nothing expires under a data prefix: every other rule is the system directory's or multipart aborts.
+    for rule in rules:
+        assert rule.get("Prefix", "_arcs/").startswith("_arcs/") or "ExpirationInDays" not in rule
+
+
+# --- Athena ----------------------------------------------------------------------------------------
+
+
+def test_glue_tables_project_the_hour_layout(synth: Synth) -> None:
+    database = synth.props(synth.stack.athena.database)
+    assert database["DatabaseInput"]["Name"] == "arcserverless"
+    [table] = synth.of_type("AWS::Glue::Table").values()
+    props = table["Properties"]
+    assert props["DatabaseName"] == "arcserverless"
+    table_input = props["TableInput"]
+    assert table_input["Name"] == "metrics_cpu_load"
+    assert table_input["TableType"] == "EXTERNAL_TABLE"
+    assert table_input["PartitionKeys"] == [{"Name": "hour", "Type": "string"}]
+    params = table_input["Parameters"]
+    assert params["projection.enabled"] == "true"
+    assert params["projection.hour.type"] == "date"
+    assert params["projection.hour.format"] == "yyyy/MM/dd/HH"
+    assert params["projection.hour.interval.unit"] == "HOURS"
+    assert params["projection.hour.range"].endswith(",NOW")
+    bucket = {"Ref": synth.logical_id(synth.stack.storage.bucket)}
+    assert params["storage.location.template"] == {"Fn::Join": ["", ["s3://", bucket, "/metrics/cpu-load/${hour}/"]]}
+    descriptor = table_input["StorageDescriptor"]
+    assert descriptor["Location"] == {"Fn::Join": ["", ["s3://", bucket, "/metrics/cpu-load/"]]}
+    assert descriptor["SerdeInfo"]["SerializationLibrary"].endswith("ParquetHiveSerDe")
+    assert descriptor["Columns"] == [
+        {"Name": "time", "Type": "timestamp"},
+        {"Name": "host", "Type": "string"},
+        {"Name": "usage", "Type": "double"},
+        {"Name": "procs", "Type": "bigint"},
+        {"Name": "up", "Type": "boolean"},
+    ]
+
+
+def test_projection_format_matches_the_storage_layout() -> None:
+    from datetime import UTC, datetime
+
+    from arcs import layout
+
+    key = layout.data_key("", "metrics", "cpu", datetime(2026, 11, 22, 7, tzinfo=UTC), "f.parquet")
+    assert re.search(r"/2026/11/22/07/", key), key  # yyyy/MM/dd/HH, as projected
+
+
+@pytest.mark.parametrize(
+    "tables",
+    [{"nodot": {"a": "string"}}, {"metrics.cpu": {"a": "varchar"}}, {"1db.cpu": {"a": "string"}}],
+)
+def test_athena_tables_that_cannot_exist_are_refused(tables: dict[str, dict[str, str]]) -> None:
+    stack = Stack(App(), "Probe")
+    storage = ArcsStorage(stack, "Storage")
+    with pytest.raises(ValueError, match="athena_tables"):
+        ArcsAthena(stack, "Athena", bucket=storage.bucket, prefix="", database_name="probe", tables=tables)
+
+
+# --- IAM: each function reaches only what it needs ---------------------------------------------------
+
+_LOGS = {"logs:CreateLogStream", "logs:PutLogEvents"}
+_XRAY = {"xray:PutTelemetryRecords", "xray:PutTraceSegments"}
+_DDB_READ = {
+    "dynamodb:BatchGetItem",
+    "dynamodb:ConditionCheckItem",
+    "dynamodb:DescribeTable",
+    "dynamodb:GetItem",
+    "dynamodb:Query",
+    "dynamodb:Scan",
+    "dynamodb:GetRecords",
+    "dynamodb:GetShardIterator",
+}
+_DDB_WRITE = {"dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}
+#: The whole of each function's permissions; anything added must be added here on purpose.
+EXPECTED_ACTIONS = {
+    "edge": _LOGS
+    | _XRAY
+    | _DDB_READ
+    | _DDB_WRITE
+    | {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "s3:PutObject"},
+    "ingest": _LOGS
+    | _XRAY
+    | _DDB_READ
+    | _DDB_WRITE
+    | {
+        "sqs:ReceiveMessage",
+        "sqs:DeleteMessage",
+        "sqs:ChangeMessageVisibility",
+        "sqs:GetQueueAttributes",
+        "sqs:GetQueueUrl",
+        "s3:GetObject",
+        "s3:PutObject",
+        "s3:DeleteObject",
+        "s3:ListBucket",
+    },
+    "query": _LOGS | _XRAY | _DDB_READ | _DDB_WRITE | {"s3:GetObject", "s3:DeleteObject", "s3:ListBucket"},
+    "authorizer": _LOGS | _XRAY | _DDB_READ,
+    "bootstrap": _LOGS
+    | _XRAY
+    | _DDB_READ
+    | _DDB_WRITE
+    | {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"},
+    "compact": _LOGS
+    | _XRAY
+    | _DDB_READ
+    | _DDB_WRITE
+    | {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"},
+}
+
+
+def test_each_function_has_exactly_the_permissions_it_needs(synth: Synth) -> None:
+    functions = synth.functions()
+    assert set(functions) == set(EXPECTED_ACTIONS)
+    bucket = synth.logical_id(synth.stack.storage.bucket)
+    table = {"Fn::GetAtt": [synth.logical_id(synth.stack.storage.table), "Arn"]}
+    for name, function in functions.items():
+        statements = synth.statements(function.role)
+        assert _actions(statements) == EXPECTED_ACTIONS[name], name
+        for statement in statements:
+            assert statement["Effect"] == "Allow"
+            actions = _actions([statement])
+            if any(a.startswith("dynamodb:") for a in actions):
+                assert statement["Resource"] == [table], name  # the catalog, no index or other table
+            if any(a.startswith("s3:") for a in actions):
+                assert bucket in json.dumps(statement["Resource"]), name  # the data bucket only
+            if statement["Resource"] == "*":
+                assert actions == _XRAY, name  # X-Ray alone has no resource-level permissions
+
+
+def test_only_the_functions_whose_job_is_deleting_data_can_delete_it(synth: Synth) -> None:
+    deleters = {
+        name
+        for name, function in synth.functions().items()
+        if "s3:DeleteObject" in _actions(synth.statements(function.role))
+    }
+    # ingest: claim checks once committed, and its own orphans; query: an admin's database drop;
+    # compact: replaced inputs and expired data.
+    assert deleters == {"ingest", "query", "compact"}
+    edge_writes = [s for s in synth.statements(synth.stack.ingest.edge.role) if "s3:PutObject" in _actions([s])]
+    assert [json.dumps(s["Resource"]) for s in edge_writes] == [
+        json.dumps(
+            {
+                "Fn::Join": [
+                    "",
+                    [{"Fn::GetAtt": [synth.logical_id(synth.stack.storage.bucket), "Arn"]}, "/_arcs/claims/*"],
+                ]
+            }
+        )
+    ]
+
+
+def test_no_role_outside_the_functions_but_api_gateways_logging_role(synth: Synth) -> None:
+    roles = set(synth.of_type("AWS::IAM::Role"))
+    function_roles = {synth.logical_id(f.role) for f in synth.functions().values()}
+    [other] = roles - function_roles
+    assert synth.resources[other]["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
+        "Service": "apigateway.amazonaws.com"
+    }
+
+
+# --- every route of API.md reaches its function ------------------------------------------------------
+
+WRITE = "edge"
+QUERY = "query"
+#: (method, path, function) for every route of API.md (path parameters filled in).
+API_ROUTES = [
+    ("POST", "/api/v1/write/msgpack", WRITE),
+    ("POST", "/api/v1/write/line-protocol", WRITE),
+    ("POST", "/write", WRITE),
+    ("POST", "/api/v2/write", WRITE),
+    ("POST", "/api/v1/write/json", WRITE),
+    ("POST", "/api/v1/query", QUERY),
+    ("POST", "/api/v1/query/arrow", QUERY),
+    ("POST", "/api/v1/query/estimate", QUERY),
+    ("GET", "/api/v1/query/cpu", QUERY),
+    ("GET", "/api/v1/measurements", QUERY),
+    ("GET", "/api/v1/databases", QUERY),
+    ("POST", "/api/v1/databases", QUERY),
+    ("GET", "/api/v1/databases/metrics", QUERY),
+    ("GET", "/api/v1/databases/metrics/measurements", QUERY),
+    ("DELETE", "/api/v1/databases/metrics", QUERY),
+    ("GET", "/api/v1/auth/verify", QUERY),
+    ("POST", "/api/v1/auth/tokens", QUERY),
+    ("GET", "/api/v1/auth/tokens", QUERY),
+    ("GET", "/api/v1/auth/tokens/abc", QUERY),
+    ("PATCH", "/api/v1/auth/tokens/abc", QUERY),
+    ("DELETE", "/api/v1/auth/tokens/abc", QUERY),
+    ("POST", "/api/v1/auth/tokens/abc/rotate", QUERY),
+    ("POST", "/api/v1/auth/tokens/abc/revoke", QUERY),
+    ("GET", "/api/v1/retention", QUERY),
+    ("POST", "/api/v1/retention", QUERY),
+    ("GET", "/api/v1/retention/1", QUERY),
+    ("PUT", "/api/v1/retention/1", QUERY),
+    ("DELETE", "/api/v1/retention/1", QUERY),
+    ("POST", "/api/v1/retention/1/execute", QUERY),
+    ("GET", "/api/v1/retention/1/executions", QUERY),
+    ("GET", "/api/v1/continuous_queries", QUERY),
+    ("POST", "/api/v1/continuous_queries", QUERY),
+    ("GET", "/api/v1/continuous_queries/1", QUERY),
+    ("PUT", "/api/v1/continuous_queries/1", QUERY),
+    ("DELETE", "/api/v1/continuous_queries/1", QUERY),
+    ("POST", "/api/v1/continuous_queries/1/execute", QUERY),
+    ("GET", "/api/v1/continuous_queries/1/executions", QUERY),
+    ("POST", "/api/v1/delete", QUERY),
+    ("GET", "/api/v1/delete/config", QUERY),
+    ("GET", "/api/v1/compaction/status", QUERY),
+    ("GET", "/api/v1/compaction/stats", QUERY),
+    ("GET", "/api/v1/compaction/candidates", QUERY),
+    ("GET", "/api/v1/compaction/jobs", QUERY),
+    ("GET", "/api/v1/compaction/history", QUERY),
+    ("POST", "/api/v1/compaction/trigger", QUERY),
+    ("GET", "/health", QUERY),
+    ("GET", "/ready", QUERY),
+]
+
+
+def _resolve(synth: Synth, method: str, path: str) -> Json:
+    """The method API Gateway picks for a request: the deepest static resource matching the path,
+    else the greedy ``{proxy+}`` under the deepest one that matched (the API declares one under
+    every static resource, so this is what happens whatever API Gateway's backtracking)."""
+    resources = synth.of_type("AWS::ApiGateway::Resource")
+    api_id = synth.logical_id(synth.stack.api.api)
+    children: dict[str, dict[str, str]] = {}
+    for logical, resource in resources.items():
+        parent = resource["Properties"]["ParentId"]
+        parent_key = "root" if "Fn::GetAtt" in parent else parent["Ref"]
+        children.setdefault(parent_key, {})[resource["Properties"]["PathPart"]] = logical
+    methods: dict[tuple[str, str], Json] = {}
+    for m in synth.of_type("AWS::ApiGateway::Method").values():
+        ref = m["Properties"]["ResourceId"]
+        key = "root" if "Fn::GetAtt" in ref and ref["Fn::GetAtt"][0] == api_id else ref["Ref"]
+        methods[(key, m["Properties"]["HttpMethod"])] = m["Properties"]
+
+    node = "root"
+    parts = path.strip("/").split("/")
+    for i, part in enumerate(parts):
+        nxt = children.get(node, {}).get(part)
+        if nxt is None:
+            node = children[node]["{proxy+}"]
+            break
+        node = nxt
+        if i == len(parts) - 1:
+            break
+    return methods.get((node, method)) or methods[(node, "ANY")]
+
+
+@pytest.mark.parametrize(("method", "path", "function"), API_ROUTES)
+def test_every_api_route_reaches_its_function_behind_the_authorizer(
+    synth: Synth, method: str, path: str, function: str
+) -> None:
+    targets = {
+        WRITE: synth.logical_id(synth.stack.ingest.edge.function),
+        QUERY: synth.logical_id(synth.stack.query.query.function),
+    }
+    resolved = _resolve(synth, method, path)
+    uri = json.dumps(resolved["Integration"]["Uri"])
+    assert resolved["Integration"]["Type"] == "AWS_PROXY"
+    assert [name for name, logical in targets.items() if f'"{logical}"' in uri] == [function]
+    if path in PUBLIC_PATHS:
+        assert resolved["AuthorizationType"] == "NONE"
+    else:
+        assert resolved["AuthorizationType"] == "CUSTOM"
+        assert resolved["AuthorizerId"] == {"Ref": synth.logical_id(synth.stack.authorizer.authorizer)}
+
+
+# --- cdk-nag on the whole stack --------------------------------------------------------------------
+
+
+def test_cdk_nag_finds_nothing_unacknowledged_with_compact_and_athena(synth: Synth) -> None:
+    report = AwsSolutionsChecks().validate_scope(synth.stack)
+    found = {v.rule_name: sorted(str(r.construct_path) for r in v.violating_resources) for v in report.violations}
+    assert found == {}
+    assert report.success
+
+
+# --- S3 Express One Zone (optional) ----------------------------------------------------------------
+
+
+def test_express_bucket_is_read_by_query_and_written_by_ingest_and_compact(
+    layers_dir: Path, functions_dir: Path
+) -> None:
+    express = _synth({"layers_dir": str(layers_dir), "express_zone": "use1-az4"}, functions_dir)
+    assert express.stack.express is not None
+    bucket_id = express.logical_id(express.stack.express.bucket)
+    bucket = express.resources[bucket_id]
+    assert bucket["Type"] == "AWS::S3Express::DirectoryBucket"
+    assert bucket["DeletionPolicy"] == "Retain"
+    assert bucket["Properties"]["LocationName"] == "use1-az4"
+    assert bucket["Properties"]["DataRedundancy"] == "SingleAvailabilityZone"
+    sessions = {}
+    for name, function in express.functions().items():
+        env = express.props(function.function)["Environment"]["Variables"]
+        grants = [s for s in express.statements(function.role) if "s3express:CreateSession" in _actions([s])]
+        if name in ("query", "ingest", "compact"):
+            assert env[envvars.EXPRESS_BUCKET] == {"Ref": bucket_id}, name
+            [grant] = grants
+            assert grant["Resource"] == {"Fn::GetAtt": [bucket_id, "Arn"]}
+            sessions[name] = grant.get("Condition")
+        else:
+            assert envvars.EXPRESS_BUCKET not in env, name
+            assert grants == [], name
+    assert sessions == {
+        "query": {"StringEquals": {"s3express:SessionMode": "ReadOnly"}},
+        "ingest": None,
+        "compact": None,
+    }
+    assert "ExpressBucketName" in express.template["Outputs"]
+    report = AwsSolutionsChecks().validate_scope(express.stack)
+    assert [v.rule_name for v in report.violations] == []
+
+
+# --- the app as the CDK CLI runs it ----------------------------------------------------------------
+
+
+def test_the_app_synthesizes_offline_as_cdk_synth_runs_it(tmp_path: Path) -> None:
+    """``cdk synth`` runs ``python -m infra.app`` with CDK_OUTDIR and CDK_CONTEXT_JSON; no network,
+    no built layers (as in CI): the template is written, and cdk-nag (a validation plugin) passes."""
+    import os
+    import subprocess
+    import sys
+
+    outdir = tmp_path / "cdk.out"
+    env = {
+        **os.environ,
+        "CDK_OUTDIR": str(outdir),
+        "CDK_CONTEXT_JSON": json.dumps({"layers_dir": str(tmp_path / "no-layers")}),
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "infra.app"], cwd=FUNCTIONS_DIR.parent, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    template = json.loads((outdir / "ArcServerless.template.json").read_text())
+    assert any(name.startswith("LayersLayersBuilt") for name in template["Rules"])
+    assert len([r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]) >= 5
+
+
+def test_cdk_json_runs_the_app_as_a_module_from_the_lock() -> None:
+    config = json.loads((FUNCTIONS_DIR.parent / "cdk.json").read_text())
+    assert config["app"] == "uv run --frozen python -m infra.app"
+
+
+#: Every kind of resource the stack makes (with the compact function, an Athena table and no S3
+#: Express), each covered by the tests here or in test_stack.py. A new kind must come with its tests.
+EXPECTED_RESOURCE_TYPES = {
+    "AWS::S3::Bucket": 1,
+    "AWS::S3::BucketPolicy": 1,
+    "AWS::DynamoDB::Table": 1,
+    "AWS::SQS::Queue": 3,
+    "AWS::SQS::QueuePolicy": 3,
+    "AWS::CloudWatch::Alarm": 1,
+    "AWS::Lambda::LayerVersion": 3,
+    "AWS::Lambda::Function": 6,
+    "AWS::Lambda::EventSourceMapping": 1,
+    "AWS::Lambda::Permission": 6,
+    "AWS::IAM::Role": 7,
+    "AWS::IAM::Policy": 6,
+    "AWS::Logs::LogGroup": 7,
+    "AWS::Events::Rule": 3,
+    "AWS::SecretsManager::Secret": 1,
+    "Custom::ArcsBootstrapToken": 1,
+    "AWS::ApiGateway::RestApi": 1,
+    "AWS::ApiGateway::Account": 1,
+    "AWS::ApiGateway::Deployment": 1,
+    "AWS::ApiGateway::Stage": 1,
+    "AWS::ApiGateway::Authorizer": 1,
+    "AWS::ApiGateway::GatewayResponse": 2,
+    "AWS::ApiGateway::Resource": 16,
+    "AWS::ApiGateway::Method": 17,
+    "AWS::Glue::Database": 1,
+    "AWS::Glue::Table": 1,
+}
+
+
+def test_the_stack_makes_exactly_the_expected_resources(synth: Synth) -> None:
+    counts: dict[str, int] = {}
+    for resource in synth.resources.values():
+        counts[resource["Type"]] = counts.get(resource["Type"], 0) + 1
+    assert counts == EXPECTED_RESOURCE_TYPES
+
+
+# --- the query function from the container image (optional) ----------------------------------------
+
+
+def test_query_function_can_run_the_container_image(layers_dir: Path) -> None:
+    image = _synth({"layers_dir": str(layers_dir), "query_image": "true"})
+    query = image.props(image.stack.query.query.function)
+    assert query["PackageType"] == "Image"
+    assert "Layers" not in query
+    assert "Runtime" not in query
+    assert "Handler" not in query
+    assert query["ImageConfig"] == {"Command": ["functions.query.handler.handler"]}
+    assert query["Architectures"] == ["arm64"]
+    # The same environment and permissions as from layers.
+    env = query["Environment"]["Variables"]
+    assert env[envvars.BACKEND] == "aws"
+    assert envvars.DUCKDB_MEMORY_LIMIT in env
+    assert _actions(image.statements(image.stack.query.query.role)) == EXPECTED_ACTIONS["query"]
+    # The image asset is the repository's Dockerfile, built for the functions' architecture.
+    assets = json.loads((Path(image.app.outdir) / f"{image.stack.stack_name}.assets.json").read_text())
+    [docker] = assets["dockerImages"].values()
+    assert docker["source"]["platform"] == "linux/arm64"
+    staged = Path(image.app.outdir) / docker["source"]["directory"]
+    assert (staged / "Dockerfile").read_bytes() == (FUNCTIONS_DIR.parent / "Dockerfile").read_bytes()
+    assert not (staged / ".venv").exists()  # .dockerignore applies to the staged context
+    assert not (staged / "layers" / "build").exists()
+    # The other functions still run from their folders and layers.
+    for name, function in image.functions().items():
+        if name != "query":
+            assert image.props(function.function)["Runtime"] == "python3.12", name
+    report = AwsSolutionsChecks().validate_scope(image.stack)
+    assert [v.rule_name for v in report.violations] == []
+
+
+def test_layer_descriptions_name_whole_versions_within_lambdas_limit() -> None:
+    from infra.layers import layer_description
+
+    assert layer_description("core", ["arcs (src/arcs)"]) == "Arc Serverless core: arcs (src/arcs)"
+    many = [f"package-{i}==1.{i}.0" for i in range(40)]
+    text = layer_description("deps", many)
+    assert len(text) <= 256
+    *listed, last = text.removeprefix("Arc Serverless deps: ").split(", ")
+    assert last == "..."
+    assert listed == many[: len(listed)]  # whole entries, in order, as many as fit
+    assert len(listed) > 5
+
+
+def test_layers_built_for_another_architecture_are_refused(tmp_path: Path) -> None:
+    from infra.layers import ArcsLayers
+
+    from tests.infra.conftest import fake_layers
+
+    fake_layers(tmp_path, "arm64")
+    (tmp_path / "arm64").rename(tmp_path / "x86_64")  # an arm64 build where x86_64 is looked for
+    with pytest.raises(ValueError, match="on arm64"):
+        ArcsLayers(Stack(App(), "Probe"), "Layers", architecture="x86_64", build_dir=tmp_path)

@@ -1,0 +1,142 @@
+"""The layer build: trims, deterministic zips, the size check; and (marked ``layers``) a real build.
+
+The real build installs the locked wheels for both architectures (from the package index, or
+uv's cache), checks both against Lambda's 250 MB and runs the smoke test on this machine's
+architecture with Python 3.12. It takes about two minutes, so CI runs it with the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+from layers.build import (
+    FUNCTION_FOLDERS,
+    FUNCTION_LAYERS,
+    LAMBDA_UNZIPPED_LIMIT,
+    LAYERS,
+    LayerInfo,
+    Manifest,
+    build,
+    find_python,
+    trim,
+    write_zip,
+)
+from layers.check import HOST_ARCH, CheckFailed, check_sizes, smoke
+
+
+def _touch(root: Path, *names: str) -> None:
+    for name in names:
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x" * 10)
+
+
+def test_trim_removes_what_no_function_imports_and_keeps_what_they_do(tmp_path: Path) -> None:
+    kept = [
+        "pyarrow/lib.cpython-312-x86_64-linux-gnu.so",
+        "pyarrow/libarrow.so.2600",
+        "pyarrow/libarrow_python.so.2600",
+        "pyarrow/libarrow_dataset.so.2600",
+        "pyarrow/libarrow_substrait.so.2600",
+        "pyarrow/_parquet.cpython-312-x86_64-linux-gnu.so",
+        "pyarrow/fs.py",
+        "zstandard/backend_c.cpython-312-x86_64-linux-gnu.so",
+        "botocore/data/s3/2006-03-01/service-2.json.gz",
+        "botocore/data/sqs/2012-11-05/service-2.json.gz",
+        "botocore/data/dynamodb/2012-08-10/service-2.json.gz",
+        "botocore/data/endpoints.json",
+        "duckdb_extension_httpfs/extensions/v1.5.5/httpfs.duckdb_extension",
+    ]
+    removed = [
+        "pyarrow/_flight.cpython-312-x86_64-linux-gnu.so",
+        "pyarrow/libarrow_flight.so.2600",
+        "pyarrow/libarrow_s3.so.2600",
+        "pyarrow/libarrow_python.so",
+        "pyarrow/libarrow_python.so.2600.1.0",
+        "pyarrow/tests/test_array.py",
+        "pyarrow/include/arrow/api.h",
+        "pyarrow/lib.pyx",
+        "pyarrow/__init__.pyi",
+        "zstandard/_cffi.cpython-312-x86_64-linux-gnu.so",
+        "botocore/data/ec2/2016-11-15/service-2.json.gz",
+        "msgpack/__pycache__/fallback.cpython-311.pyc",
+    ]
+    _touch(tmp_path, *kept, *removed)
+    trim(tmp_path)
+    assert [name for name in kept if not (tmp_path / name).exists()] == []
+    assert [name for name in removed if (tmp_path / name).exists()] == []
+
+
+def test_layer_zips_are_the_same_bytes_on_every_build(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    _touch(tree, "python/b.py", "python/a/x.py", "python/a/lib.so")
+    (tree / "python/a/lib.so").chmod(0o755)
+    write_zip(tree, tmp_path / "one.zip")
+    (tree / "python/b.py").touch()  # a newer time must not change the zip
+    write_zip(tree, tmp_path / "two.zip")
+    assert (tmp_path / "one.zip").read_bytes() == (tmp_path / "two.zip").read_bytes()
+    with zipfile.ZipFile(tmp_path / "one.zip") as archive:
+        assert archive.namelist() == ["python/a/lib.so", "python/a/x.py", "python/b.py"]
+        assert archive.getinfo("python/a/lib.so").external_attr >> 16 == 0o755
+
+
+def _manifest(**unzipped: int) -> Manifest:
+    layers = {name: LayerInfo(name, f"{name}.zip", size // 3, size, []) for name, size in unzipped.items()}
+    return Manifest("arm64", "3.12", True, layers)
+
+
+def test_size_check_fails_a_function_over_lambdas_unzipped_limit(tmp_path: Path) -> None:
+    for folder in set(FUNCTION_FOLDERS.values()):
+        _touch(tmp_path, f"{folder}/handler.py")
+    report = check_sizes(_manifest(duckdb=100_000_000, deps=150_000_000, core=1_000_000), tmp_path)
+    assert "query" in report
+    with pytest.raises(CheckFailed, match=r"over Lambda's unzipped limit: query, compact"):
+        check_sizes(_manifest(duckdb=100_000_000, deps=162_000_000, core=1_000_000), tmp_path)
+    # Functions without DuckDB still fit the same layers.
+    check_sizes(_manifest(duckdb=200_000_000, deps=60_000_000, core=1_000_000), tmp_path, limit=LAMBDA_UNZIPPED_LIMIT)
+    with pytest.raises(CheckFailed):
+        check_sizes(_manifest(duckdb=1, deps=LAMBDA_UNZIPPED_LIMIT, core=1), tmp_path)
+
+
+def test_every_function_gets_the_core_and_only_sql_functions_get_duckdb() -> None:
+    assert set(LAYERS) == {"duckdb", "deps", "core"}
+    for function, layers in FUNCTION_LAYERS.items():
+        assert {"deps", "core"} <= set(layers), function
+        assert ("duckdb" in layers) == (function in {"query", "compact"}), function
+        assert len(layers) <= 5  # Lambda's limit
+
+
+# --- the real build -------------------------------------------------------------------------------
+
+
+@pytest.mark.layers
+@pytest.mark.timeout(600)
+def test_built_layers_fit_lambda_and_run_the_functions_alone(tmp_path: Path) -> None:
+    python = find_python()
+    if python is None or HOST_ARCH is None:
+        pytest.skip("needs a Python 3.12 interpreter on x86_64 or arm64 (set LAYERS_PYTHON)")
+    for arch in ("arm64", "x86_64"):
+        manifest = build(arch, tmp_path, python)
+        print(check_sizes(manifest))
+        saved = json.loads((tmp_path / arch / "manifest.json").read_text())
+        assert saved == json.loads(json.dumps(asdict(manifest)))
+        with zipfile.ZipFile(tmp_path / arch / "duckdb.zip") as archive:
+            names = set(archive.namelist())
+        assert "python/duckdb_extension_httpfs/extensions/v1.5.5/httpfs.duckdb_extension" in names
+        assert not [n for n in names if "/tests/" in n or n.endswith(".pyi")]
+        with zipfile.ZipFile(tmp_path / arch / "core.zip") as archive:
+            names = set(archive.namelist())
+        assert "python/arcs/engine.py" in names
+        assert "python/arcs/__pycache__/engine.cpython-312.pyc" in names  # /opt is read-only in Lambda
+        assert not [n for n in names if not n.startswith("python/")]  # nothing beside python/
+    # Reproducible: another build (elsewhere) of the same lock gives the same zips, byte for byte.
+    again = build("arm64", tmp_path / "again", python)
+    for name in again.layers:
+        first = (tmp_path / "arm64" / f"{name}.zip").read_bytes()
+        assert (tmp_path / "again" / "arm64" / f"{name}.zip").read_bytes() == first, name
+    out = smoke(HOST_ARCH, tmp_path, python)
+    assert out.startswith("smoke ok: python 3.12"), out
