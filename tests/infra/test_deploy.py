@@ -366,7 +366,12 @@ EXPECTED_ACTIONS = {
         "s3:DeleteObject",
         "s3:ListBucket",
     },
-    "query": _LOGS | _XRAY | _DDB_READ | _DDB_WRITE | {"s3:GetObject", "s3:DeleteObject", "s3:ListBucket"},
+    # PutObject only under _arcs/results/ (handed-off results; tests/infra/test_stack.py pins the resource).
+    "query": _LOGS
+    | _XRAY
+    | _DDB_READ
+    | _DDB_WRITE
+    | {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"},
     "authorizer": _LOGS | _XRAY | _DDB_READ,
     "bootstrap": _LOGS
     | _XRAY
