@@ -22,3 +22,16 @@ WORK_DIR = "ARCS_WORK_DIR"  # DuckDB home, temp and extension directory (/tmp in
 QUERY_MAX_ROWS = "ARCS_QUERY_MAX_ROWS"
 QUERY_TIMEOUT_S = "ARCS_QUERY_TIMEOUT_S"  # a query running longer is interrupted (503); 0 = no limit
 QUEUE_TIMEOUT_S = "ARCS_QUEUE_TIMEOUT_S"  # how long a request waits for a free worker before a 503
+COMPACTION_INTERVAL_S = "ARCS_COMPACTION_INTERVAL_S"  # standalone server's compaction timer; 0 = off
+COMPACTION_MIN_AGE_S = "ARCS_COMPACTION_MIN_AGE_S"  # a partition is compacted this long after its hour ends
+COMPACTION_MIN_FILES = "ARCS_COMPACTION_MIN_FILES"  # ... and once it has at least this many files
+COMPACTION_TARGET_FILE_MB = "ARCS_COMPACTION_TARGET_FILE_MB"
+COMPACTION_MAX_FILES = "ARCS_COMPACTION_MAX_FILES"  # inputs of one job
+COMPACTION_MAX_INPUT_MB = "ARCS_COMPACTION_MAX_INPUT_MB"  # input bytes of one job (local disk it needs)
+COMPACTION_MEMORY_LIMIT = "ARCS_COMPACTION_MEMORY_LIMIT"  # DuckDB's, while merging; the rest spills
+COMPACTION_THREADS = "ARCS_COMPACTION_THREADS"
+COMPACTION_GRACE_S = "ARCS_COMPACTION_GRACE_S"  # replaced files are deleted this long after the swap
+COMPACTION_LEASE_S = "ARCS_COMPACTION_LEASE_S"
+COMPACTION_SORT = "ARCS_COMPACTION_SORT"  # "time" or "tags" (tags, then time)
+COMPACTION_TIME_BUDGET_S = "ARCS_COMPACTION_TIME_BUDGET_S"  # a run starts no job after this; 0 = none
+COMPACT_FUNCTION = "ARCS_COMPACT_FUNCTION"  # AWS: the compact function the trigger route invokes

@@ -123,6 +123,8 @@ class CompactionJob:
     status: JobStatus
     started_at: datetime
     updated_at: datetime
+    #: The partition's compaction version when the job picked its inputs; it commits base + 1.
+    base_version: int = 0
     input_keys: tuple[str, ...] = ()
     output_keys: tuple[str, ...] = ()
     input_bytes: int = 0
@@ -237,6 +239,8 @@ class Catalog(Protocol):
     def put_compaction_job(self, job: CompactionJob) -> None:
         """Store (or replace) a job's journal entry."""
         ...
+
+    def get_compaction_job(self, job_id: str) -> CompactionJob | None: ...
 
     def list_compaction_jobs(self, active: bool = False, limit: int = 100) -> list[CompactionJob]:
         """Newest first; ``active``: only jobs not finished (what recovery looks at)."""

@@ -409,13 +409,15 @@ def test_compaction_jobs_newest_first_and_the_active_ones(ports: Ports) -> None:
     ]
     for job in jobs:
         catalog.put_compaction_job(job)
-    done = replace(jobs[1], status="done", output_keys=("o1", "o2"), input_bytes=10, error="")
+    done = replace(jobs[1], status="done", output_keys=("o1", "o2"), input_bytes=10, base_version=3)
     failed = replace(jobs[2], status="failed", error="boom", delete_after=started + HOUR)
     catalog.put_compaction_job(done)
     catalog.put_compaction_job(failed)
     assert catalog.list_compaction_jobs() == [jobs[3], failed, done, jobs[0]]
     assert catalog.list_compaction_jobs(limit=2) == [jobs[3], failed]
     assert catalog.list_compaction_jobs(active=True) == [jobs[3], jobs[0]]
+    assert catalog.get_compaction_job("job2") == failed
+    assert catalog.get_compaction_job("job9") is None
 
 
 def test_listing_during_a_compaction_sees_inputs_or_outputs(ports: Ports, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -564,6 +564,10 @@ class DynamoCatalog(_Table):
             requests.append({"DeleteRequest": {"Key": _key(_ACTIVE_JOBS, job.job_id)}})
         self._batch_write(requests)
 
+    def get_compaction_job(self, job_id: str) -> CompactionJob | None:
+        item = self._get(_JOBS, job_id)
+        return None if item is None else job_from_json(json.loads(str(item["body"])))
+
     def list_compaction_jobs(self, active: bool = False, limit: int = 100) -> list[CompactionJob]:
         items = self._query(_ACTIVE_JOBS if active else _JOBS, descending=True)
         return [job_from_json(json.loads(str(item["body"]))) for item in itertools.islice(items, limit)]

@@ -354,6 +354,10 @@ class SqliteCatalog:
                 (job.job_id, int(job.active), json.dumps(job_to_json(job))),
             )
 
+    def get_compaction_job(self, job_id: str) -> CompactionJob | None:
+        rows = self.db.query("SELECT body FROM compaction_jobs WHERE job_id=?", (job_id,))
+        return job_from_json(json.loads(str(rows[0][0]))) if rows else None
+
     def list_compaction_jobs(self, active: bool = False, limit: int = 100) -> list[CompactionJob]:
         sql = "SELECT body FROM compaction_jobs" + (" WHERE active = 1" if active else "")
         rows = self.db.query(sql + " ORDER BY job_id DESC LIMIT ?", (limit,))
