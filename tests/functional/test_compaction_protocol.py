@@ -77,9 +77,7 @@ class Env:
 
     def rows(self, measurement: str = "cpu") -> list[Row]:
         """Every row a reader sees (the listed files, read back), sorted."""
-        tables = [
-            pq.read_table(io.BytesIO(self.store.get(f.key))) for f in self.catalog.list_files("db", measurement)
-        ]
+        tables = [pq.read_table(io.BytesIO(self.store.get(f.key))) for f in self.catalog.list_files("db", measurement)]
         if not tables:
             return []
         table = pa.concat_tables(tables, promote_options="permissive")
