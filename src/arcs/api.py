@@ -44,10 +44,11 @@ def routers(part: ApiPart = "all") -> list[RouterFactory]:
         found.append(writes_router)
     if part != "writes":
         from arcs.routes.auth import auth_router
+        from arcs.routes.compaction import compaction_router
         from arcs.routes.databases import databases_router
         from arcs.routes.queries import queries_router
 
-        found += [queries_router, auth_router, databases_router]
+        found += [queries_router, auth_router, databases_router, compaction_router]
     return found
 
 

@@ -24,9 +24,11 @@ if TYPE_CHECKING:
     from arcs.adapters.spool import Spool
     from arcs.adapters.sqlite_catalog import SqliteDatabase
     from arcs.api import ApiPart
+    from arcs.compaction.compactor import Compactor
     from arcs.engine import Engine, S3Access
     from arcs.ingest import Ingestor
     from arcs.query import QueryService
+    from arcs.schedule import CompactionTrigger
     from arcs.writes import WriteService
 
 logger = logging.getLogger(__name__)
@@ -42,6 +44,7 @@ class Runtime:
         queue: WriteQueue,
         allowed_roots: list[str],
         s3_access: Callable[[], S3Access] | None = None,
+        invoke: Callable[[str, bytes], None] | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -50,6 +53,7 @@ class Runtime:
         self.tokens = TokenService(token_store, settings.token_cache_ttl_s)
         self._allowed_roots = allowed_roots
         self._s3_access = s3_access
+        self._invoke = invoke
 
     @functools.cached_property
     def writes(self) -> WriteService:
@@ -67,14 +71,9 @@ class Runtime:
     def engine(self) -> Engine:
         from arcs.engine import Engine  # lazy: DuckDB is for the query function and the server only
 
-        work_dir = self.settings.work_dir or (
-            self.settings.data_dir / "work"
-            if self.settings.backend == "local"
-            else Path(tempfile.gettempdir()) / "arcs"
-        )
         return Engine(
             self._allowed_roots,
-            work_dir,
+            self.work_dir,
             self.settings.duckdb_threads,
             self.settings.duckdb_memory_limit,
             self._s3_access,
@@ -92,6 +91,36 @@ class Runtime:
 
         return Ingestor(self.catalog, self.store, self.settings.prefix, self.settings.row_group_rows)
 
+    @property
+    def work_dir(self) -> Path:
+        return self.settings.work_dir or (
+            self.settings.data_dir / "work"
+            if self.settings.backend == "local"
+            else Path(tempfile.gettempdir()) / "arcs"
+        )
+
+    @functools.cached_property
+    def compactor(self) -> Compactor:
+        from arcs.compaction.compactor import Compactor  # lazy: the compact function and the server only
+
+        return Compactor(
+            self.catalog,
+            self.store,
+            self.settings.prefix,
+            self.settings.compaction,
+            self.work_dir / "compaction",
+            self.settings.row_group_rows,
+        )
+
+    @functools.cached_property
+    def compaction_trigger(self) -> CompactionTrigger:
+        """What starts a compaction run: the server's timer locally, the compact function in AWS."""
+        from arcs.schedule import CompactionTimer, LambdaCompactionTrigger
+
+        if self.settings.backend == "local" or self._invoke is None:
+            return CompactionTimer(lambda: self.compactor, self.settings.compaction.interval_s)
+        return LambdaCompactionTrigger(self._invoke, self.settings.compaction.function_name)
+
     def ready(self) -> bool:
         try:
             self.catalog.list_databases()
@@ -106,8 +135,8 @@ class Runtime:
             return local_runtime(settings)
         from arcs.adapters.aws import aws_runtime_parts
 
-        store, catalog, token_store, queue, roots, s3_access = aws_runtime_parts(settings)
-        return cls(settings, store, catalog, token_store, queue, roots, s3_access)
+        store, catalog, token_store, queue, roots, s3_access, invoke = aws_runtime_parts(settings)
+        return cls(settings, store, catalog, token_store, queue, roots, s3_access, invoke)
 
 
 class LocalRuntime(Runtime):

@@ -2,7 +2,9 @@
 
 HTTP requests become API Gateway proxy events (``arcs.proxy``), the token is checked by the same
 code as the Lambda authorizer, and the routes of ``arcs.api`` answer. A background thread drains
-the disk spool into Parquet through ``arcs.ingest``, as the ingest function drains SQS.
+the disk spool into Parquet through ``arcs.ingest``, as the ingest function drains SQS; another
+runs compaction on a timer (``ARCS_COMPACTION_INTERVAL_S``; 0: only when triggered), as
+EventBridge runs the compact function.
 
 The HTTP front (``AsgiApp`` + ``run_http``) takes any ``handle(method, path, query, headers,
 body)``: the local serverless emulation (``arcs.emulation``) serves its API Gateway with it too.
@@ -28,6 +30,7 @@ from arcs.errors import ArcsError, PayloadTooLarge, ServiceUnavailable
 from arcs.ingest import QueuedWrite
 from arcs.proxy import HttpResponse, http_response, proxy_event
 from arcs.runtime import LocalRuntime
+from arcs.schedule import CompactionTimer
 from arcs.tokens import extract_token
 
 logger = logging.getLogger(__name__)
@@ -281,6 +284,10 @@ def serve(runtime: LocalRuntime, host: str, port: int, workers: int = 8) -> None
     token = runtime.tokens.bootstrap(runtime.settings.bootstrap_token)
     ingest = IngestLoop(runtime)
     ingest.start()
+    trigger = runtime.compaction_trigger
+    timer = trigger if isinstance(trigger, CompactionTimer) else None
+    if timer is not None:
+        timer.start()
     app = AsgiApp(
         Gateway(runtime).handle, runtime.settings.max_request_bytes, workers, runtime.settings.queue_timeout_s
     )
@@ -289,4 +296,6 @@ def serve(runtime: LocalRuntime, host: str, port: int, workers: int = 8) -> None
     finally:
         app.close()
         ingest.stop()
+        if timer is not None:
+            timer.stop()  # a job in progress finishes or is recovered by the next start
         ingest.join(timeout=10)

@@ -24,7 +24,7 @@ from arcs.adapters.aws import DynamoCatalog, S3Store
 from arcs.adapters.local_storage import DirectoryStore
 from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase
 from arcs.batch import TIME_TYPE, MeasurementRows, WriteBatch
-from arcs.compaction import Compactor
+from arcs.compaction.compactor import Compactor
 from arcs.ingest import Ingestor
 from arcs.ports import Catalog, FileRecord, ObjectStore, Partition
 from arcs.settings import CompactionSettings

@@ -31,28 +31,24 @@ import logging
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from arcs import layout
+from arcs.compaction.merge import ORDER_COLUMNS, CorruptInput, check_parquet, merge, time_bounds
+from arcs.compaction.report import Candidate, RunReport
 from arcs.errors import ArcsError, NotFound
-from arcs.names import TIME_COLUMN
 from arcs.ports import Catalog, CompactionJob, CompactionState, FileRecord, ObjectStore, Partition
 from arcs.settings import CompactionSettings
 
 logger = logging.getLogger(__name__)
 
 FaultHook = Callable[[str], None]
-#: DuckDB's columns for a row's file (its index in the input list) and place in that file.
-_ORDER_COLUMNS = ("file_index", "file_row_number")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _no_fault(step: str) -> None:
@@ -61,74 +57,6 @@ def _no_fault(step: str) -> None:
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-class CorruptInput(ArcsError):
-    """An input is not readable Parquet of this measurement."""
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    partition: Partition
-    files: int
-    bytes: int
-    rows: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "database": self.partition.database,
-            "measurement": self.partition.measurement,
-            "hour": self.partition.hour.isoformat(),
-            "file_count": self.files,
-            "total_bytes": self.bytes,
-            "rows": self.rows,
-        }
-
-
-@dataclass
-class RunReport:
-    started_at: datetime
-    finished_at: datetime | None = None
-    jobs: list[CompactionJob] = field(default_factory=list)
-    recovered: list[str] = field(default_factory=list)  # job ids a crash had left unfinished
-    inputs_deleted: int = 0
-    skipped: list[str] = field(default_factory=list)  # partitions another compactor holds
-    error: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "started_at": self.started_at.isoformat(),
-            "finished_at": None if self.finished_at is None else self.finished_at.isoformat(),
-            "jobs": [job_json(job) for job in self.jobs],
-            "recovered": self.recovered,
-            "inputs_deleted": self.inputs_deleted,
-            "skipped": self.skipped,
-            "error": self.error,
-        }
-
-
-def job_json(job: CompactionJob) -> dict[str, Any]:
-    """A job as the API shows it."""
-    duration = (job.updated_at - job.started_at).total_seconds()
-    return {
-        "job_id": job.job_id,
-        "database": job.partition.database,
-        "measurement": job.partition.measurement,
-        "hour": job.partition.hour.isoformat(),
-        "status": job.status,
-        "started_at": job.started_at.isoformat(),
-        "updated_at": job.updated_at.isoformat(),
-        "duration_s": round(duration, 3),
-        "files_compacted": len(job.input_keys),
-        "files_written": len(job.output_keys),
-        "bytes_before": job.input_bytes,
-        "bytes_after": job.output_bytes,
-        "rows_before": job.input_rows,
-        "rows_after": job.output_rows,
-        "quarantined": list(job.quarantined),
-        "delete_inputs_after": None if job.delete_after is None else job.delete_after.isoformat(),
-        "error": job.error,
-    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,7 +258,7 @@ class Compactor:
         for index, record in enumerate(picked):
             try:
                 path = self._local_copy(record, inputs / f"{index:06d}.parquet")
-                schema = _check_parquet(path)
+                schema = check_parquet(path)
             except CorruptInput as exc:
                 self._quarantine(record, exc.message, job_id)
                 quarantined.append(record.key)
@@ -377,11 +305,11 @@ class Compactor:
         for item in staged:
             columns.update(dict.fromkeys(item.schema.names))
         tags = [tag for tag in (schema.tags if schema else ()) if tag in columns]
-        if tags and any(name in columns for name in _ORDER_COLUMNS):
-            raise ArcsError(f"a column named {' or '.join(_ORDER_COLUMNS)} prevents ordering duplicates")
+        if tags and any(name in columns for name in ORDER_COLUMNS):
+            raise ArcsError(f"a column named {' or '.join(ORDER_COLUMNS)} prevents ordering duplicates")
         latest = staged[-1].record.key
         outputs: list[FileRecord] = []
-        for index, path in enumerate(self._merge([s.path for s in staged], tags, tmp)):
+        for index, path in enumerate(merge([s.path for s in staged], tags, tmp, self.config, self.row_group_rows)):
             name = layout.compacted_filename(latest, job.job_id, index)
             key = layout.data_key(self.prefix, partition.database, partition.measurement, partition.hour, name)
             outputs.append(self._upload(path, key, partition, job.job_id))
@@ -389,101 +317,10 @@ class Compactor:
             self._fault("output-written")
         return outputs
 
-    def _merge(self, paths: list[Path], tags: list[str], tmp: Path) -> Iterator[Path]:
-        """Merged, deduplicated, sorted rows of ``paths`` as Parquet files near the target size.
-
-        DuckDB sorts, spilling to disk past its memory limit (a plain sort spills; a window
-        function would not, entirely); the rows stream out in record batches, duplicates are
-        dropped on the way (each (tags, time) group arrives with its last write first), and
-        pyarrow writes them, starting a new file once one reaches the target size.
-        """
-        import duckdb  # lazy: only compaction and queries load DuckDB
-
-        from arcs.rewriter import quote_identifier, quote_literal
-
-        spill = tmp / "spill"
-        spill.mkdir()
-        config: dict[str, Any] = {
-            "autoinstall_known_extensions": False,
-            "autoload_known_extensions": False,
-            "temp_directory": str(spill),
-        }
-        if self.config.memory_limit:
-            config["memory_limit"] = self.config.memory_limit
-        if self.config.threads:
-            config["threads"] = self.config.threads
-        files = "[" + ", ".join(quote_literal(str(path)) for path in paths) + "]"
-        time_column = quote_identifier(TIME_COLUMN)
-        keys = [quote_identifier(tag) for tag in tags]
-        order = [*keys, time_column] if self.config.sort == "tags" else [time_column, *keys]
-        # Within a group the last written comes first: the latest file (inputs are in write
-        # order), then its last row.
-        order += ["file_index DESC", "file_row_number DESC"]
-        sql = f"SELECT * FROM read_parquet({files}, union_by_name = true) ORDER BY {', '.join(order)}"
-        conn = duckdb.connect(":memory:", config=config)
-        try:
-            reader = conn.execute(sql).to_arrow_reader(self.row_group_rows)
-            batches: Iterator[pa.RecordBatch] = iter(reader)
-            if tags:
-                batches = _first_of_each_group(batches, [TIME_COLUMN, *tags])
-            yield from self._write_batches(batches, reader.schema, tmp)
-        except duckdb.Error as exc:
-            raise ArcsError(f"merging failed: {exc}") from exc
-        finally:
-            conn.close()
-
-    def _write_batches(self, batches: Iterator[pa.RecordBatch], source: pa.Schema, tmp: Path) -> Iterator[Path]:
-        """Row groups of ``row_group_rows`` rows into files of about ``target_file_bytes``."""
-        schema = _utc_named(source)
-        writer: pq.ParquetWriter | None = None
-        sink: Any = None
-        path = tmp / "out-0.parquet"
-        count = 0
-        pending: list[pa.RecordBatch] = []
-        pending_rows = 0
-
-        def flush() -> None:
-            nonlocal writer, sink, path, pending, pending_rows
-            if not pending_rows:
-                return
-            if writer is None:
-                path = tmp / f"out-{count}.parquet"
-                sink = pa.OSFile(str(path), "wb")
-                writer = pq.ParquetWriter(
-                    sink,
-                    schema,
-                    compression="zstd",
-                    compression_level=self.config.zstd_level,
-                    use_dictionary=True,
-                    write_statistics=True,
-                )
-            table = pa.Table.from_batches(pending, schema=source).cast(schema)
-            writer.write_table(table, row_group_size=self.row_group_rows)
-            pending, pending_rows = [], 0
-
-        for batch in batches:
-            pending.append(batch)
-            pending_rows += batch.num_rows
-            if pending_rows < self.row_group_rows:
-                continue
-            flush()
-            if sink is not None and sink.tell() >= self.config.target_file_bytes:
-                assert writer is not None
-                writer.close()
-                sink.close()
-                writer = None
-                count += 1
-                yield path
-        flush()
-        if writer is not None:
-            writer.close()
-            sink.close()
-            yield path
-
     def _upload(self, path: Path, key: str, partition: Partition, job_id: str) -> FileRecord:
         with pq.ParquetFile(path) as parquet:
             metadata = parquet.metadata
-        lowest, highest = _time_bounds(metadata)
+        lowest, highest = time_bounds(metadata)
         data = path.read_bytes()
         if not self.store.put_if_absent(key, data):
             logger.info("compacted file %s already present", key)  # the key holds this job's id
@@ -588,74 +425,3 @@ class Compactor:
 
 def _job_from_state(partition: Partition, state: CompactionState, now: datetime) -> CompactionJob:
     return CompactionJob(state.job_id, partition, "committed", now, now, base_version=state.version - 1)
-
-
-def _check_parquet(path: Path) -> pa.Schema:
-    """The file's schema, if it is Parquet with a time column; CorruptInput otherwise."""
-    try:
-        with pq.ParquetFile(path) as parquet:
-            schema = parquet.schema_arrow
-    except (pa.ArrowException, OSError) as exc:
-        raise CorruptInput(f"not readable Parquet: {exc}") from exc
-    if TIME_COLUMN not in schema.names:
-        raise CorruptInput("no time column")
-    return schema
-
-
-def _first_of_each_group(batches: Iterator[pa.RecordBatch], keys: list[str]) -> Iterator[pa.RecordBatch]:
-    """Only the first row of each run of equal ``keys`` (nulls equal to nulls), across batches."""
-    previous: pa.RecordBatch | None = None  # the last row seen, as a one-row batch
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        starts: pa.Array | None = None
-        for name in keys:
-            column = batch.column(name)
-            if previous is None:
-                shifted = pa.concat_arrays([column.slice(0, 1), column.slice(0, batch.num_rows - 1)])
-            else:
-                shifted = pa.concat_arrays([previous.column(name), column.slice(0, batch.num_rows - 1)])
-            same = pc.or_kleene(
-                pc.fill_null(pc.equal(column, shifted), False),
-                pc.and_(pc.is_null(column), pc.is_null(shifted)),
-            )
-            differs = pc.invert(same)
-            starts = differs if starts is None else pc.or_(starts, differs)
-        assert starts is not None
-        if previous is None:  # the very first row starts a group
-            starts = pa.concat_arrays([pa.array([True]), starts.slice(1)])
-        previous = batch.slice(batch.num_rows - 1, 1)
-        kept = batch.filter(starts)
-        if kept.num_rows:
-            yield kept
-
-
-def _utc_named(schema: pa.Schema) -> pa.Schema:
-    """DuckDB names the zone 'Etc/UTC'; our files say 'UTC', as ingest writes them."""
-    fields = [
-        f.with_type(pa.timestamp(f.type.unit, tz="UTC")) if pa.types.is_timestamp(f.type) and f.type.tz else f
-        for f in schema
-    ]
-    return pa.schema(fields)
-
-
-def _time_bounds(metadata: pq.FileMetaData) -> tuple[int, int]:
-    """Smallest and largest time in a file, in µs, from its row groups' statistics."""
-    index = metadata.schema.to_arrow_schema().get_field_index(TIME_COLUMN)
-    lows: list[int] = []
-    highs: list[int] = []
-    for group in range(metadata.num_row_groups):
-        stats = metadata.row_group(group).column(index).statistics
-        if stats is None or not stats.has_min_max:
-            continue
-        lows.append(_micros(stats.min))
-        highs.append(_micros(stats.max))
-    if not lows:
-        return 0, 0
-    return min(lows), max(highs)
-
-
-def _micros(value: object) -> int:
-    if isinstance(value, datetime):
-        return (value - _EPOCH) // timedelta(microseconds=1)
-    return int(value)  # type: ignore[call-overload,no-any-return]
