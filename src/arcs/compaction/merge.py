@@ -67,7 +67,7 @@ def merge(
         reader = conn.execute(sql).to_arrow_reader(row_group_rows)
         batches: Iterator[pa.RecordBatch] = iter(reader)
         if tags:
-            batches = _first_of_each_group(batches, [TIME_COLUMN, *tags])
+            batches = first_of_each_group(batches, [TIME_COLUMN, *tags])
         yield from _write_batches(batches, reader.schema, tmp, config, row_group_rows)
     except duckdb.Error as exc:
         raise ArcsError(f"merging failed: {exc}") from exc
@@ -138,7 +138,7 @@ def check_parquet(path: Path) -> pa.Schema:
     return schema
 
 
-def _first_of_each_group(batches: Iterator[pa.RecordBatch], keys: list[str]) -> Iterator[pa.RecordBatch]:
+def first_of_each_group(batches: Iterator[pa.RecordBatch], keys: list[str]) -> Iterator[pa.RecordBatch]:
     """Only the first row of each run of equal ``keys`` (nulls equal to nulls), across batches."""
     previous: pa.RecordBatch | None = None  # the last row seen, as a one-row batch
     for batch in batches:
