@@ -191,7 +191,8 @@ class Catalog(Protocol):
         ...
 
     def delete_files(self, files: Sequence[FileRecord]) -> None:
-        """Remove file records (a quarantined file); deleting what is gone is not an error."""
+        """Stop listing these files (a quarantined file), for good: like a compacted input's, the
+        record stays retired, so a late ingest roll-forward cannot list it again. Idempotent."""
         ...
 
     # --- the ingest commit protocol ----------------------------------------------------------

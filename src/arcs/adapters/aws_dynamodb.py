@@ -412,7 +412,10 @@ class DynamoCatalog(_Table):
         return self._query(pk)
 
     def delete_files(self, files: Sequence[FileRecord]) -> None:
-        self._delete_keys({(_files_pk(f.database, f.measurement), f"{hour_text(f.hour)}#{f.key}") for f in files})
+        # A retired record, as settle_compaction leaves an input's: put_files keeps it retired.
+        marker = {"replaced_by": "deleted", TTL_ATTRIBUTE: _expiry()}
+        keys = {(_files_pk(f.database, f.measurement), f"{hour_text(f.hour)}#{f.key}") for f in files}
+        self._batch_write([{"PutRequest": {"Item": _item({"pk": pk, "sk": sk, **marker})}} for pk, sk in sorted(keys)])
 
     # --- the ingest commit protocol ----------------------------------------------------------
     def get_markers(self, write_ids: Iterable[str]) -> dict[str, str]:

@@ -208,10 +208,12 @@ class SqliteCatalog:
         return apply_compactions(files, [_state(v, j, i, o, 0) for v, j, i, o in pending])
 
     def delete_files(self, files: Sequence[FileRecord]) -> None:
+        until = time.time() + TOMBSTONE_TTL_S
         with self.db.transaction() as conn:
+            keys = [(f.database, f.measurement, _hour_text(f.hour), f.key) for f in files]
+            conn.executemany("DELETE FROM files WHERE database=? AND measurement=? AND hour=? AND key=?", keys)
             conn.executemany(
-                "DELETE FROM files WHERE database=? AND measurement=? AND hour=? AND key=?",
-                [(f.database, f.measurement, _hour_text(f.hour), f.key) for f in files],
+                "INSERT OR IGNORE INTO compacted VALUES (?, ?, ?, ?, 'deleted', ?)", [(*k, until) for k in keys]
             )
 
     def get_markers(self, write_ids: Iterable[str]) -> dict[str, str]:
