@@ -1,4 +1,4 @@
-"""The one stack: storage, the three HTTP-facing functions, the SQS consumer, and the REST API."""
+"""The one stack: storage, the three HTTP-facing functions, the SQS consumer, compaction, and the REST API."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from constructs import Construct
 
 from infra.api import ArcsApi
 from infra.authorizer import ArcsAuthorizer
+from infra.compact import ArcsCompact
 from infra.function import FunctionDefaults, base_environment
 from infra.ingest import ArcsIngest
 from infra.query import ArcsQuery
@@ -42,7 +43,15 @@ class ArcsStack(Stack):
             layers=tuple(layers),
         )
         self.ingest = ArcsIngest(self, "Ingest", storage=self.storage, defaults=defaults)
-        self.query = ArcsQuery(self, "Query", storage=self.storage, defaults=defaults)
+        self.compact = ArcsCompact(self, "Compaction", storage=self.storage, defaults=defaults)
+        self.query = ArcsQuery(
+            self,
+            "Query",
+            storage=self.storage,
+            defaults=defaults,
+            compact_function_name=self.compact.compact.function.function_name,
+        )
+        self.compact.allow_trigger(self.query.query.role)
         self.authorizer = ArcsAuthorizer(self, "Authorizer", storage=self.storage, defaults=defaults)
         self.api = ArcsApi(
             self,

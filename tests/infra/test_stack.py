@@ -75,6 +75,7 @@ def _functions(synth: Synth) -> dict[str, Any]:
         "ingest": stack.ingest.ingest,
         "query": stack.query.query,
         "authorizer": stack.authorizer.authorizer_function,
+        "compact": stack.compact.compact,
     }
 
 
@@ -238,6 +239,7 @@ def test_handlers_point_at_the_function_folders(synth: Synth) -> None:
         "ingest": ("handler.handler", "ingest"),
         "query": ("handler.handler", "query"),
         "authorizer": ("handler.handler", "authorizer"),
+        "compact": ("handler.handler", "compact"),
     }
     outdir = Path(synth.app.outdir)
     for name, function in _functions(synth).items():
@@ -312,6 +314,19 @@ def test_grants_are_what_each_function_needs(synth: Synth) -> None:
     assert {"s3:GetObject", "s3:ListBucket", "dynamodb:GetItem", "dynamodb:PutItem"} <= actions["query"]
     assert "s3:PutObject" not in actions["query"]  # deletes a dropped database's objects, never writes
     assert not any(action.startswith("sqs:") for action in actions["query"])
+
+    assert "lambda:InvokeFunction" in actions["query"]  # the compaction trigger
+    [invoke] = [s for s in grants["query"] if s["Action"] == "lambda:InvokeFunction"]
+    assert invoke["Resource"] == {"Fn::GetAtt": [synth.logical_id(synth.stack.compact.compact.function), "Arn"]}
+
+    assert {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"} <= actions["compact"]
+    assert {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:BatchWriteItem"} <= actions["compact"]
+    assert not any(action.startswith(("sqs:", "lambda:")) for action in actions["compact"])
+    [deny] = [s for s in grants["compact"] if s["Effect"] == "Deny"]
+    assert set(deny["Action"]) == {"s3:PutObject", "s3:DeleteObject"}
+    assert deny["Resource"] == {"Fn::Join": ["", [bucket_arn, "/_arcs/claims/*"]]}
+    for name in ("edge", "ingest", "authorizer"):
+        assert not any(action.startswith("lambda:") for action in actions[name]), name
 
     assert {"dynamodb:GetItem", "dynamodb:Query"} <= actions["authorizer"]
     writes = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
@@ -478,3 +493,35 @@ def test_synthesis_reports_no_errors_or_warnings(synth: Synth) -> None:
         if entry.type in ("aws:cdk:error", "aws:cdk:warning")
     ]
     assert messages == []
+
+
+# --- compaction --------------------------------------------------------------------------------------
+
+
+def test_an_eventbridge_rule_runs_the_compact_function_on_a_schedule(synth: Synth) -> None:
+    compact = synth.logical_id(synth.stack.compact.compact.function)
+    (rule,) = synth.of_type("AWS::Events::Rule").values()
+    props = rule["Properties"]
+    assert props["ScheduleExpression"] == "rate(15 minutes)"
+    assert props["State"] == "ENABLED"
+    (target,) = props["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": [compact, "Arn"]}
+    assert target["RetryPolicy"]["MaximumRetryAttempts"] == 0
+    permissions = [
+        p["Properties"]
+        for p in synth.of_type("AWS::Lambda::Permission").values()
+        if p["Properties"]["Principal"] == "events.amazonaws.com"
+    ]
+    assert [p["FunctionName"] for p in permissions] == [{"Fn::GetAtt": [compact, "Arn"]}]
+
+
+def test_compact_function_limits_and_the_trigger_wiring(synth: Synth) -> None:
+    props = synth.props(synth.stack.compact.compact.function)
+    env = props["Environment"]["Variables"]
+    assert props["Timeout"] == 900
+    assert props["EphemeralStorage"] == {"Size": 10240}
+    assert int(env[envvars.COMPACTION_MEMORY_LIMIT].removesuffix("MB")) < props["MemorySize"]
+    assert int(env[envvars.COMPACTION_TIME_BUDGET_S]) <= props["Timeout"] - 60
+    assert int(env[envvars.COMPACTION_LEASE_S]) > props["Timeout"]  # no second compactor while it may live
+    query_env = synth.props(synth.stack.query.query.function)["Environment"]["Variables"]
+    assert query_env[envvars.COMPACT_FUNCTION] == {"Ref": synth.logical_id(synth.stack.compact.compact.function)}

@@ -315,7 +315,14 @@ class Compactor:
             outputs.append(self._upload(path, key, partition, job.job_id))
             path.unlink()
             self._fault("output-written")
+            self._renew(partition, job.job_id)
+        self._renew(partition, job.job_id)
         return outputs
+
+    def _renew(self, partition: Partition, job_id: str) -> None:
+        """Keep the lease through a long job; if someone took it over, stop (the commit would fail)."""
+        if not self.catalog.acquire_lease(partition.name, job_id, self.config.lease_s):
+            raise ArcsError(f"lost the lease of {partition.name} to another compactor")
 
     def _upload(self, path: Path, key: str, partition: Partition, job_id: str) -> FileRecord:
         with pq.ParquetFile(path) as parquet:
