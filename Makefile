@@ -5,7 +5,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 DATA_DIR ?= ./data
 
-.PHONY: setup serve local test lint format bench-ingest clean
+.PHONY: setup serve local test lint format bench-ingest bench-compaction clean
 
 setup:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
@@ -31,6 +31,9 @@ test: lint
 
 bench-ingest: setup
 	$(UV) run python -m benchmarks.ingest
+
+bench-compaction: setup
+	$(UV) run python -m benchmarks.compaction
 
 clean:
 	rm -rf .venv .pytest_cache .mypy_cache .ruff_cache cdk.out

@@ -95,6 +95,15 @@ def sequence_id() -> str:
     return f"{micros:013x}{secrets.token_hex(10)[:19]}"
 
 
+def sequence_time(name: str) -> datetime | None:
+    """When the sequence id that starts ``name`` was made (None if it does not start with one)."""
+    try:
+        micros = int(name[:13], 16)
+    except ValueError:
+        return None
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros)
+
+
 def file_order(key: str) -> str:
     """How a data file sorts among its partition's files: later files hold later writes."""
     return key.rsplit("/", 1)[-1]

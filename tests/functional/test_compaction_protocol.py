@@ -342,6 +342,24 @@ def test_recovery_fences_a_stalled_job_before_deleting_its_outputs(env: Env) -> 
 # --- bad inputs and big partitions --------------------------------------------------------------
 
 
+def test_files_of_ingest_attempts_that_never_committed_are_deleted(env: Env) -> None:
+    _before, after = fill(env)
+    crashed = batch([BASE_US + 77], ["z"], [77.0])
+    with pytest.raises(Crash):
+        Ingestor(env.catalog, env.store, env.prefix, fault=crash_at("files-written")).ingest([queued(crashed)])
+    orphans = set(env.data_keys()) - {f.key for f in env.listed()}
+    assert len(orphans) == 1
+    commit_id = layout.file_order(orphans.pop()).split("-")[0]
+    env.compactor().run()
+    assert env.rows() == after
+    assert_clean(env)  # the orphan is gone
+    record = env.catalog.get_commit(commit_id)
+    assert record is not None and record.status == "aborted"  # fenced before it was deleted
+    # The write itself is not lost: its redelivery finds its attempt aborted and stores it anew.
+    env.ingest(crashed)
+    assert (BASE_US + 77, "z", 77.0) in env.rows()
+
+
 def test_a_corrupt_input_is_quarantined_recorded_and_skipped(env: Env) -> None:
     _before, after = fill(env)
     bad_key = layout.data_key(env.prefix, "db", "cpu", HOUR, f"{layout.sequence_id()}-0000.parquet")

@@ -43,12 +43,14 @@ from arcs import layout
 from arcs.compaction.merge import ORDER_COLUMNS, CorruptInput, check_parquet, merge, time_bounds
 from arcs.compaction.report import Candidate, RunReport
 from arcs.errors import ArcsError, NotFound
-from arcs.ports import Catalog, CompactionJob, CompactionState, FileRecord, ObjectStore, Partition
+from arcs.ports import Catalog, CommitRecord, CompactionJob, CompactionState, FileRecord, ObjectStore, Partition
 from arcs.settings import CompactionSettings
 
 logger = logging.getLogger(__name__)
 
 FaultHook = Callable[[str], None]
+#: An unlisted ingest file this old belongs to an attempt that is over (Lambda's limit is 15 min).
+ORPHAN_AGE = timedelta(hours=1)
 
 
 def _no_fault(step: str) -> None:
@@ -136,6 +138,7 @@ class Compactor:
             return None
         try:
             job = self._compact_leased(partition, job_id)
+            self._sweep_ingest_orphans(partition)
         except Exception:
             self.catalog.release_lease(partition.name, job_id)
             raise
@@ -414,6 +417,38 @@ class Compactor:
         for info in list(self.store.list(prefix)):
             if marker in info.key and info.key not in listed:
                 self.store.delete(info.key)
+
+    def _sweep_ingest_orphans(self, partition: Partition) -> int:
+        """Delete the files of ingest attempts that never committed (docs/ingest.md leaves them here).
+
+        A file no record lists, named by an ingest attempt (not by a compaction job, whose files
+        the journal accounts for) made over ``ORPHAN_AGE`` ago: if its attempt has no commit
+        record, storing ``aborted`` for it first makes sure it never will (the ingest protocol's
+        own fence); an attempt that committed is left alone (a roll-forward may still list it, or
+        it is a replaced input waiting out its grace period).
+        """
+        listed = {
+            f.key
+            for f in self.catalog.list_files(partition.database, partition.measurement, partition.hour, partition.hour)
+        }
+        cutoff = self._now() - ORPHAN_AGE
+        deleted = 0
+        prefix = layout.hour_prefix(self.prefix, partition.database, partition.measurement, partition.hour)
+        for info in list(self.store.list(prefix)):
+            name = layout.file_order(info.key)
+            made = layout.sequence_time(name)
+            if info.key in listed or "-c" in name or made is None or made > cutoff:
+                continue
+            commit_id = name.split("-", 1)[0]
+            record = self.catalog.get_commit(commit_id)
+            if record is None and not self.catalog.put_commit_if_absent(CommitRecord(commit_id, "aborted")):
+                continue  # it committed a moment ago
+            if record is not None and record.status == "committed":
+                continue
+            logger.info("deleting %s: its ingest attempt never committed", info.key)
+            self.store.delete(info.key)
+            deleted += 1
+        return deleted
 
     def sweep(self) -> int:
         """Delete the objects of inputs whose grace period is over; returns how many."""
