@@ -121,6 +121,12 @@ class Runtime:
             return CompactionTimer(lambda: self.compactor, self.settings.compaction.interval_s)
         return LambdaCompactionTrigger(self._invoke, self.settings.compaction.function_name)
 
+    def use_invoker(self, invoke: Callable[[str, bytes], None]) -> None:
+        """Invoke functions asynchronously through ``invoke``: where the local emulation stands in
+        for the Lambda service (the compaction trigger invokes the compact function)."""
+        self._invoke = invoke
+        self.__dict__.pop("compaction_trigger", None)
+
     def ready(self) -> bool:
         try:
             self.catalog.list_databases()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.servers import TOKEN, Client, ServerProcess
+from tests.e2e.servers import TOKEN, Client, ServerProcess, local
 
 pytestmark = pytest.mark.e2e
 
@@ -120,6 +120,28 @@ def test_the_timer_compacts_without_being_asked(tmp_path: Path) -> None:
         assert client.rows("SELECT count(*) FROM disk") == [[40]]
         status = client.http.get("/api/v1/compaction/status").json()
         assert status["enabled"] is True and status["runs"] >= 1
+    finally:
+        client.http.close()
+        process.stop()
+
+
+def test_the_local_emulation_runs_the_compact_function_when_triggered() -> None:
+    process = local(
+        ARCS_COMPACTION_INTERVAL_S="0",
+        ARCS_COMPACTION_MIN_AGE_S="0",
+        ARCS_COMPACTION_MIN_FILES="4",
+        ARCS_COMPACTION_GRACE_S="0",
+        ARCS_INGEST_BATCH_MESSAGES="1",
+    ).start()
+    client = Client(process.url)
+    try:
+        write_small_files(client, "net", 4)
+        before = client.rows("SELECT time, host, v FROM net ORDER BY time, host")
+        assert client.http.post("/api/v1/compaction/trigger", json={}).status_code == 202
+        wait_for(client, "/api/v1/compaction/history", lambda a: [j["status"] for j in a["jobs"]] == ["done"])
+        assert client.rows("SELECT time, host, v FROM net ORDER BY time, host") == before
+        assert file_count(client, "net") == 1
+        assert client.http.get("/api/v1/compaction/status").json()["scheduler"] == "eventbridge"
     finally:
         client.http.close()
         process.stop()
