@@ -19,7 +19,6 @@ from constructs import Construct
 from arcs import envvars
 from infra.function import ArcsFunction, FunctionDefaults
 from infra.nag import acknowledge, logical_ref
-from infra.query import duckdb_memory_limit
 from infra.storage import ArcsStorage
 
 COMPACT_TIMEOUT = Duration.minutes(15)  # Lambda's longest
@@ -54,7 +53,9 @@ class ArcsCompact(Construct):
             memory_size_mb=memory_size_mb,
             timeout=timeout,
             environment={
-                envvars.COMPACTION_MEMORY_LIMIT: duckdb_memory_limit(memory_size_mb),
+                # Half: while DuckDB holds its sort, an output file (up to the target size) is read
+                # into memory to be uploaded.
+                envvars.COMPACTION_MEMORY_LIMIT: f"{memory_size_mb // 2}MB",
                 envvars.COMPACTION_THREADS: str(vcpus),
                 envvars.COMPACTION_TIME_BUDGET_S: str(
                     max(60, int(timeout.to_seconds() - LAST_JOB_MARGIN.to_seconds()))

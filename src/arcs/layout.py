@@ -104,6 +104,15 @@ def sequence_time(name: str) -> datetime | None:
     return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros)
 
 
+_INGEST_NAME = re.compile(r"(?P<commit>[0-9a-f]{32})-\d{4}\.parquet")
+
+
+def ingest_commit_of(name: str) -> str | None:
+    """The ingest attempt that wrote a data file named ``{commit id}-{nnnn}.parquet``, else None."""
+    match = _INGEST_NAME.fullmatch(name)
+    return None if match is None else match["commit"]
+
+
 def file_order(key: str) -> str:
     """How a data file sorts among its partition's files: later files hold later writes."""
     return key.rsplit("/", 1)[-1]

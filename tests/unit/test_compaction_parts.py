@@ -44,6 +44,16 @@ def test_a_compacted_file_sorts_right_after_its_latest_input_and_before_anything
     assert again == f"{latest}-cj2-0000.parquet"
 
 
+def test_ingest_file_names_tell_their_commit_and_when_it_began() -> None:
+    commit = layout.sequence_id()
+    assert layout.ingest_commit_of(f"{commit}-0007.parquet") == commit
+    made = layout.sequence_time(commit)
+    assert made is not None and abs((made - datetime.now(UTC)).total_seconds()) < 60
+    for other in (f"{commit}-c{commit}-0000.parquet", f"{commit}.parquet", "x-0000.parquet", f"{commit}-0007.csv"):
+        assert layout.ingest_commit_of(other) is None
+    assert layout.sequence_time("not hex") is None
+
+
 def test_quarantine_and_hour_prefixes() -> None:
     key = layout.data_key("arcs", "db", "cpu", HOUR, "x.parquet")
     target = layout.quarantine_key("arcs", key)

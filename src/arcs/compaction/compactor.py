@@ -435,11 +435,10 @@ class Compactor:
         deleted = 0
         prefix = layout.hour_prefix(self.prefix, partition.database, partition.measurement, partition.hour)
         for info in list(self.store.list(prefix)):
-            name = layout.file_order(info.key)
-            made = layout.sequence_time(name)
-            if info.key in listed or "-c" in name or made is None or made > cutoff:
+            commit_id = layout.ingest_commit_of(layout.file_order(info.key))
+            made = None if commit_id is None else layout.sequence_time(commit_id)
+            if info.key in listed or commit_id is None or made is None or made > cutoff:
                 continue
-            commit_id = name.split("-", 1)[0]
             record = self.catalog.get_commit(commit_id)
             if record is None and not self.catalog.put_commit_if_absent(CommitRecord(commit_id, "aborted")):
                 continue  # it committed a moment ago
