@@ -207,6 +207,7 @@ class Ingestor:
             compression_level=1,
             use_dictionary=True,
             write_statistics=True,
+            write_page_checksum=True,  # lets compaction tell a damaged file from a good one
         )
         data = memoryview(sink.getvalue())  # the Arrow buffer itself, not a copy
         if not self.store.put_if_absent(key, data):

@@ -360,18 +360,39 @@ def test_files_of_ingest_attempts_that_never_committed_are_deleted(env: Env) -> 
     assert (BASE_US + 77, "z", 77.0) in env.rows()
 
 
-def test_a_corrupt_input_is_quarantined_recorded_and_skipped(env: Env) -> None:
+def damaged_pages(data: bytes) -> bytes:
+    """The footer intact, the first column chunk's compressed pages overwritten in the middle."""
+    damaged = bytearray(data)
+    for i in range(len(data) // 8, len(data) // 8 + 64):
+        damaged[i] ^= 0x5A
+    return bytes(damaged)
+
+
+@pytest.mark.parametrize("damage", ["not parquet", "damaged pages", "row count"])
+def test_a_corrupt_input_is_quarantined_recorded_and_skipped(env: Env, damage: str) -> None:
     _before, after = fill(env)
-    bad_key = layout.data_key(env.prefix, "db", "cpu", HOUR, f"{layout.sequence_id()}-0000.parquet")
-    env.store.put(bad_key, b"PAR1 this is not parquet PAR1")
-    env.catalog.put_files([FileRecord("db", "cpu", HOUR, bad_key, 3, 29, BASE_US, BASE_US + 1, "bad")])
+    times = [BASE_US + 3_000_000 + i for i in range(20_000)]
+    env.ingest(batch(times, ["q"] * 20_000, [float(i) for i in range(20_000)]))
+    (record,) = [f for f in env.listed() if f.rows == 20_000]
+    good = env.store.get(record.key)
+    bad = {"not parquet": b"PAR1 this is not parquet PAR1", "damaged pages": damaged_pages(good), "row count": good}
+    if damage == "row count":
+        # A second copy of the file, whose record claims a row fewer than it holds.
+        after = sorted([*after, *((t, "q", float(i)) for i, t in enumerate(times))])
+        key = layout.data_key(env.prefix, "db", "cpu", HOUR, f"{layout.sequence_id()}-0000.parquet")
+        env.store.put(key, good)
+        record = replace(record, key=key, rows=19_999)
+        env.catalog.put_files([record])
+    else:
+        env.store.put(record.key, bad[damage])
     (job,) = env.compactor().run().jobs
-    assert job.status == "settled" and job.quarantined == (bad_key,)
-    assert env.rows() == after
-    target = layout.quarantine_key(env.prefix, bad_key)
-    assert env.store.get(target) == b"PAR1 this is not parquet PAR1"
+    assert job.status == "settled" and job.quarantined == (record.key,)
+    assert env.rows() == after  # everything but the bad file, compacted
+    target = layout.quarantine_key(env.prefix, record.key)
+    assert env.store.get(target) == bad[damage]
     note = json.loads(env.store.get(target + ".json"))
-    assert note["key"] == bad_key and "Parquet" in note["reason"]
+    reason = {"not parquet": "Parquet", "damaged pages": "checksum", "row count": "19999"}[damage]
+    assert note["key"] == record.key and reason in note["reason"]
     with pytest.raises(ValueError, match="not a data key"):
         layout.parse_data_key(env.prefix, target)
     assert_clean(env)

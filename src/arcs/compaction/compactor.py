@@ -261,7 +261,7 @@ class Compactor:
         for index, record in enumerate(picked):
             try:
                 path = self._local_copy(record, inputs / f"{index:06d}.parquet")
-                schema = check_parquet(path)
+                schema = check_parquet(path, record.rows)
             except CorruptInput as exc:
                 self._quarantine(record, exc.message, job_id)
                 quarantined.append(record.key)

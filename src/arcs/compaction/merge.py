@@ -101,6 +101,7 @@ def _write_batches(
                 compression_level=config.zstd_level,
                 use_dictionary=True,
                 write_statistics=True,
+                write_page_checksum=True,
             )
         table = pa.Table.from_batches(pending, schema=source).cast(schema)
         writer.write_table(table, row_group_size=row_group_rows)
@@ -126,15 +127,23 @@ def _write_batches(
         yield path
 
 
-def check_parquet(path: Path) -> pa.Schema:
-    """The file's schema, if it is Parquet with a time column; CorruptInput otherwise."""
+def check_parquet(path: Path, expected_rows: int) -> pa.Schema:
+    """The file's schema, if it decodes whole as Parquet with a time column and the rows its record
+    says; CorruptInput otherwise. Every page is decoded (one batch at a time) and its checksum
+    verified where the writer stored one (ingest and compaction do): DuckDB reads some damaged
+    pages without an error, and garbage must not be merged into good data."""
+    rows = 0
     try:
-        with pq.ParquetFile(path) as parquet:
+        with pq.ParquetFile(path, page_checksum_verification=True) as parquet:
             schema = parquet.schema_arrow
+            for batch in parquet.iter_batches(batch_size=65_536):
+                rows += batch.num_rows
     except (pa.ArrowException, OSError) as exc:
         raise CorruptInput(f"not readable Parquet: {exc}") from exc
     if TIME_COLUMN not in schema.names:
         raise CorruptInput("no time column")
+    if rows != expected_rows:
+        raise CorruptInput(f"holds {rows} rows; its file record says {expected_rows}")
     return schema
 
 
