@@ -66,10 +66,14 @@ class CompactionSettings:
             raise ConfigError(
                 f"{envvars.COMPACTION_MIN_FILES} must be 2 or more and at most {envvars.COMPACTION_MAX_FILES}"
             )
+        if made.max_files > MAX_FILES_PER_JOB:
+            raise ConfigError(f"{envvars.COMPACTION_MAX_FILES} must be at most {MAX_FILES_PER_JOB}")
         return made
 
 
 _MB = 1024 * 1024
+#: A job's commit record names its inputs in one catalog item (DynamoDB: 400 KB at most).
+MAX_FILES_PER_JOB = 2000
 
 
 @dataclass(frozen=True, slots=True)

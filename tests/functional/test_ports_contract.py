@@ -386,6 +386,21 @@ def test_compaction_commit_swaps_inputs_for_outputs_atomically_and_once(ports: P
     assert catalog.list_files("db", "cpu", H0 + HOUR, H0 + HOUR) == [other_hour]
 
 
+def test_one_compaction_commit_swaps_more_files_than_a_transaction_could_hold(ports: Ports) -> None:
+    catalog = ports.catalog
+    if isinstance(catalog, DynamoCatalog):
+        catalog = DynamoCatalog(catalog.client, catalog.table)  # DynamoDB's own page size: 2 would take minutes
+    part = Partition("db", "cpu", H0)
+    inputs = [file_record("db", "cpu", H0, f"{n:032x}-0000") for n in range(1100)]
+    catalog.put_files(inputs)
+    state = _compaction(catalog, H0, 1100, 1, "job1")
+    assert catalog.commit_compaction(part, state)
+    assert catalog.list_files("db", "cpu") == list(state.outputs)
+    catalog.settle_compaction(part, state)
+    assert catalog.list_files("db", "cpu") == list(state.outputs)
+    assert catalog.get_compaction_state(part) == CompactionState(1, "job1", True)
+
+
 def test_delete_files_and_drop_database_forget_compaction_state(ports: Ports) -> None:
     catalog = ports.catalog
     _fill(catalog, "db", ("cpu",), hours=2)

@@ -111,6 +111,8 @@ def test_compaction_settings_from_the_environment() -> None:
         Settings.from_env({"ARCS_COMPACTION_SORT": "host"})
     with pytest.raises(ConfigError, match="MIN_FILES"):
         Settings.from_env({"ARCS_COMPACTION_MIN_FILES": "1"})
+    with pytest.raises(ConfigError, match="MAX_FILES"):
+        Settings.from_env({"ARCS_COMPACTION_MAX_FILES": "5000"})
 
 
 class FakeCompactor:
