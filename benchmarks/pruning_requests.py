@@ -105,7 +105,7 @@ def main() -> None:
         table="bench-catalog",
         aws_endpoint_url=endpoint,
     )
-    store, catalog, tokens, queue, roots, s3 = aws_runtime_parts(settings, session)
+    store, catalog, tokens, queue, roots, s3, _invoke = aws_runtime_parts(settings, session)
     runtime = Runtime(settings, store, catalog, tokens, queue, roots, s3)
     hours = args.days * 24
     from arcs.schema import SchemaRegistry

@@ -41,6 +41,7 @@ class ArcsQuery(Construct):
         memory_size_mb: int = DEFAULT_MEMORY_MB,
         timeout: Duration = API_TIMEOUT,
         from_image: bool = False,
+        compact_function_name: str = "",
     ) -> None:
         super().__init__(scope, construct_id)
         self.query = ArcsFunction(
@@ -60,6 +61,8 @@ class ArcsQuery(Construct):
                 envvars.DUCKDB_THREADS: str(duckdb_threads(memory_size_mb)),
                 # Interrupt a query before the function itself is killed, so the caller gets a clear error.
                 envvars.QUERY_TIMEOUT_S: str(max(timeout.to_seconds() - QUERY_TIMEOUT_MARGIN_S, 1)),
+                # POST /api/v1/compaction/trigger invokes it asynchronously.
+                **({envvars.COMPACT_FUNCTION: compact_function_name} if compact_function_name else {}),
             },
         )
         # Reads for queries (DuckDB's httpfs: GET, HEAD); deletes for DELETE /api/v1/databases/{name}

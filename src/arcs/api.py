@@ -44,11 +44,12 @@ def routers(part: ApiPart = "all") -> list[RouterFactory]:
         found.append(writes_router)
     if part != "writes":
         from arcs.routes.auth import auth_router
+        from arcs.routes.compaction import compaction_router
         from arcs.routes.continuous_queries import continuous_queries_router
         from arcs.routes.databases import databases_router
         from arcs.routes.queries import queries_router
 
-        found += [queries_router, auth_router, databases_router, continuous_queries_router]
+        found += [queries_router, auth_router, databases_router, compaction_router, continuous_queries_router]
     return found
 
 

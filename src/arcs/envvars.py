@@ -31,3 +31,16 @@ CQ_TIMER_S = "ARCS_CQ_TIMER_S"  # standalone server: how often continuous querie
 CQ_DELAY_S = "ARCS_CQ_DELAY_S"  # a window runs once it closed this long ago (late data's grace)
 CQ_MAX_WINDOWS = "ARCS_CQ_MAX_WINDOWS"  # windows one continuous query catches up per run
 EXPRESS_BUCKET = "ARCS_EXPRESS_BUCKET"  # AWS: the optional S3 Express One Zone directory bucket (set by the stack)
+COMPACTION_INTERVAL_S = "ARCS_COMPACTION_INTERVAL_S"  # standalone server's compaction timer; 0 = off
+COMPACTION_MIN_AGE_S = "ARCS_COMPACTION_MIN_AGE_S"  # a partition is compacted this long after its hour ends
+COMPACTION_MIN_FILES = "ARCS_COMPACTION_MIN_FILES"  # ... and once it has at least this many files
+COMPACTION_TARGET_FILE_MB = "ARCS_COMPACTION_TARGET_FILE_MB"
+COMPACTION_MAX_FILES = "ARCS_COMPACTION_MAX_FILES"  # inputs of one job
+COMPACTION_MAX_INPUT_MB = "ARCS_COMPACTION_MAX_INPUT_MB"  # input bytes of one job (local disk it needs)
+COMPACTION_MEMORY_LIMIT = "ARCS_COMPACTION_MEMORY_LIMIT"  # DuckDB's, while merging; the rest spills
+COMPACTION_THREADS = "ARCS_COMPACTION_THREADS"
+COMPACTION_GRACE_S = "ARCS_COMPACTION_GRACE_S"  # replaced files are deleted this long after the swap
+COMPACTION_LEASE_S = "ARCS_COMPACTION_LEASE_S"
+COMPACTION_SORT = "ARCS_COMPACTION_SORT"  # "time" or "tags" (tags, then time)
+COMPACTION_TIME_BUDGET_S = "ARCS_COMPACTION_TIME_BUDGET_S"  # a run starts no job after this; 0 = none
+COMPACT_FUNCTION = "ARCS_COMPACT_FUNCTION"  # AWS: the compact function the trigger route invokes

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import math
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -82,7 +81,7 @@ class Ingestor:
 
     def ingest(self, writes: Sequence[QueuedWrite]) -> IngestResult:
         result = IngestResult()
-        commit_id = uuid.uuid4().hex
+        commit_id = layout.sequence_id()  # time-ordered: file names order the writes
         markers = self.catalog.get_markers(w.write_id for w in writes)
         self._fault("markers-read")
         candidates: list[tuple[QueuedWrite, WriteBatch, str | None]] = []
@@ -208,6 +207,7 @@ class Ingestor:
             compression_level=1,
             use_dictionary=True,
             write_statistics=True,
+            write_page_checksum=True,  # lets compaction tell a damaged file from a good one
         )
         data = memoryview(sink.getvalue())  # the Arrow buffer itself, not a copy
         if not self.store.put_if_absent(key, data):

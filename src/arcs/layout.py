@@ -8,6 +8,9 @@ names must start with a letter, so no data glob can ever reach it.
 from __future__ import annotations
 
 import re
+import secrets
+import threading
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -16,6 +19,9 @@ from arcs.names import check_database, check_measurement
 SYSTEM_DIR = "_arcs"
 #: Results too big for a Lambda response, waiting for their download (a lifecycle rule expires them).
 RESULTS_DIR = "results"
+QUARANTINE_DIR = "quarantine"
+#: Hex digits at the start of a data file's name that order it among its partition's files.
+SEQUENCE_LENGTH = 32
 _KEY_RE = re.compile(
     r"(?P<db>[^/]+)/(?P<m>[^/]+)/(?P<y>\d{4})/(?P<mo>\d{2})/(?P<d>\d{2})/(?P<h>\d{2})/(?P<f>[^/]+\.parquet)"
 )
@@ -78,3 +84,66 @@ def result_key(prefix: str, result_id: str, extension: str) -> str:
     if not result_id.isalnum() or not extension.isalnum():
         raise ValueError(f"bad result name {result_id!r}.{extension!r}")
     return system_key(prefix, RESULTS_DIR, f"{result_id}.{extension}")
+
+
+_sequence_lock = threading.Lock()
+_last_sequence_us = 0
+
+
+def sequence_id() -> str:
+    """A new id that sorts after every id this process made before, and after ids other processes
+    made earlier by more than their clocks' difference: 13 hex digits of microseconds since 1970
+    (strictly increasing here), then 19 random ones; 32 hex digits, like a UUID's.
+
+    Ingest names its commits (and so its files) with these, so file names order the writes.
+    """
+    global _last_sequence_us
+    with _sequence_lock:
+        _last_sequence_us = max(time.time_ns() // 1000, _last_sequence_us + 1)
+        micros = _last_sequence_us
+    return f"{micros:013x}{secrets.token_hex(10)[:19]}"
+
+
+def sequence_time(name: str) -> datetime | None:
+    """When the sequence id that starts ``name`` was made (None if it does not start with one)."""
+    try:
+        micros = int(name[:13], 16)
+    except ValueError:
+        return None
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros)
+
+
+_INGEST_NAME = re.compile(r"(?P<commit>[0-9a-f]{32})-\d{4}\.parquet")
+
+
+def ingest_commit_of(name: str) -> str | None:
+    """The ingest attempt that wrote a data file named ``{commit id}-{nnnn}.parquet``, else None."""
+    match = _INGEST_NAME.fullmatch(name)
+    return None if match is None else match["commit"]
+
+
+def file_order(key: str) -> str:
+    """How a data file sorts among its partition's files: later files hold later writes."""
+    return key.rsplit("/", 1)[-1]
+
+
+def compacted_filename(latest_input_key: str, job_id: str, index: int) -> str:
+    """A compaction output's name: it sorts with the latest write it holds (its inputs' last).
+
+    Every file written after the job picked its inputs has a later sequence, so it still sorts
+    after the output, and rows written later keep winning when the output is compacted again.
+    """
+    sequence = file_order(latest_input_key)[:SEQUENCE_LENGTH].removesuffix(".parquet")
+    return f"{sequence}-c{job_id}-{index:04d}.parquet"
+
+
+def hour_prefix(prefix: str, database: str, measurement: str, hour: datetime) -> str:
+    """The key prefix of one hour partition's data files."""
+    return _join(prefix, f"{database}/{measurement}/{hour_dir(floor_hour(hour))}/")
+
+
+def quarantine_key(prefix: str, key: str) -> str:
+    """Where a corrupt data file goes: under the system directory, out of every data glob."""
+    stripped = prefix.strip("/")
+    rest = key[len(stripped) + 1 :] if stripped and key.startswith(stripped + "/") else key
+    return system_key(prefix, QUARANTINE_DIR, rest)

@@ -2,8 +2,9 @@
 
 The catalog holds everything small and transactional: measurement schemas, the databases, the
 list of committed data files (readers list files here, never by globbing storage), the ingest
-commit records and the per-write markers that make redelivery harmless (docs/ingest.md), and
-the continuous queries' definitions, progress and executions (docs/continuous_queries.md).
+commit records and the per-write markers that make redelivery harmless (docs/ingest.md),
+the continuous queries' definitions, progress and executions (docs/continuous_queries.md), and
+compaction's leases, per-partition commit records and job journal (docs/compaction.md).
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ from datetime import datetime
 from typing import Literal, Protocol
 
 CommitStatus = Literal["committed", "aborted"]
+#: running: picked inputs, writing outputs; committed: the swap is stored, records not yet moved;
+#: settled: records moved, input objects wait out the grace period; then done (or aborted, failed).
+JobStatus = Literal["running", "committed", "settled", "done", "aborted", "failed"]
+ACTIVE_JOB_STATUSES: frozenset[str] = frozenset({"running", "committed", "settled"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +96,62 @@ class CommitRecord:
     files: tuple[FileRecord, ...] = field(default=())
 
 
+@dataclass(frozen=True, slots=True)
+class Partition:
+    """What compaction works on: one hour of one measurement."""
+
+    database: str
+    measurement: str
+    hour: datetime
+
+    @property
+    def name(self) -> str:
+        return f"{self.database}/{self.measurement}/{self.hour.strftime('%Y-%m-%dT%H')}"
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionState:
+    """A partition's compaction commit record: one per partition, replaced by each commit.
+
+    ``version`` counts the partition's commits. While ``settled`` is False the record names the
+    committed job's inputs and outputs, and ``list_files`` shows the outputs instead of the inputs
+    whatever the file records say; settling moves the file records and then drops the lists.
+    """
+
+    version: int
+    job_id: str
+    settled: bool
+    inputs: tuple[str, ...] = ()
+    outputs: tuple[FileRecord, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionJob:
+    """The journal of one compaction job (recovery reads the active ones) and its history entry."""
+
+    job_id: str
+    partition: Partition
+    status: JobStatus
+    started_at: datetime
+    updated_at: datetime
+    #: The partition's compaction version when the job picked its inputs; it commits base + 1.
+    base_version: int = 0
+    input_keys: tuple[str, ...] = ()
+    output_keys: tuple[str, ...] = ()
+    input_bytes: int = 0
+    output_bytes: int = 0
+    input_rows: int = 0
+    output_rows: int = 0
+    quarantined: tuple[str, ...] = ()
+    #: When the inputs' objects may go: readers that listed them before the swap are done by then.
+    delete_after: datetime | None = None
+    error: str = ""
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE_JOB_STATUSES
+
+
 class Catalog(Protocol):
     # --- schemas and databases -------------------------------------------------------------
     def get_schema(self, database: str, measurement: str) -> MeasurementSchema | None: ...
@@ -131,7 +192,19 @@ class Catalog(Protocol):
         measurement: str,
         first_hour: datetime | None = None,
         last_hour: datetime | None = None,
-    ) -> list[FileRecord]: ...
+    ) -> list[FileRecord]:
+        """The files readers see, in (hour, key) order.
+
+        A partition whose compaction commit is not settled yet shows that commit's outputs and
+        hides its inputs, whatever the file records say: one consistent view, never both, never
+        neither (docs/compaction.md).
+        """
+        ...
+
+    def delete_files(self, files: Sequence[FileRecord]) -> None:
+        """Stop listing these files (a quarantined file), for good: like a compacted input's, the
+        record stays retired, so a late ingest roll-forward cannot list it again. Idempotent."""
+        ...
 
     # --- the ingest commit protocol ----------------------------------------------------------
     def get_markers(self, write_ids: Iterable[str]) -> dict[str, str]:
@@ -187,6 +260,38 @@ class Catalog(Protocol):
 
     def list_cq_executions(self, query_id: int, limit: int = 100) -> list[CQExecution]:
         """Newest first."""
+
+    # --- compaction ------------------------------------------------------------------------------
+    def acquire_lease(self, name: str, owner: str, ttl_s: float) -> bool:
+        """Hold ``name`` for ``ttl_s`` seconds if it is free, expired, or already ``owner``'s (renewal)."""
+        ...
+
+    def release_lease(self, name: str, owner: str) -> None:
+        """Free ``name`` if ``owner`` still holds it."""
+        ...
+
+    def get_compaction_state(self, partition: Partition) -> CompactionState | None: ...
+
+    def commit_compaction(self, partition: Partition, state: CompactionState) -> bool:
+        """The swap: store ``state`` (version n + 1, not settled) if the partition is at version n
+        (none: 0) and settled. False when another job committed first."""
+        ...
+
+    def settle_compaction(self, partition: Partition, state: CompactionState) -> None:
+        """Put the outputs' file records, delete the inputs', then mark ``state`` settled.
+
+        Idempotent; does nothing once the partition has moved past ``state``.
+        """
+        ...
+
+    def put_compaction_job(self, job: CompactionJob) -> None:
+        """Store (or replace) a job's journal entry."""
+        ...
+
+    def get_compaction_job(self, job_id: str) -> CompactionJob | None: ...
+
+    def list_compaction_jobs(self, active: bool = False, limit: int = 100) -> list[CompactionJob]:
+        """Newest first; ``active``: only jobs not finished (what recovery looks at)."""
         ...
 
 

@@ -24,11 +24,13 @@ if TYPE_CHECKING:
     from arcs.adapters.spool import Spool
     from arcs.adapters.sqlite_catalog import SqliteDatabase
     from arcs.api import ApiPart
+    from arcs.compaction.compactor import Compactor
     from arcs.continuous_queries import ContinuousQueries
     from arcs.engine import Engine, S3Access
     from arcs.handoff import ResultHandoff
     from arcs.ingest import Ingestor
     from arcs.query import QueryService
+    from arcs.schedule import CompactionTrigger
     from arcs.writes import WriteService
 
 logger = logging.getLogger(__name__)
@@ -45,6 +47,7 @@ class Runtime:
         allowed_roots: list[str],
         s3_access: Callable[[], S3Access] | None = None,
         downloads: DownloadStore | None = None,
+        invoke: Callable[[str, bytes], None] | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -54,6 +57,7 @@ class Runtime:
         self._allowed_roots = allowed_roots
         self._s3_access = s3_access
         self._downloads = downloads
+        self._invoke = invoke
 
     @functools.cached_property
     def writes(self) -> WriteService:
@@ -71,14 +75,9 @@ class Runtime:
     def engine(self) -> Engine:
         from arcs.engine import Engine  # lazy: DuckDB is for the query function and the server only
 
-        work_dir = self.settings.work_dir or (
-            self.settings.data_dir / "work"
-            if self.settings.backend == "local"
-            else Path(tempfile.gettempdir()) / "arcs"
-        )
         return Engine(
             self._allowed_roots,
-            work_dir,
+            self.work_dir,
             self.settings.duckdb_threads,
             self.settings.duckdb_memory_limit,
             self._s3_access,
@@ -125,6 +124,42 @@ class Runtime:
             max_windows=self.settings.cq_max_windows,
         )
 
+    @property
+    def work_dir(self) -> Path:
+        return self.settings.work_dir or (
+            self.settings.data_dir / "work"
+            if self.settings.backend == "local"
+            else Path(tempfile.gettempdir()) / "arcs"
+        )
+
+    @functools.cached_property
+    def compactor(self) -> Compactor:
+        from arcs.compaction.compactor import Compactor  # lazy: the compact function and the server only
+
+        return Compactor(
+            self.catalog,
+            self.store,
+            self.settings.prefix,
+            self.settings.compaction,
+            self.work_dir / "compaction",
+            self.settings.row_group_rows,
+        )
+
+    @functools.cached_property
+    def compaction_trigger(self) -> CompactionTrigger:
+        """What starts a compaction run: the server's timer locally, the compact function in AWS."""
+        from arcs.schedule import CompactionTimer, LambdaCompactionTrigger
+
+        if self.settings.backend == "local" or self._invoke is None:
+            return CompactionTimer(lambda: self.compactor, self.settings.compaction.interval_s)
+        return LambdaCompactionTrigger(self._invoke, self.settings.compaction.function_name)
+
+    def use_invoker(self, invoke: Callable[[str, bytes], None]) -> None:
+        """Invoke functions asynchronously through ``invoke``: where the local emulation stands in
+        for the Lambda service (the compaction trigger invokes the compact function)."""
+        self._invoke = invoke
+        self.__dict__.pop("compaction_trigger", None)
+
     def ready(self) -> bool:
         try:
             self.catalog.list_databases()
@@ -139,9 +174,9 @@ class Runtime:
             return local_runtime(settings)
         from arcs.adapters.aws import aws_runtime_parts
 
-        store, catalog, token_store, queue, roots, s3_access = aws_runtime_parts(settings)
+        store, catalog, token_store, queue, roots, s3_access, invoke = aws_runtime_parts(settings)
         # Lambda answers at most 6 MiB: bigger results are handed off through the bucket.
-        return cls(settings, store, catalog, token_store, queue, roots, s3_access, downloads=store)
+        return cls(settings, store, catalog, token_store, queue, roots, s3_access, downloads=store, invoke=invoke)
 
 
 class LocalRuntime(Runtime):

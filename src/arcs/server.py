@@ -2,7 +2,9 @@
 
 HTTP requests become API Gateway proxy events (``arcs.proxy``), the token is checked by the same
 code as the Lambda authorizer, and the routes of ``arcs.api`` answer. A background thread drains
-the disk spool into Parquet through ``arcs.ingest``, as the ingest function drains SQS.
+the disk spool into Parquet through ``arcs.ingest``, as the ingest function drains SQS; another
+runs compaction on a timer (``ARCS_COMPACTION_INTERVAL_S``; 0: only when triggered), as
+EventBridge runs the compact function.
 
 The HTTP front (``AsgiApp`` + ``run_http``) takes any ``handle(method, path, query, headers,
 body)``: the local serverless emulation (``arcs.emulation``) serves its API Gateway with it too.
@@ -29,7 +31,7 @@ from arcs.errors import ArcsError, PayloadTooLarge, ServiceUnavailable
 from arcs.ingest import QueuedWrite
 from arcs.proxy import HttpResponse, http_response, proxy_event
 from arcs.runtime import LocalRuntime
-from arcs.schedule import PeriodicTask
+from arcs.schedule import CompactionTimer, PeriodicTask
 from arcs.tokens import extract_token
 
 logger = logging.getLogger(__name__)
@@ -284,6 +286,10 @@ def serve(runtime: LocalRuntime, host: str, port: int, workers: int = 8) -> None
     ingest = IngestLoop(runtime)
     ingest.start()
     cq_timer = continuous_queries_timer(runtime)
+    trigger = runtime.compaction_trigger
+    timer = trigger if isinstance(trigger, CompactionTimer) else None
+    if timer is not None:
+        timer.start()
     app = AsgiApp(
         Gateway(runtime).handle, runtime.settings.max_request_bytes, workers, runtime.settings.queue_timeout_s
     )
@@ -294,6 +300,8 @@ def serve(runtime: LocalRuntime, host: str, port: int, workers: int = 8) -> None
         if cq_timer is not None:
             cq_timer.stop()
         ingest.stop()
+        if timer is not None:
+            timer.stop()  # a job in progress finishes or is recovered by the next start
         ingest.join(timeout=10)
 
 

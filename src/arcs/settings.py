@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -16,6 +16,64 @@ Backend = Literal["local", "aws"]
 
 class ConfigError(ArcsError):
     """The deployment is misconfigured; never the caller's fault."""
+
+
+CompactionSort = Literal["time", "tags"]
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionSettings:
+    """When a partition is compacted, into what, and within which limits (docs/compaction.md)."""
+
+    interval_s: float = 300.0
+    min_age_s: float = 3600.0
+    min_files: int = 10
+    target_file_bytes: int = 512 * 1024 * 1024
+    max_files: int = 1000
+    max_input_bytes: int = 8 * 1024 * 1024 * 1024
+    memory_limit: str | None = None
+    threads: int | None = None
+    grace_s: float = 300.0
+    lease_s: float = 900.0
+    sort: CompactionSort = "time"
+    time_budget_s: float = 0.0
+    zstd_level: int = 3
+    function_name: str = ""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], number: Callable[[str, float], float]) -> CompactionSettings:
+        base = cls()
+        sort = env.get(envvars.COMPACTION_SORT) or base.sort
+        if sort not in ("time", "tags"):
+            raise ConfigError(f"{envvars.COMPACTION_SORT} must be 'time' or 'tags', got {sort!r}")
+        threads = env.get(envvars.COMPACTION_THREADS)
+        made = cls(
+            interval_s=number(envvars.COMPACTION_INTERVAL_S, base.interval_s),
+            min_age_s=number(envvars.COMPACTION_MIN_AGE_S, base.min_age_s),
+            min_files=int(number(envvars.COMPACTION_MIN_FILES, base.min_files)),
+            target_file_bytes=int(number(envvars.COMPACTION_TARGET_FILE_MB, base.target_file_bytes / _MB) * _MB),
+            max_files=int(number(envvars.COMPACTION_MAX_FILES, base.max_files)),
+            max_input_bytes=int(number(envvars.COMPACTION_MAX_INPUT_MB, base.max_input_bytes / _MB) * _MB),
+            memory_limit=env.get(envvars.COMPACTION_MEMORY_LIMIT) or None,
+            threads=int(threads) if threads else None,
+            grace_s=number(envvars.COMPACTION_GRACE_S, base.grace_s),
+            lease_s=number(envvars.COMPACTION_LEASE_S, base.lease_s),
+            sort=sort,  # type: ignore[arg-type]
+            time_budget_s=number(envvars.COMPACTION_TIME_BUDGET_S, base.time_budget_s),
+            function_name=env.get(envvars.COMPACT_FUNCTION, ""),
+        )
+        if made.min_files < 2 or made.max_files < made.min_files:
+            raise ConfigError(
+                f"{envvars.COMPACTION_MIN_FILES} must be 2 or more and at most {envvars.COMPACTION_MAX_FILES}"
+            )
+        if made.max_files > MAX_FILES_PER_JOB:
+            raise ConfigError(f"{envvars.COMPACTION_MAX_FILES} must be at most {MAX_FILES_PER_JOB}")
+        return made
+
+
+_MB = 1024 * 1024
+#: A job's commit record names its inputs in one catalog item (DynamoDB: 400 KB at most).
+MAX_FILES_PER_JOB = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +117,7 @@ class Settings:
     cq_timer_s: float = 60.0
     cq_delay_s: float = 60.0
     cq_max_windows: int = 60
+    compaction: CompactionSettings = field(default_factory=lambda: CompactionSettings())
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -122,6 +181,7 @@ class Settings:
             cq_timer_s=number(envvars.CQ_TIMER_S, base.cq_timer_s),
             cq_delay_s=number(envvars.CQ_DELAY_S, base.cq_delay_s),
             cq_max_windows=max(1, int(number(envvars.CQ_MAX_WINDOWS, base.cq_max_windows))),
+            compaction=CompactionSettings.from_env(env, number),
         )
 
     def with_(self, **changes: object) -> Settings:

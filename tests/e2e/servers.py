@@ -84,6 +84,8 @@ def standalone(data_dir: Path, token: str = TOKEN, **env: str) -> ServerProcess:
         "ARCS_BOOTSTRAP_TOKEN": token,
         "ARCS_INGEST_BATCH_WINDOW_S": "0.05",
         "ARCS_TOKEN_CACHE_TTL_S": "1",
+        # No compaction behind the tests' backs: file counts stay what the writes made them.
+        "ARCS_COMPACTION_INTERVAL_S": "0",
         **env,
     }
     return ServerProcess(["serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", str(data_dir)], env)
@@ -96,6 +98,7 @@ def local(token: str = TOKEN, **env: str) -> ServerProcess:
         "ARCS_BOOTSTRAP_TOKEN": token,
         "ARCS_INGEST_BATCH_WINDOW_S": "0.05",
         "ARCS_TOKEN_CACHE_TTL_S": "1",
+        "ARCS_COMPACTION_INTERVAL_S": "0",
         **env,
     }
     env.pop("AWS_ENDPOINT_URL", None)  # always the embedded moto server, never a configured emulator

@@ -365,8 +365,8 @@ def test_definitions_are_checked_against_the_sql(world: World) -> None:
     assert world.runtime.catalog.list_continuous_queries() == []
 
 
-def test_the_scheduled_function_runs_only_its_own_task() -> None:
-    handler = load_handler("compact", "continuous_queries.py")
+def test_the_scheduled_function_refuses_a_task_it_does_not_know() -> None:
+    handler = load_handler("compact")
     context = FakeLambdaContext("arcs-cq", 1024, "arn:aws:lambda:us-east-1:123456789012:function:arcs-cq", 1e12)
-    with pytest.raises(ValueError, match="not 'compaction'"):
-        handler({"task": "compaction"}, context)
+    with pytest.raises(ValueError, match="unknown task 'vacuum'"):
+        handler({"task": "vacuum"}, context)

@@ -50,6 +50,7 @@ class Handlers:
     ingest: Handler
     query: Handler
     authorizer: Handler
+    compact: Handler
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +61,7 @@ def handlers() -> Handlers:
         ingest=load_handler("ingest"),
         query=load_handler("query"),
         authorizer=load_handler("authorizer"),
+        compact=load_handler("compact"),
     )
 
 
@@ -181,6 +183,10 @@ def fn(aws: AwsEnv, handlers: Handlers, monkeypatch: pytest.MonkeyPatch, tmp_pat
     for name, value in function_environment(resources, aws.endpoint, aws.region, str(tmp_path / "work")).items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("ARCS_PREFIX", PREFIX)
+    # Compaction in these tests: any past hour with 3 files, replaced objects deleted at once.
+    for variable, value in (("MIN_AGE_S", "0"), ("MIN_FILES", "3"), ("GRACE_S", "0")):
+        monkeypatch.setenv(f"ARCS_COMPACTION_{variable}", value)
+    monkeypatch.setenv("ARCS_COMPACT_FUNCTION", "arcs-compact")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
     for name in (
@@ -450,3 +456,42 @@ def test_a_result_over_the_row_cap_is_a_clear_400_never_a_truncation(
         assert response["statusCode"] == 400
         error = json.loads(response["body"])["error"]
         assert error == "the result has more than 1000 rows; add a LIMIT or narrow the query"
+
+
+# --- compaction ----------------------------------------------------------------------------------
+def test_scheduled_event_compacts_and_queries_answer_the_same(fn: Lambda) -> None:
+    m = name("cpu")
+    for n in range(4):
+        fn.write(lp(m, 5, T0_NS + n * 10**6, host=f"h{n}"))
+        assert fn.ingest(fn.receive(1)) == []
+    sql = f"SELECT time, host, v FROM {m} ORDER BY time, host"
+    before = fn.rows(sql)
+    assert len(fn.runtime.catalog.list_files("default", m)) == 4
+    event = json.loads((EVENTS / "eventbridge_scheduled.json").read_text())
+    report = fn.handlers.compact(event, context("arcs-compact"))
+    (job,) = report["jobs"]
+    assert (job["status"], job["files_compacted"], job["files_written"]) == ("settled", 4, 1)
+    assert report["inputs_deleted"] == 4
+    assert fn.rows(sql) == before
+    (output,) = fn.runtime.catalog.list_files("default", m)
+    assert output.rows == 20
+    keys = [o["Key"] for o in fn.aws.s3.list_objects_v2(Bucket=fn.aws.bucket, Prefix=f"{PREFIX}/default/")["Contents"]]
+    assert keys == [output.key]
+
+
+def test_trigger_route_invokes_the_compact_function_asynchronously(fn: Lambda) -> None:
+    m = name("cpu")
+    for n in range(3):
+        fn.write(lp(m, 2, T0_NS + n * 10**6, host=f"h{n}"))
+        assert fn.ingest(fn.receive(1)) == []
+    invoked: list[tuple[str, dict[str, Any]]] = []
+    fn.runtime._invoke = lambda function, payload: invoked.append((function, json.loads(payload)))
+    body = json.dumps({"database": "default", "measurement": m}).encode()
+    response = fn.handlers.query(fn.api_event("POST", "/api/v1/compaction/trigger", body), context("arcs-query"))
+    assert response["statusCode"] == 202, response
+    assert invoked == [("arcs-compact", {"source": "arcs.trigger", "database": "default", "measurement": m})]
+    # What Lambda does with the asynchronous invocation:
+    report = fn.handlers.compact(invoked[0][1], context("arcs-compact"))
+    assert [job["measurement"] for job in report["jobs"]] == [m]
+    history = fn.handlers.query(fn.api_event("GET", "/api/v1/compaction/history"), context("arcs-query"))
+    assert [job["status"] for job in json.loads(history["body"])["jobs"]] == ["done"]

@@ -45,6 +45,7 @@ __all__ = [
     "aws_runtime_parts",
     "claim_key",
     "create_resources",
+    "lambda_invoker",
     "queued_write_from_sqs",
     "read_queued_body",
 ]
@@ -243,9 +244,34 @@ def s3_access(session: boto3.Session, settings: Settings) -> S3Access:
     )
 
 
+def lambda_invoker(session: boto3.Session, settings: Settings) -> Callable[[str, bytes], None]:
+    """Invoke a Lambda function asynchronously (the client is made on first use)."""
+    lock = threading.Lock()
+    client = _LazyClient(
+        lambda: session.client("lambda", endpoint_url=settings.aws_endpoint_url, region_name=settings.aws_region),
+        lock,
+    )
+
+    def invoke(function_name: str, payload: bytes) -> None:
+        try:
+            client.invoke(FunctionName=function_name, InvocationType="Event", Payload=payload)
+        except (ClientError, BotoCoreError) as exc:
+            raise StorageFault(f"invoking {function_name} failed: {exc}") from exc
+
+    return invoke
+
+
 def aws_runtime_parts(
     settings: Settings, session: boto3.Session | None = None
-) -> tuple[S3Store, DynamoCatalog, DynamoTokenStore, SqsWriteQueue, list[str], Callable[[], S3Access]]:
+) -> tuple[
+    S3Store,
+    DynamoCatalog,
+    DynamoTokenStore,
+    SqsWriteQueue,
+    list[str],
+    Callable[[], S3Access],
+    Callable[[str, bytes], None],
+]:
     """The adapters of the Lambda functions (and of ``arcs local``), from settings."""
     session = session or boto3.Session(region_name=settings.aws_region)
     clients = AwsClients.from_settings(settings, session)
@@ -259,6 +285,7 @@ def aws_runtime_parts(
         queue,
         [root],
         functools.partial(s3_access, session, settings),
+        lambda_invoker(session, settings),
     )
 
 

@@ -9,6 +9,10 @@ Items (one table keeps the deployment small and lets transactions span kinds):
 | data file | ``FILES#{db}#{measurement}`` | ``{YYYY-MM-DDTHH}#{key}`` | the ``FileRecord`` fields |
 | write marker | ``WRITE#{write_id}`` | ``#`` | commit_id, updated_at, expires_at (TTL) |
 | commit | ``COMMIT#{commit_id}`` | ``#`` | status, files (JSON text), expires_at (TTL) |
+| compacted file | ``FILES#{db}#{measurement}`` | ``{YYYY-MM-DDTHH}#{key}`` | replaced_by, expires_at (TTL); hidden |
+| compaction commit | ``COMPACTION#{db}#{measurement}`` | ``{YYYY-MM-DDTHH}`` | version, job_id, settled, in/outputs |
+| lease | ``LEASE#{name}`` | ``#`` | owner, until (epoch seconds), expires_at (TTL) |
+| compaction job | ``CJOBS`` / ``CJOBS#ACTIVE`` | ``{job_id}`` | the job as JSON text; history items expire (TTL) |
 | database drop | ``DROP#{db}`` | ``#`` | measurements (list): what a dropping database had, until it is gone |
 | token | ``TOKENS`` | ``{token_id}`` | the ``TokenRecord`` fields, bytes as Binary |
 | token lookup | ``TOKENLOOKUP#{lookup}`` | ``{token_id}`` | a copy of the token, so auth is one query |
@@ -24,12 +28,14 @@ strongly consistent: the commit protocol and readers listing new files depend on
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, cast
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
@@ -37,6 +43,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from arcs.adapters.records import (
     CQ_EXECUTION_RETENTION,
+    apply_compactions,
     cq_from_json,
     cq_to_json,
     execution_from_json,
@@ -44,10 +51,22 @@ from arcs.adapters.records import (
     file_from_json,
     file_to_json,
     hour_text,
+    job_from_json,
+    job_to_json,
     sortable_time,
 )
 from arcs.errors import StorageFault
-from arcs.ports import CommitRecord, ContinuousQuery, CQExecution, FileRecord, MeasurementSchema, TokenRecord
+from arcs.ports import (
+    CommitRecord,
+    CompactionJob,
+    CompactionState,
+    ContinuousQuery,
+    CQExecution,
+    FileRecord,
+    MeasurementSchema,
+    Partition,
+    TokenRecord,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -68,6 +87,10 @@ BATCH_WRITE_LIMIT = 25
 _PUT_WORKERS = 8
 _MAX_ATTEMPTS = 8
 _NO_SORT = "#"
+#: How often ``list_files`` reads again when a compaction commit lands while it lists.
+_LIST_ATTEMPTS = 5
+_JOBS = "CJOBS"
+_ACTIVE_JOBS = "CJOBS#ACTIVE"
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -127,7 +150,9 @@ class _Table:
         item = response.get("Item")
         return None if item is None else _plain(item)
 
-    def _query(self, pk: str, condition: str = "", values: Mapping[str, str] | None = None) -> Iterator[dict[str, Any]]:
+    def _query(
+        self, pk: str, condition: str = "", values: Mapping[str, str] | None = None, descending: bool = False
+    ) -> Iterator[dict[str, Any]]:
         """Items of one partition in sort-key order; ``condition`` further limits ``sk``."""
         expression = "pk = :pk" + (f" AND {condition}" if condition else "")
         request: QueryInputTypeDef = {
@@ -135,6 +160,7 @@ class _Table:
             "KeyConditionExpression": expression,
             "ExpressionAttributeValues": _item({":pk": pk, **(values or {})}),
             "ConsistentRead": True,
+            "ScanIndexForward": not descending,
         }
         if self.page_size:
             request["Limit"] = self.page_size
@@ -171,6 +197,25 @@ class _Table:
             raise self._fault("conditional put", exc) from exc
         except BotoCoreError as exc:
             raise self._fault("conditional put", exc) from exc
+        return True
+
+    def _delete_if(
+        self, pk: str, sk: str, condition: str, args: Mapping[str, object], names: Mapping[str, str]
+    ) -> bool:
+        try:
+            self.client.delete_item(
+                TableName=self.table,
+                Key=_key(pk, sk),
+                ConditionExpression=condition,
+                ExpressionAttributeNames=dict(names),
+                ExpressionAttributeValues=_item(args),
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise self._fault("conditional delete", exc) from exc
+        except BotoCoreError as exc:
+            raise self._fault("conditional delete", exc) from exc
         return True
 
     def _batch_write(self, requests: Sequence[WriteRequestTypeDef]) -> None:
@@ -219,6 +264,36 @@ def _drop_pk(database: str) -> str:
 
 def _files_pk(database: str, measurement: str) -> str:
     return f"FILES#{database}#{measurement}"
+
+
+def _compaction_pk(database: str, measurement: str) -> str:
+    return f"COMPACTION#{database}#{measurement}"
+
+
+def _states_in(
+    table: _Table, database: str, measurement: str, first: str | None, last: str | None
+) -> dict[str, CompactionState]:
+    """The compaction commit records of the hours in [first, last] (hour texts), by hour."""
+    pk = _compaction_pk(database, measurement)
+    if first is not None and last is not None:
+        items = table._query(pk, "sk BETWEEN :lo AND :hi", {":lo": first, ":hi": last})
+    elif first is not None:
+        items = table._query(pk, "sk >= :lo", {":lo": first})
+    elif last is not None:
+        items = table._query(pk, "sk <= :hi", {":hi": last})
+    else:
+        items = table._query(pk)
+    return {str(item["sk"]): _state(item) for item in items}
+
+
+def _state(item: Mapping[str, Any]) -> CompactionState:
+    return CompactionState(
+        version=int(item["version"]),
+        job_id=str(item["job_id"]),
+        settled=bool(item["settled"]),
+        inputs=tuple(json.loads(str(item.get("inputs", "[]")))),
+        outputs=tuple(file_from_json(f) for f in json.loads(str(item.get("outputs", "[]")))),
+    )
 
 
 def _schema(item: Mapping[str, Any]) -> MeasurementSchema:
@@ -298,8 +373,8 @@ class DynamoCatalog(_Table):
         # reader can see a measurement whose file records are half deleted.
         self._delete_keys((f"SCHEMA#{name}", measurement) for measurement in sorted(measurements))
         for measurement in sorted(measurements):
-            pk = _files_pk(name, measurement)
-            self._delete_keys([(pk, str(item["sk"])) for item in self._query(pk)])
+            for pk in (_compaction_pk(name, measurement), _files_pk(name, measurement)):
+                self._delete_keys([(pk, str(item["sk"])) for item in self._query(pk)])
         self._delete_keys([("DATABASES", name), (_drop_pk(name), _NO_SORT)])
         return True
 
@@ -328,21 +403,40 @@ class DynamoCatalog(_Table):
         first_hour: datetime | None = None,
         last_hour: datetime | None = None,
     ) -> list[FileRecord]:
+        first = None if first_hour is None else hour_text(first_hour)
+        last = None if last_hour is None else hour_text(last_hour)
+        if first is not None and last is not None and first > last:
+            return []
+        # A query is no snapshot: a compaction could commit and move records while the files are
+        # read. Reading the commit records before and after shows whether one did; if so, again.
+        for attempt in range(_LIST_ATTEMPTS):
+            before = _states_in(self, database, measurement, first, last)
+            items = list(self._file_items(database, measurement, first, last))
+            after = _states_in(self, database, measurement, first, last)
+            if {h: s.version for h, s in before.items()} == {h: s.version for h, s in after.items()}:
+                files = [file_from_json(item) for item in items if "replaced_by" not in item]
+                return apply_compactions(files, [state for state in before.values() if not state.settled])
+            _backoff(attempt)
+        raise StorageFault(f"files of {database}.{measurement} kept changing while being listed")
+
+    def _file_items(self, database: str, measurement: str, first: str | None, last: str | None) -> Iterator[Any]:
         # Sort keys are "{hour}#{key}": "#" < "$", so "{hour}$" sorts after every key of that hour.
-        lower = None if first_hour is None else f"{hour_text(first_hour)}#"
-        upper = None if last_hour is None else f"{hour_text(last_hour)}$"
+        lower = None if first is None else f"{first}#"
+        upper = None if last is None else f"{last}$"
         pk = _files_pk(database, measurement)
         if lower is not None and upper is not None:
-            if lower > upper:
-                return []
-            items = self._query(pk, "sk BETWEEN :lo AND :hi", {":lo": lower, ":hi": upper})
-        elif lower is not None:
-            items = self._query(pk, "sk >= :lo", {":lo": lower})
-        elif upper is not None:
-            items = self._query(pk, "sk < :hi", {":hi": upper})
-        else:
-            items = self._query(pk)
-        return [file_from_json(item) for item in items]
+            return self._query(pk, "sk BETWEEN :lo AND :hi", {":lo": lower, ":hi": upper})
+        if lower is not None:
+            return self._query(pk, "sk >= :lo", {":lo": lower})
+        if upper is not None:
+            return self._query(pk, "sk < :hi", {":hi": upper})
+        return self._query(pk)
+
+    def delete_files(self, files: Sequence[FileRecord]) -> None:
+        # A retired record, as settle_compaction leaves an input's: put_files keeps it retired.
+        marker = {"replaced_by": "deleted", TTL_ATTRIBUTE: _expiry()}
+        keys = {(_files_pk(f.database, f.measurement), f"{hour_text(f.hour)}#{f.key}") for f in files}
+        self._batch_write([{"PutRequest": {"Item": _item({"pk": pk, "sk": sk, **marker})}} for pk, sk in sorted(keys)])
 
     # --- the ingest commit protocol ----------------------------------------------------------
     def get_markers(self, write_ids: Iterable[str]) -> dict[str, str]:
@@ -534,6 +628,95 @@ class DynamoCatalog(_Table):
                 break
             request["ExclusiveStartKey"] = last
         return found[:limit]
+
+    # --- compaction ------------------------------------------------------------------------------
+    def acquire_lease(self, name: str, owner: str, ttl_s: float) -> bool:
+        now = time.time()
+        values = {
+            "pk": f"LEASE#{name}",
+            "sk": _NO_SORT,
+            "owner": owner,
+            "until": Decimal(str(round(now + ttl_s, 3))),
+            TTL_ATTRIBUTE: int(now + ttl_s + 86_400),  # only tidies the table; ``until`` decides
+        }
+        return self._put(
+            values,
+            "attribute_not_exists(pk) OR #until < :now OR #owner = :owner",
+            {"#until": "until", "#owner": "owner"},
+            {":now": Decimal(str(round(now, 3))), ":owner": owner},
+        )
+
+    def release_lease(self, name: str, owner: str) -> None:
+        self._delete_if(f"LEASE#{name}", _NO_SORT, "#owner = :owner", {":owner": owner}, {"#owner": "owner"})
+
+    def get_compaction_state(self, partition: Partition) -> CompactionState | None:
+        item = self._get(_compaction_pk(partition.database, partition.measurement), hour_text(partition.hour))
+        return None if item is None else _state(item)
+
+    def commit_compaction(self, partition: Partition, state: CompactionState) -> bool:
+        values = {
+            "pk": _compaction_pk(partition.database, partition.measurement),
+            "sk": hour_text(partition.hour),
+            "version": state.version,
+            "job_id": state.job_id,
+            "settled": False,
+            "inputs": json.dumps(list(state.inputs)),
+            "outputs": json.dumps([file_to_json(f) for f in state.outputs]),
+        }
+        if state.version == 1:
+            return self._put(values, "attribute_not_exists(pk)")
+        return self._put(
+            values,
+            "#version = :previous AND settled = :yes",
+            {"#version": "version"},
+            {":previous": state.version - 1, ":yes": True},
+        )
+
+    def settle_compaction(self, partition: Partition, state: CompactionState) -> None:
+        current = self.get_compaction_state(partition)
+        if current is None or current.settled or (current.version, current.job_id) != (state.version, state.job_id):
+            return
+        self.put_files(state.outputs)
+        # The inputs' records stay as markers that are never listed until a late ingest
+        # roll-forward can no longer put them back (put_files keeps an existing item).
+        pk = _files_pk(partition.database, partition.measurement)
+        marker = {"replaced_by": state.job_id, TTL_ATTRIBUTE: _expiry()}
+        self._batch_write(
+            [
+                {"PutRequest": {"Item": _item({"pk": pk, "sk": f"{hour_text(partition.hour)}#{key}", **marker})}}
+                for key in state.inputs
+            ]
+        )
+        self._put(
+            {
+                "pk": _compaction_pk(partition.database, partition.measurement),
+                "sk": hour_text(partition.hour),
+                "version": state.version,
+                "job_id": state.job_id,
+                "settled": True,
+            },
+            "#version = :version AND job_id = :job",
+            {"#version": "version"},
+            {":version": state.version, ":job": state.job_id},
+        )
+
+    def put_compaction_job(self, job: CompactionJob) -> None:
+        body = json.dumps(job_to_json(job))
+        history = {"pk": _JOBS, "sk": job.job_id, "body": body, TTL_ATTRIBUTE: _expiry()}
+        requests: list[WriteRequestTypeDef] = [{"PutRequest": {"Item": _item(history)}}]
+        if job.active:
+            requests.append({"PutRequest": {"Item": _item({"pk": _ACTIVE_JOBS, "sk": job.job_id, "body": body})}})
+        else:
+            requests.append({"DeleteRequest": {"Key": _key(_ACTIVE_JOBS, job.job_id)}})
+        self._batch_write(requests)
+
+    def get_compaction_job(self, job_id: str) -> CompactionJob | None:
+        item = self._get(_JOBS, job_id)
+        return None if item is None else job_from_json(json.loads(str(item["body"])))
+
+    def list_compaction_jobs(self, active: bool = False, limit: int = 100) -> list[CompactionJob]:
+        items = self._query(_ACTIVE_JOBS if active else _JOBS, descending=True)
+        return [job_from_json(json.loads(str(item["body"]))) for item in itertools.islice(items, limit)]
 
 
 def _token_values(record: TokenRecord) -> dict[str, object]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from arcs.ports import ContinuousQuery, CQExecution, FileRecord
+from arcs.ports import CompactionJob, CompactionState, ContinuousQuery, CQExecution, FileRecord, Partition
 
 HOUR_FORMAT = "%Y-%m-%dT%H"
 
@@ -140,3 +140,65 @@ def execution_from_json(data: dict[str, Any]) -> CQExecution:
 def sortable_time(moment: datetime) -> str:
     """Fixed-width UTC text, so text order is time order (to the microsecond)."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _time(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _moment(value: object) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(str(value))
+
+
+def job_to_json(job: CompactionJob) -> dict[str, object]:
+    return {
+        "job_id": job.job_id,
+        "database": job.partition.database,
+        "measurement": job.partition.measurement,
+        "hour": hour_text(job.partition.hour),
+        "status": job.status,
+        "started_at": _time(job.started_at),
+        "updated_at": _time(job.updated_at),
+        "base_version": job.base_version,
+        "input_keys": list(job.input_keys),
+        "output_keys": list(job.output_keys),
+        "input_bytes": job.input_bytes,
+        "output_bytes": job.output_bytes,
+        "input_rows": job.input_rows,
+        "output_rows": job.output_rows,
+        "quarantined": list(job.quarantined),
+        "delete_after": _time(job.delete_after),
+        "error": job.error,
+    }
+
+
+def job_from_json(data: dict[str, Any]) -> CompactionJob:
+    return CompactionJob(
+        job_id=str(data["job_id"]),
+        partition=Partition(str(data["database"]), str(data["measurement"]), hour_value(str(data["hour"]))),
+        status=data["status"],
+        started_at=_moment(data["started_at"]) or datetime.now(UTC),
+        updated_at=_moment(data["updated_at"]) or datetime.now(UTC),
+        base_version=_int(data.get("base_version", 0)),
+        input_keys=tuple(str(k) for k in data.get("input_keys", [])),
+        output_keys=tuple(str(k) for k in data.get("output_keys", [])),
+        input_bytes=_int(data.get("input_bytes", 0)),
+        output_bytes=_int(data.get("output_bytes", 0)),
+        input_rows=_int(data.get("input_rows", 0)),
+        output_rows=_int(data.get("output_rows", 0)),
+        quarantined=tuple(str(k) for k in data.get("quarantined", [])),
+        delete_after=_moment(data.get("delete_after")),
+        error=str(data.get("error", "")),
+    )
+
+
+def apply_compactions(files: list[FileRecord], pending: list[CompactionState]) -> list[FileRecord]:
+    """What readers see: each unsettled commit's outputs instead of its inputs, in (hour, key) order."""
+    if not pending:
+        return files
+    hidden = {key for state in pending for key in state.inputs}
+    shown = {f.key: f for f in files if f.key not in hidden}
+    for state in pending:
+        for output in state.outputs:
+            shown.setdefault(output.key, output)
+    return sorted(shown.values(), key=lambda f: (f.hour, f.key))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -14,17 +15,30 @@ from typing import Any
 
 from arcs.adapters.records import (
     CQ_EXECUTION_RETENTION,
+    apply_compactions,
     cq_from_json,
     cq_to_json,
     execution_from_json,
     execution_to_json,
     file_from_json,
     file_to_json,
+    job_from_json,
+    job_to_json,
     sortable_time,
 )
 from arcs.adapters.records import hour_text as _hour_text
 from arcs.adapters.records import hour_value as _hour_value
-from arcs.ports import CommitRecord, ContinuousQuery, CQExecution, FileRecord, MeasurementSchema, TokenRecord
+from arcs.ports import (
+    CommitRecord,
+    CompactionJob,
+    CompactionState,
+    ContinuousQuery,
+    CQExecution,
+    FileRecord,
+    MeasurementSchema,
+    Partition,
+    TokenRecord,
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS measurements (
@@ -45,7 +59,20 @@ CREATE TABLE IF NOT EXISTS tokens (
     salt BLOB NOT NULL, secret_hash BLOB NOT NULL, permissions TEXT NOT NULL, databases TEXT NOT NULL,
     created_at TEXT NOT NULL, expires_at TEXT, revoked INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS tokens_by_lookup ON tokens (lookup);
+CREATE TABLE IF NOT EXISTS leases (name TEXT PRIMARY KEY, owner TEXT NOT NULL, until REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS compaction_state (
+    database TEXT NOT NULL, measurement TEXT NOT NULL, hour TEXT NOT NULL, version INTEGER NOT NULL,
+    job_id TEXT NOT NULL, settled INTEGER NOT NULL, inputs TEXT NOT NULL, outputs TEXT NOT NULL,
+    PRIMARY KEY (database, measurement, hour));
+CREATE TABLE IF NOT EXISTS compacted (
+    database TEXT NOT NULL, measurement TEXT NOT NULL, hour TEXT NOT NULL, key TEXT NOT NULL,
+    job_id TEXT NOT NULL, until REAL NOT NULL, PRIMARY KEY (database, measurement, hour, key));
+CREATE TABLE IF NOT EXISTS compaction_jobs (job_id TEXT PRIMARY KEY, active INTEGER NOT NULL, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS compaction_jobs_active ON compaction_jobs (active, job_id);
 """
+
+#: How long a compacted file's key is remembered: longer than a queued write can be redelivered.
+TOMBSTONE_TTL_S = 15 * 24 * 3600.0
 
 
 def _now() -> str:
@@ -75,6 +102,12 @@ class SqliteDatabase:
                 self._conn.execute("ROLLBACK")
                 raise
             self._conn.execute("COMMIT")
+
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """Several reads that see one state: writers wait for the lock."""
+        with self._lock:
+            yield self._conn
 
     def query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
@@ -144,28 +177,24 @@ class SqliteCatalog:
         # One transaction: readers see the whole database or none of it.
         with self.db.transaction() as conn:
             removed = 0
-            for table, column in (("measurements", "database"), ("files", "database"), ("databases", "name")):
+            tables = (
+                ("measurements", "database"),
+                ("files", "database"),
+                ("compaction_state", "database"),
+                ("databases", "name"),
+            )
+            for table, column in tables:
                 removed += conn.execute(f"DELETE FROM {table} WHERE {column}=?", (name,)).rowcount
             return removed > 0
 
     def put_files(self, files: Sequence[FileRecord]) -> None:
+        # A file compaction replaced is never listed again, even when a late ingest roll-forward
+        # puts its record once more (docs/compaction.md, "Ingest composes").
         with self.db.transaction() as conn:
             conn.executemany(
-                "INSERT OR IGNORE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        f.database,
-                        f.measurement,
-                        _hour_text(f.hour),
-                        f.key,
-                        f.rows,
-                        f.size,
-                        f.min_time_us,
-                        f.max_time_us,
-                        f.commit_id,
-                    )
-                    for f in files
-                ],
+                "INSERT OR IGNORE INTO files SELECT ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS "
+                "(SELECT 1 FROM compacted WHERE database=?1 AND measurement=?2 AND hour=?3 AND key=?4)",
+                [_file_row(f) for f in files],
             )
 
     def list_files(
@@ -175,18 +204,33 @@ class SqliteCatalog:
         first_hour: datetime | None = None,
         last_hour: datetime | None = None,
     ) -> list[FileRecord]:
-        sql = "SELECT * FROM files WHERE database=? AND measurement=?"
+        where = "WHERE database=? AND measurement=?"
         params: list[object] = [database, measurement]
         if first_hour is not None:
-            sql += " AND hour >= ?"
+            where += " AND hour >= ?"
             params.append(_hour_text(first_hour))
         if last_hour is not None:
-            sql += " AND hour <= ?"
+            where += " AND hour <= ?"
             params.append(_hour_text(last_hour))
-        return [
+        with self.db.snapshot() as conn:
+            rows = conn.execute(f"SELECT * FROM files {where} ORDER BY hour, key", params).fetchall()
+            pending = conn.execute(
+                f"SELECT version, job_id, inputs, outputs FROM compaction_state {where} AND settled = 0", params
+            ).fetchall()
+        files = [
             FileRecord(str(db), str(m), _hour_value(str(h)), str(k), int(r), int(s), int(lo), int(hi), str(c))
-            for db, m, h, k, r, s, lo, hi, c in self.db.query(sql + " ORDER BY hour, key", params)
+            for db, m, h, k, r, s, lo, hi, c in rows
         ]
+        return apply_compactions(files, [_state(v, j, i, o, 0) for v, j, i, o in pending])
+
+    def delete_files(self, files: Sequence[FileRecord]) -> None:
+        until = time.time() + TOMBSTONE_TTL_S
+        with self.db.transaction() as conn:
+            keys = [(f.database, f.measurement, _hour_text(f.hour), f.key) for f in files]
+            conn.executemany("DELETE FROM files WHERE database=? AND measurement=? AND hour=? AND key=?", keys)
+            conn.executemany(
+                "INSERT OR IGNORE INTO compacted VALUES (?, ?, ?, ?, 'deleted', ?)", [(*k, until) for k in keys]
+            )
 
     def get_markers(self, write_ids: Iterable[str]) -> dict[str, str]:
         ids = list(write_ids)
@@ -334,6 +378,117 @@ class SqliteCatalog:
             (query_id, limit),
         )
         return [execution_from_json(json.loads(str(row[0]))) for row in rows]
+
+    # --- compaction ------------------------------------------------------------------------------
+    def acquire_lease(self, name: str, owner: str, ttl_s: float) -> bool:
+        now = time.time()
+        with self.db.transaction() as conn:
+            cursor = conn.execute(
+                "INSERT INTO leases VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET owner=excluded.owner, "
+                "until=excluded.until WHERE leases.until < ? OR leases.owner = excluded.owner",
+                (name, owner, now + ttl_s, now),
+            )
+            return cursor.rowcount == 1
+
+    def release_lease(self, name: str, owner: str) -> None:
+        with self.db.transaction() as conn:
+            conn.execute("DELETE FROM leases WHERE name=? AND owner=?", (name, owner))
+
+    def get_compaction_state(self, partition: Partition) -> CompactionState | None:
+        rows = self.db.query(
+            "SELECT version, job_id, inputs, outputs, settled FROM compaction_state "
+            "WHERE database=? AND measurement=? AND hour=?",
+            _partition_key(partition),
+        )
+        if not rows:
+            return None
+        version, job_id, inputs, outputs, settled = rows[0]
+        return _state(version, job_id, inputs, outputs, settled)
+
+    def commit_compaction(self, partition: Partition, state: CompactionState) -> bool:
+        with self.db.transaction() as conn:
+            row = conn.execute(
+                "SELECT version, settled FROM compaction_state WHERE database=? AND measurement=? AND hour=?",
+                _partition_key(partition),
+            ).fetchone()
+            current, settled = (0, 1) if row is None else (int(row[0]), int(row[1]))
+            if current != state.version - 1 or not settled:
+                return False
+            conn.execute(
+                "INSERT OR REPLACE INTO compaction_state VALUES (?, ?, ?, ?, ?, 0, ?, ?)",
+                (
+                    *_partition_key(partition),
+                    state.version,
+                    state.job_id,
+                    json.dumps(list(state.inputs)),
+                    json.dumps([file_to_json(f) for f in state.outputs]),
+                ),
+            )
+            return True
+
+    def settle_compaction(self, partition: Partition, state: CompactionState) -> None:
+        # One transaction: the records move and the commit record empties together.
+        with self.db.transaction() as conn:
+            row = conn.execute(
+                "SELECT version, job_id, settled FROM compaction_state WHERE database=? AND measurement=? AND hour=?",
+                _partition_key(partition),
+            ).fetchone()
+            if row is None or (int(row[0]), str(row[1])) != (state.version, state.job_id) or int(row[2]):
+                return
+            conn.executemany(
+                "INSERT OR IGNORE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [_file_row(f) for f in state.outputs],
+            )
+            conn.executemany(
+                "DELETE FROM files WHERE database=? AND measurement=? AND hour=? AND key=?",
+                [(*_partition_key(partition), key) for key in state.inputs],
+            )
+            now = time.time()
+            conn.executemany(
+                "INSERT OR IGNORE INTO compacted VALUES (?, ?, ?, ?, ?, ?)",
+                [(*_partition_key(partition), key, state.job_id, now + TOMBSTONE_TTL_S) for key in state.inputs],
+            )
+            conn.execute("DELETE FROM compacted WHERE until < ?", (now,))
+            conn.execute(
+                "UPDATE compaction_state SET settled=1, inputs='[]', outputs='[]' "
+                "WHERE database=? AND measurement=? AND hour=?",
+                _partition_key(partition),
+            )
+
+    def put_compaction_job(self, job: CompactionJob) -> None:
+        with self.db.transaction() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO compaction_jobs VALUES (?, ?, ?)",
+                (job.job_id, int(job.active), json.dumps(job_to_json(job))),
+            )
+
+    def get_compaction_job(self, job_id: str) -> CompactionJob | None:
+        rows = self.db.query("SELECT body FROM compaction_jobs WHERE job_id=?", (job_id,))
+        return job_from_json(json.loads(str(rows[0][0]))) if rows else None
+
+    def list_compaction_jobs(self, active: bool = False, limit: int = 100) -> list[CompactionJob]:
+        sql = "SELECT body FROM compaction_jobs" + (" WHERE active = 1" if active else "")
+        rows = self.db.query(sql + " ORDER BY job_id DESC LIMIT ?", (limit,))
+        return [job_from_json(json.loads(str(body))) for (body,) in rows]
+
+
+def _file_row(f: FileRecord) -> tuple[object, ...]:
+    hour = _hour_text(f.hour)
+    return (f.database, f.measurement, hour, f.key, f.rows, f.size, f.min_time_us, f.max_time_us, f.commit_id)
+
+
+def _partition_key(partition: Partition) -> tuple[str, str, str]:
+    return (partition.database, partition.measurement, _hour_text(partition.hour))
+
+
+def _state(version: object, job_id: object, inputs: object, outputs: object, settled: object) -> CompactionState:
+    return CompactionState(
+        int(str(version)),
+        str(job_id),
+        bool(int(str(settled))),
+        tuple(json.loads(str(inputs))),
+        tuple(file_from_json(f) for f in json.loads(str(outputs))),
+    )
 
 
 def _ts(value: datetime | None) -> str | None:

@@ -5,11 +5,13 @@ from arcs.emulation.functions import FakeLambdaContext, InvokeError, LambdaFunct
 from arcs.emulation.gateway import ApiGateway
 from arcs.emulation.local import Emulation, EmulationConfig, run_local, start_emulation
 from arcs.emulation.poller import SqsPoller, sqs_event
+from arcs.emulation.schedule import EventBridgeSchedule
 
 __all__ = [
     "ApiGateway",
     "Emulation",
     "EmulationConfig",
+    "EventBridgeSchedule",
     "FakeLambdaContext",
     "InvokeError",
     "LambdaFunction",

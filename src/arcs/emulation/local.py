@@ -26,6 +26,7 @@ from arcs.adapters.aws import AwsClients, AwsResources, create_resources
 from arcs.emulation.functions import LambdaFunction, load_handler
 from arcs.emulation.gateway import API_GATEWAY_PAYLOAD_LIMIT, ApiGateway
 from arcs.emulation.poller import SqsPoller
+from arcs.emulation.schedule import EventBridgeSchedule
 from arcs.schedule import PeriodicTask
 from arcs.settings import ConfigError, Settings
 
@@ -43,6 +44,7 @@ CQ_SCHEDULE_S = "ARCS_LOCAL_CQ_SCHEDULE_S"  # the EventBridge rule's rate for co
 #: Dummy credentials: moto accepts any, and real ones must never be needed (or sent) here.
 DUMMY_KEY = "testing"
 API_TIMEOUT_S = 29.0  # API Gateway's integration timeout bounds the HTTP functions
+COMPACT_FUNCTION = "arcs-compact"
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,16 +110,18 @@ class Emulation:
     settings: Settings
     gateway: ApiGateway
     poller: SqsPoller
+    schedule: EventBridgeSchedule
     clients: AwsClients
     work_dir: str
     moto: ThreadedMotoServer | None = None
     admin_token: str | None = None
-    schedule: PeriodicTask | None = None
+    cq_schedule: PeriodicTask | None = None
 
     def close(self) -> None:
-        if self.schedule is not None:
-            self.schedule.stop()
+        if self.cq_schedule is not None:
+            self.cq_schedule.stop()
         self.poller.stop(timeout=self.poller.wait_s + self.poller.function.timeout_s + 5)
+        self.schedule.stop(timeout=30)  # a compaction cut short here is finished by the next run
         self.clients.close()
         if self.moto is not None:
             self.moto.stop()
@@ -170,6 +174,7 @@ def start_emulation(config: EmulationConfig, set_env: Callable[[str, str], Any] 
         )
         for name, value in function_environment(resources, endpoint, config.region, work_dir).items():
             set_env(name, value)
+        set_env(envvars.COMPACT_FUNCTION, COMPACT_FUNCTION)
         # The environment is final: now the functions may load, as in a fresh container.
         lambda_runtime.cache_clear()
         lambda_app.cache_clear()
@@ -215,16 +220,24 @@ def start_emulation(config: EmulationConfig, set_env: Callable[[str, str], Any] 
             batching_window_s=settings.ingest_batch_window_s,
             region=config.region,
         )
+        compact = LambdaFunction(
+            COMPACT_FUNCTION, load_handler("compact"), timeout_s=900, memory_mb=4096, region=config.region
+        )
+        schedule = EventBridgeSchedule(compact, settings.compaction.interval_s, region=config.region)
         runtime = lambda_runtime()
+        runtime.use_invoker(schedule.invoke_async)  # the Lambda service, for the trigger route
         token = runtime.tokens.bootstrap(settings.bootstrap_token)
     except BaseException:
         if moto is not None:
             moto.stop()
         shutil.rmtree(work_dir, ignore_errors=True)
         raise
-    emulation = Emulation(config, endpoint, resources, settings, gateway, poller, clients, work_dir, moto, token)
+    emulation = Emulation(
+        config, endpoint, resources, settings, gateway, poller, schedule, clients, work_dir, moto, token
+    )
     poller.start()
-    emulation.schedule = continuous_queries_schedule(config)
+    emulation.cq_schedule = continuous_queries_schedule(config)
+    schedule.start()
     return emulation
 
 
@@ -234,7 +247,7 @@ def continuous_queries_schedule(config: EmulationConfig) -> PeriodicTask | None:
         return None
     function = LambdaFunction(
         "arcs-continuous-queries",
-        load_handler("compact", "continuous_queries.py"),
+        load_handler("compact"),
         timeout_s=900,
         region=config.region,
     )

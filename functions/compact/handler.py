@@ -1,0 +1,50 @@
+"""EventBridge schedules (or the trigger route's asynchronous invoke) -> one run of a storage task.
+
+The stack's rules send ``{"task": "compaction"}`` or ``{"task": "continuous_queries"}``; an event
+without a task (the trigger route's) is a compaction run.
+
+A compaction run covers every candidate partition; the trigger route's payload may name a
+database and measurement. The run stops starting jobs after ``ARCS_COMPACTION_TIME_BUDGET_S``
+(the stack sets it below the function's timeout); what is left waits for the next run, and a run
+cut short by the timeout is finished by the next one (docs/compaction.md). A continuous-queries
+run executes every active query's closed windows (docs/continuous_queries.md).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from arcs.runtime import lambda_runtime
+
+logger = Logger(service="arcs-compact")
+TRIGGER_SOURCE = "arcs.trigger"
+COMPACTION = "compaction"
+CONTINUOUS_QUERIES = "continuous_queries"
+
+
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    task = event.get("task", COMPACTION)
+    if task == CONTINUOUS_QUERIES:
+        summary = lambda_runtime().continuous_queries.run_due(datetime.now(UTC))
+        logger.info("continuous queries ran", extra=summary.to_json())
+        return {"task": CONTINUOUS_QUERIES, **summary.to_json()}
+    if task != COMPACTION:
+        raise ValueError(f"unknown task {task!r}; this function runs {COMPACTION!r} and {CONTINUOUS_QUERIES!r}")
+    scope = event if event.get("source") == TRIGGER_SOURCE else {}
+    report = lambda_runtime().compactor.run(scope.get("database"), scope.get("measurement"))
+    logger.info(
+        "compaction run",
+        extra={
+            "source": event.get("source"),
+            "jobs": len(report.jobs),
+            "recovered": len(report.recovered),
+            "inputs_deleted": report.inputs_deleted,
+            "skipped": len(report.skipped),
+        },
+    )
+    return report.to_json()

@@ -1,0 +1,168 @@
+"""The parts of compaction that need no storage: file order and names, the duplicate filter, settings, the timer."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from arcs import layout
+from arcs.compaction.merge import first_of_each_group
+from arcs.compaction.report import RunReport
+from arcs.errors import ServiceUnavailable, StorageFault
+from arcs.schedule import CompactionTimer, LambdaCompactionTrigger
+from arcs.settings import ConfigError, Settings
+
+HOUR = datetime(2024, 3, 1, 5, tzinfo=UTC)
+
+
+def test_sequence_ids_sort_in_the_order_they_were_made() -> None:
+    ids = [layout.sequence_id() for _ in range(2000)]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    assert all(len(i) == layout.SEQUENCE_LENGTH and int(i, 16) >= 0 for i in ids)
+    micros = int(ids[-1][:13], 16)
+    assert abs(micros / 1e6 - time.time()) < 60
+
+
+def test_a_compacted_file_sorts_right_after_its_latest_input_and_before_anything_later() -> None:
+    older, latest, later = (layout.sequence_id() for _ in range(3))
+    key = layout.data_key("p", "db", "cpu", HOUR, f"{latest}-0003.parquet")
+    job = layout.sequence_id()
+    names = [layout.compacted_filename(key, job, n) for n in range(2)]
+    assert names == [f"{latest}-c{job}-0000.parquet", f"{latest}-c{job}-0001.parquet"]
+    everything = [f"{older}-0000.parquet", f"{latest}-0003.parquet", *names, f"{later}-0000.parquet"]
+    assert sorted(everything, key=layout.file_order) == everything
+    # Compacting an output again keeps the same sequence: names do not grow.
+    again = layout.compacted_filename(layout.data_key("p", "db", "cpu", HOUR, names[1]), "j2", 0)
+    assert again == f"{latest}-cj2-0000.parquet"
+
+
+def test_ingest_file_names_tell_their_commit_and_when_it_began() -> None:
+    commit = layout.sequence_id()
+    assert layout.ingest_commit_of(f"{commit}-0007.parquet") == commit
+    made = layout.sequence_time(commit)
+    assert made is not None and abs((made - datetime.now(UTC)).total_seconds()) < 60
+    for other in (f"{commit}-c{commit}-0000.parquet", f"{commit}.parquet", "x-0000.parquet", f"{commit}-0007.csv"):
+        assert layout.ingest_commit_of(other) is None
+    assert layout.sequence_time("not hex") is None
+
+
+def test_quarantine_and_hour_prefixes() -> None:
+    key = layout.data_key("arcs", "db", "cpu", HOUR, "x.parquet")
+    target = layout.quarantine_key("arcs", key)
+    assert target == "arcs/_arcs/quarantine/db/cpu/2024/03/01/05/x.parquet"
+    with pytest.raises(ValueError, match="not a data key"):
+        layout.parse_data_key("arcs", target)
+    assert (
+        layout.quarantine_key("", "db/cpu/2024/03/01/05/x.parquet") == "_arcs/quarantine/db/cpu/2024/03/01/05/x.parquet"
+    )
+    assert layout.hour_prefix("arcs", "db", "cpu", HOUR) == "arcs/db/cpu/2024/03/01/05/"
+    assert key.startswith(layout.hour_prefix("arcs", "db", "cpu", HOUR))
+
+
+# --- the duplicate filter ----------------------------------------------------------------------------
+
+keys = st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["a", "b", None])), max_size=60)
+
+
+@given(rows=keys, cuts=st.lists(st.integers(0, 60), max_size=6))
+def test_first_of_each_group_keeps_one_row_per_run_of_equal_keys_across_batches(
+    rows: list[tuple[int, str | None]], cuts: list[int]
+) -> None:
+    rows = sorted(rows, key=lambda r: (r[0], r[1] or ""))
+    table = pa.table(
+        {
+            "time": pa.array([r[0] for r in rows], pa.int64()),
+            "host": pa.array([r[1] for r in rows], pa.string()),
+            "n": pa.array(range(len(rows)), pa.int64()),
+        }
+    )
+    bounds = sorted({0, len(rows), *(c for c in cuts if c <= len(rows))})
+    batches = [table.slice(a, b - a).to_batches()[0] for a, b in itertools.pairwise(bounds) if b > a]
+    kept = [row for batch in first_of_each_group(iter(batches), ["time", "host"]) for row in batch.to_pylist()]
+    expected = [{"time": r[0], "host": r[1], "n": i} for i, r in enumerate(rows) if i == 0 or rows[i - 1] != r]
+    assert kept == expected
+
+
+# --- settings and the timer ---------------------------------------------------------------------------
+
+
+def test_compaction_settings_from_the_environment() -> None:
+    settings = Settings.from_env(
+        {
+            "ARCS_COMPACTION_INTERVAL_S": "0",
+            "ARCS_COMPACTION_MIN_FILES": "20",
+            "ARCS_COMPACTION_TARGET_FILE_MB": "128",
+            "ARCS_COMPACTION_SORT": "tags",
+            "ARCS_COMPACTION_MEMORY_LIMIT": "2GB",
+        }
+    ).compaction
+    assert (settings.interval_s, settings.min_files, settings.target_file_bytes) == (0, 20, 128 * 1024 * 1024)
+    assert (settings.sort, settings.memory_limit, settings.zstd_level) == ("tags", "2GB", 3)
+    assert Settings().compaction.target_file_bytes == 512 * 1024 * 1024
+    with pytest.raises(ConfigError, match="SORT"):
+        Settings.from_env({"ARCS_COMPACTION_SORT": "host"})
+    with pytest.raises(ConfigError, match="MIN_FILES"):
+        Settings.from_env({"ARCS_COMPACTION_MIN_FILES": "1"})
+    with pytest.raises(ConfigError, match="MAX_FILES"):
+        Settings.from_env({"ARCS_COMPACTION_MAX_FILES": "5000"})
+
+
+class FakeCompactor:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str | None, str | None]] = []
+        self.ran = threading.Event()
+
+    def run(self, database: str | None = None, measurement: str | None = None) -> RunReport:
+        self.calls.append((database, measurement))
+        self.ran.set()
+        return RunReport(datetime.now(UTC), datetime.now(UTC))
+
+
+def test_the_timer_runs_on_its_interval_and_when_triggered() -> None:
+    fake = FakeCompactor()
+    timer = CompactionTimer(lambda: fake, interval_s=0.05)  # type: ignore[arg-type,return-value]
+    timer.start()
+    try:
+        assert fake.ran.wait(5)
+        assert timer.trigger("db", "cpu") == {"triggered": True, "database": "db", "measurement": "cpu"}
+        deadline = time.monotonic() + 5
+        while ("db", "cpu") not in fake.calls and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ("db", "cpu") in fake.calls and (None, None) in fake.calls
+        status = timer.status()
+        assert status["enabled"] is True and status["runs"] >= 2 and status["last_run"]["jobs"] == []
+    finally:
+        timer.stop()
+        timer.join(5)
+    assert not timer.is_alive()
+
+
+def test_a_trigger_without_the_timer_thread_runs_once_in_the_background() -> None:
+    fake = FakeCompactor()
+    timer = CompactionTimer(lambda: fake, interval_s=0)  # type: ignore[arg-type,return-value]
+    timer.trigger(None, None)
+    assert fake.ran.wait(5) and fake.calls == [(None, None)]
+    assert timer.status()["enabled"] is False
+
+
+def test_the_lambda_trigger_invokes_asynchronously_and_needs_a_function() -> None:
+    sent: list[tuple[str, bytes]] = []
+    trigger = LambdaCompactionTrigger(lambda name, payload: sent.append((name, payload)), "arcs-compact")
+    trigger.trigger("db", None)
+    assert sent == [("arcs-compact", b'{"source": "arcs.trigger", "database": "db", "measurement": null}')]
+    with pytest.raises(ServiceUnavailable):
+        LambdaCompactionTrigger(lambda name, payload: None, "").trigger(None, None)
+
+    def broken(name: str, payload: bytes) -> Any:
+        raise RuntimeError("no network")
+
+    with pytest.raises(StorageFault):
+        LambdaCompactionTrigger(broken, "arcs-compact").trigger(None, None)
