@@ -108,7 +108,7 @@ def run_once(fmt: str, requests: int, rows: int, workdir: Path) -> dict[str, flo
         edge.accept(WriteRequest(kind, body, "bench", None, precision))
     cpu1, wall1 = time.process_time(), time.perf_counter()
     entries = spool.take(requests)
-    writes = [QueuedWrite(e.path.name, e.write_id, e.read) for e in entries]
+    writes = [QueuedWrite(e.handle, e.write_id, e.read) for e in entries]
     result = Ingestor(catalog, store).ingest(writes)
     cpu2, wall2 = time.process_time(), time.perf_counter()
     assert len(result.committed) == requests, result
@@ -142,8 +142,7 @@ def peak_memory_child(fmt: str, requests: int, rows: int, workdir: str) -> None:
     envelopes = [e.read() for e in entries]
     envelope_bytes = sum(map(len, envelopes))
     writes = [
-        QueuedWrite(e.path.name, e.write_id, (lambda data=data: data))
-        for e, data in zip(entries, envelopes, strict=True)
+        QueuedWrite(e.handle, e.write_id, (lambda data=data: data)) for e, data in zip(entries, envelopes, strict=True)
     ]
     Ingestor(catalog, DirectoryStore(root / "warmup")).ingest(writes[:1])
     baseline = _rss_bytes()

@@ -43,7 +43,7 @@ TARGET_ROW_GROUPS_PER_FILE = 4
 
 @dataclass(frozen=True, slots=True)
 class QueuedWrite:
-    handle: str  # what the queue knows the message by (SQS message id, spool file name)
+    handle: str  # what the queue knows the message by (SQS message id, spool record)
     write_id: str
     load: Callable[[], bytes]
     cleanup: Callable[[], None] | None = None  # e.g. delete a claim-check object once committed
