@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -19,17 +21,36 @@ def _no_constants(name: str) -> float:
 
 
 def decode_json(body: bytes, now_micros: int, precision: str | None) -> list[MeasurementRows]:
+    # msgspec parses about five times faster than the json module; it refuses what json would
+    # read otherwise (numbers beyond float64, lone surrogates), and those bodies and every bad
+    # request go through json, so the errors read the same.
+    try:
+        document = msgspec.json.decode(body)
+    except (msgspec.DecodeError, ValueError, TypeError, RecursionError):
+        pass
+    else:
+        try:
+            return _finite(rows_from_objects(document, now_micros, precision))
+        except BadRequest:
+            pass  # decoded again below, so the message is the reference decoder's
+    return _finite(rows_from_objects(reference(body), now_micros, precision))
+
+
+def reference(body: bytes) -> Any:
+    """The json module's reading of ``body``, the one errors are worded by."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadRequest(f"JSON body is not valid UTF-8 (byte {exc.start})") from exc
     try:
-        document = json.loads(text, parse_constant=_no_constants)
+        return json.loads(text, parse_constant=_no_constants)
     except RecursionError as exc:
         raise BadRequest("JSON body is nested too deeply") from exc
     except ValueError as exc:
         raise BadRequest(f"JSON body is malformed: {shorten(str(exc))}") from exc
-    parts = rows_from_objects(document, now_micros, precision)
+
+
+def _finite(parts: list[MeasurementRows]) -> list[MeasurementRows]:
     # JSON has no NaN or infinity (the constants are refused above), so a non-finite float can
     # only be a number too large for float64 that the parser rounded to infinity.
     for part in parts:

@@ -1,20 +1,73 @@
-"""MessagePack bodies (Arc's fast path)."""
+"""MessagePack bodies (Arc's fast path).
+
+Two decoders: msgspec, about twice as fast on row-shaped bodies, decodes first; msgpack, the
+reference, decodes whatever msgspec refuses or would read differently, and every body that turns
+out to be a bad request, so errors are worded the same whichever decoder saw the body first.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgpack
+import msgspec
 
 from arcs.batch import MeasurementRows
 from arcs.decoders.columns import shorten
 from arcs.decoders.shapes import rows_from_objects
 from arcs.errors import BadRequest
 
+# MessagePack's timestamp extension (type -1) as fixext 4, fixext 8 and ext 8 of 12 bytes.
+# msgspec rounds its nanoseconds to the nearest microsecond where msgpack drops them, so a body
+# that may hold one goes to msgpack (a chance match elsewhere in the body only costs speed).
+_TIMESTAMP_MARKERS = (b"\xd6\xff", b"\xd7\xff", b"\xc7\x0c\xff")
+
+
+def _ext(code: int, data: memoryview) -> msgpack.ExtType:
+    return msgpack.ExtType(code, bytes(data))
+
+
+_FAST = msgspec.msgpack.Decoder(ext_hook=_ext)
+
 
 def decode_msgpack(body: bytes, now_micros: int, precision: str | None) -> list[MeasurementRows]:
+    if not any(marker in body for marker in _TIMESTAMP_MARKERS):
+        try:
+            document = _FAST.decode(body)
+        except (msgspec.DecodeError, ValueError, TypeError, RecursionError):
+            document = None
+        if document is not None and string_keys(document):
+            try:
+                return rows_from_objects(document, now_micros, precision)
+            except BadRequest:
+                pass  # decoded again below, so the message is the reference decoder's
+    return rows_from_objects(reference(body), now_micros, precision)
+
+
+def string_keys(document: Any) -> bool:
+    """msgpack refuses any map key but a string or bytes; msgspec takes integers too.
+
+    Only the keys of the document and its items are read without being checked downstream
+    (column, tag and field names are, and nested maps are never valid values), so only those
+    need looking at.
+    """
+    if isinstance(document, dict):
+        if not all(isinstance(key, (str, bytes)) for key in document):
+            return False
+        items = document.get("batch", [document])
+    else:
+        items = document
+    if not isinstance(items, list):
+        return True
+    return all(not isinstance(item, dict) or all(isinstance(key, (str, bytes)) for key in item) for item in items)
+
+
+def reference(body: bytes) -> Any:
+    """msgpack's reading of ``body``, the one errors are worded by."""
     try:
         # timestamp=3: MessagePack's timestamp extension arrives as an aware UTC datetime, which
         # makes a TIMESTAMP column (microseconds; finer digits are dropped).
-        document = msgpack.unpackb(body, raw=False, strict_map_key=True, use_list=True, timestamp=3)
+        return msgpack.unpackb(body, raw=False, strict_map_key=True, use_list=True, timestamp=3)
     except msgpack.ExtraData as exc:
         raise BadRequest(f"MessagePack body has {len(exc.extra)} trailing bytes after the first object") from exc
     except UnicodeDecodeError as exc:
@@ -26,4 +79,3 @@ def decode_msgpack(body: bytes, now_micros: int, precision: str | None) -> list[
     except (ValueError, TypeError, msgpack.UnpackException) as exc:
         detail = shorten(str(exc)) or type(exc).__name__
         raise BadRequest(f"MessagePack body is malformed or truncated: {detail}") from exc
-    return rows_from_objects(document, now_micros, precision)
