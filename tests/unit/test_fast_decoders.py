@@ -133,3 +133,24 @@ def test_numbers_beyond_float64_in_json_are_refused_as_before() -> None:
     with pytest.raises(BadRequest, match="outside the float64 range"):
         json_format.decode_json(b'{"m": "cpu", "columns": {"v": [1e400]}}', NOW, None)
     assert math.isinf(float("1e400"))
+
+
+def test_row_timestamps_keep_the_reference_rounding() -> None:
+    rows = [{"m": "cpu", "t": msgpack.Timestamp(-2, 999_999_999), "fields": {"v": 1}}]
+    (part,) = msgpack_format.decode_msgpack(msgpack.packb(rows), NOW, None)
+    assert part.table.column("time").cast(pa.int64()).to_pylist() == [-1_000_001]
+
+
+def test_rows_that_skip_a_key_are_padded_where_they_skip_it() -> None:
+    # After a row without "w", a row with every key again must not shift "w"'s values up.
+    rows = [
+        {"m": "cpu", "t": 1, "fields": {"v": 1, "w": 10}},
+        {"m": "cpu", "t": 2, "fields": {"v": 2}},
+        {"m": "cpu", "t": 3, "fields": {"v": 3, "w": 30}},
+        {"m": "cpu", "t": 4, "tags": {"h": "a"}, "fields": {"v": 4, "w": 40}},
+        {"m": "cpu", "t": 5, "tags": {"h": "b"}, "fields": {"w": 50, "v": 5}},
+    ]
+    (part,) = msgpack_format.decode_msgpack(msgpack.packb(rows), NOW, "s")
+    assert part.table.column("w").to_pylist() == [10, None, 30, 40, 50]
+    assert part.table.column("v").to_pylist() == [1, 2, 3, 4, 5]
+    assert part.table.column("h").to_pylist() == [None, None, None, "a", "b"]

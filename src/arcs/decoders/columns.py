@@ -301,8 +301,12 @@ def _count_datetimes(values: Sequence[Any]) -> int:
     return sum(1 for value in values if isinstance(value, datetime))
 
 
-def column_array(values: Sequence[Any] | pa.Array, measurement: str, column: str) -> pa.Array:
-    """A list of JSON/MessagePack scalars -> an int64, float64, string or bool Arrow array."""
+def column_array(values: Sequence[Any] | pa.Array, measurement: str, column: str, datetimes: bool = True) -> pa.Array:
+    """A list of JSON/MessagePack scalars -> an int64, float64, string or bool Arrow array.
+
+    ``datetimes=False`` refuses datetime values (a decoder that cannot read them exactly asks
+    for that, and hands such a body to one that can).
+    """
     where = f"measurement {measurement!r}, column {column!r}"
     if isinstance(values, pa.Array):
         array = values
@@ -324,6 +328,8 @@ def column_array(values: Sequence[Any] | pa.Array, measurement: str, column: str
             raise BadRequest(
                 f"{where}: values must share one type of int, float, string or bool; got {_python_types(values)}"
             )
+        if pa.types.is_timestamp(array.type) and not datetimes:
+            raise BadRequest(f"{where}: datetime values need the exact decoder")
         if pa.types.is_timestamp(array.type) and len(array) - array.null_count != _count_datetimes(values):
             # Arrow reads [timestamp, 5] as two timestamps; the 5 was meant as something else.
             raise BadRequest(f"{where}: values must share one type; got {_python_types(values)}")
@@ -370,6 +376,7 @@ def build_rows(
     now_micros: int,
     null_time_is_now: bool = False,
     label: RowLabel = row_label,
+    datetimes: bool = True,
 ) -> MeasurementRows:
     """Validate names and values and assemble one measurement's table, ``time`` first."""
     name = check_measurement(measurement)
@@ -393,7 +400,7 @@ def build_rows(
     for column, values in columns.items():
         if column == TIME_COLUMN:
             continue
-        array = column_array(values, name, column)
+        array = column_array(values, name, column, datetimes)
         if column in tag_set:
             array = check_tag_values(array, name, column, label)
         elif pa.types.is_null(array.type):
@@ -402,7 +409,7 @@ def build_rows(
         arrays[column] = array
     if TIME_COLUMN in columns:
         raw_time = columns[TIME_COLUMN]
-        time_values = raw_time if isinstance(raw_time, pa.Array) else column_array(raw_time, name, "time")
+        time_values = raw_time if isinstance(raw_time, pa.Array) else column_array(raw_time, name, "time", datetimes)
         now = now_micros if null_time_is_now else None
         time = to_micros(time_values, precision, f"measurement {name!r}", now, label)
     else:

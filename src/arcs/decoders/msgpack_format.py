@@ -17,11 +17,6 @@ from arcs.decoders.columns import shorten
 from arcs.decoders.shapes import rows_from_objects
 from arcs.errors import BadRequest
 
-# MessagePack's timestamp extension (type -1) as fixext 4, fixext 8 and ext 8 of 12 bytes.
-# msgspec rounds its nanoseconds to the nearest microsecond where msgpack drops them, so a body
-# that may hold one goes to msgpack (a chance match elsewhere in the body only costs speed).
-_TIMESTAMP_MARKERS = (b"\xd6\xff", b"\xd7\xff", b"\xc7\x0c\xff")
-
 
 def _ext(code: int, data: memoryview) -> msgpack.ExtType:
     return msgpack.ExtType(code, bytes(data))
@@ -31,17 +26,22 @@ _FAST = msgspec.msgpack.Decoder(ext_hook=_ext)
 
 
 def decode_msgpack(body: bytes, now_micros: int, precision: str | None) -> list[MeasurementRows]:
-    if not any(marker in body for marker in _TIMESTAMP_MARKERS):
+    try:
+        document = _FAST.decode(body)
+    except (msgspec.DecodeError, ValueError, TypeError, RecursionError):
+        document = None
+    if document is not None and string_keys(document):
         try:
-            document = _FAST.decode(body)
-        except (msgspec.DecodeError, ValueError, TypeError, RecursionError):
-            document = None
-        if document is not None and string_keys(document):
-            try:
-                return rows_from_objects(document, now_micros, precision)
-            except BadRequest:
-                pass  # decoded again below, so the message is the reference decoder's
+            # msgspec rounds the timestamp extension's nanoseconds to the nearest microsecond
+            # where msgpack drops them: datetime values are left to msgpack.
+            return rows_from_objects(document, now_micros, precision, datetimes=False)
+        except BadRequest:
+            pass  # decoded again below, so the message is the reference decoder's
     return rows_from_objects(reference(body), now_micros, precision)
+
+
+# The keys items use: a subset test against these (in C) clears most items without a loop.
+_ITEM_KEYS = frozenset({"m", "columns", "tags", "precision", "fields", "t", "time", "batch"})
 
 
 def string_keys(document: Any) -> bool:
@@ -52,14 +52,18 @@ def string_keys(document: Any) -> bool:
     need looking at.
     """
     if isinstance(document, dict):
-        if not all(isinstance(key, (str, bytes)) for key in document):
+        if not _plain(document):
             return False
         items = document.get("batch", [document])
     else:
         items = document
     if not isinstance(items, list):
         return True
-    return all(not isinstance(item, dict) or all(isinstance(key, (str, bytes)) for key in item) for item in items)
+    return all(not isinstance(item, dict) or _plain(item) for item in items)
+
+
+def _plain(item: dict[Any, Any]) -> bool:
+    return item.keys() <= _ITEM_KEYS or all(isinstance(key, (str, bytes)) for key in item)
 
 
 def reference(body: bytes) -> Any:
