@@ -36,6 +36,10 @@ from arcs.schema import SchemaRegistry
 
 logger = logging.getLogger(__name__)
 
+# Ingest-time files are compacted later: zstd at its fastest level, which still gives smaller
+# files than snappy or lz4 (measured on the ingest benchmark: 2.0 MB against 2.6 MB, for about
+# 4 ms more per 100,000 rows).
+PARQUET_OPTIONS: dict[str, object] = {"compression": "zstd", "compression_level": 1, "write_statistics": True}
 # Row groups: enough of them for DuckDB to scan a file on several threads, none tiny.
 MIN_ROW_GROUP_ROWS = 16_384
 TARGET_ROW_GROUPS_PER_FILE = 4
@@ -209,12 +213,10 @@ class Ingestor:
             table,
             sink,
             row_group_size=min(row_group, self.row_group_rows),
-            compression="zstd",
-            compression_level=1,
             # Tags repeat, so dictionaries pay; for fields (mostly distinct numbers) building one
             # cost as much as the rest of the write and made the file bigger.
             use_dictionary=[tag for tag in tags if tag in table.column_names],
-            write_statistics=True,
+            **PARQUET_OPTIONS,
         )
         data = memoryview(sink.getvalue())  # the Arrow buffer itself, not a copy
         if not self.store.put_if_absent(key, data):
