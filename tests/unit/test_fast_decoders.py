@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arcs.decoders import json_format, msgpack_format
+from arcs.decoders import json_format, msgpack_format, shapes
 from arcs.decoders.shapes import rows_from_objects
 from arcs.errors import BadRequest
 
@@ -154,3 +154,62 @@ def test_rows_that_skip_a_key_are_padded_where_they_skip_it() -> None:
     assert part.table.column("w").to_pylist() == [10, None, 30, 40, 50]
     assert part.table.column("v").to_pylist() == [1, 2, 3, 4, 5]
     assert part.table.column("h").to_pylist() == [None, None, None, "a", "b"]
+
+
+_row_values = st.one_of(st.integers(-5, 5), st.floats(allow_nan=False), st.text(max_size=2), st.booleans(), st.none())
+
+
+@st.composite
+def _row_bodies(draw: st.DrawFn) -> Any:
+    """Row-shaped bodies that mostly repeat the first row's keys, now and then with one change."""
+    tag_keys = draw(st.lists(st.sampled_from(["host", "dc", "v"]), max_size=2, unique=True))
+    field_keys = draw(st.lists(st.sampled_from(["v", "w", "x", "time"]), min_size=1, max_size=3, unique=True))
+    time_key = draw(st.sampled_from(["t", "time", None]))
+    rows = []
+    for _ in range(draw(st.integers(1, 5))):
+        row: dict[Any, Any] = {"m": "cpu", "fields": {k: draw(_row_values) for k in field_keys}}
+        if tag_keys:
+            row["tags"] = {k: draw(st.one_of(st.text(max_size=2), st.none())) for k in tag_keys}
+        if time_key:
+            row[time_key] = draw(st.one_of(st.integers(0, 10**18), st.none()))
+        rows.append(row)
+    if draw(st.booleans()):
+        row = rows[draw(st.integers(0, len(rows) - 1))]
+        change = draw(st.sampled_from(["drop field", "add field", "tags none", "m", "precision", "t", "columns"]))
+        if change == "drop field" and len(row["fields"]) > 1:
+            row["fields"].pop(next(iter(row["fields"])))
+        elif change == "add field":
+            row["fields"]["extra"] = 1
+        elif change == "tags none":
+            row["tags"] = None
+        elif change == "m":
+            row["m"] = "mem"
+        elif change == "precision":
+            row["precision"] = "s"
+        elif change == "t":
+            row["t"] = 5
+        else:
+            row["columns"] = {"v": [1]}
+    return rows if draw(st.booleans()) else {"batch": rows}
+
+
+@settings(max_examples=400, deadline=None)
+@given(_row_bodies(), st.sampled_from([None, "ns", "s"]))
+def test_uniform_rows_gathered_a_column_at_a_time_match_the_row_loop(document: Any, precision: str | None) -> None:
+    gathered = _outcome(lambda: rows_from_objects(document, NOW, precision))
+    saved = shapes._uniform_rows
+    shapes._uniform_rows = lambda *_args: None  # type: ignore[assignment]
+    try:
+        row_by_row = _outcome(lambda: rows_from_objects(document, NOW, precision))
+    finally:
+        shapes._uniform_rows = saved
+    _same(gathered, row_by_row)
+
+
+def test_uniform_rows_take_the_column_path() -> None:
+    rows = [{"m": "cpu", "t": i, "tags": {"h": f"h{i}"}, "fields": {"v": i, "w": float(i)}} for i in range(3)]
+    gathered = shapes._uniform_rows(rows, "s", True)
+    assert gathered is not None and gathered.rows == 3
+    (part,) = rows_from_objects(rows, NOW, "s")
+    assert part.table.column("h").to_pylist() == ["h0", "h1", "h2"]
+    assert part.table.column("w").to_pylist() == [0.0, 1.0, 2.0]
