@@ -7,6 +7,7 @@ out to be a bad request, so errors are worded the same whichever decoder saw the
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Any
 
 import msgpack
@@ -59,6 +60,8 @@ def string_keys(document: Any) -> bool:
         items = document
     if not isinstance(items, list):
         return True
+    if all(map(isinstance, items, repeat(dict))) and all(map(_ITEM_KEYS.issuperset, items)):
+        return True  # the common body, checked without a Python loop per item
     return all(not isinstance(item, dict) or _plain(item) for item in items)
 
 
