@@ -25,16 +25,22 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import msgpack
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from arcs.adapters.local_storage import DirectoryStore
 from arcs.adapters.spool import Spool
 from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase
-from arcs.decoders import WireFormat
-from arcs.ingest import Ingestor, QueuedWrite
+from arcs.batch import MeasurementRows, WriteBatch
+from arcs.decoders import WireFormat, decode
+from arcs.ingest import PARQUET_OPTIONS, Ingestor, QueuedWrite
+from arcs.schema import SchemaRegistry
 from arcs.writes import WriteRequest, WriteService
 
 HOSTS = [f"server{i:02d}" for i in range(50)]
@@ -108,7 +114,7 @@ def run_once(fmt: str, requests: int, rows: int, workdir: Path) -> dict[str, flo
         edge.accept(WriteRequest(kind, body, "bench", None, precision))
     cpu1, wall1 = time.process_time(), time.perf_counter()
     entries = spool.take(requests)
-    writes = [QueuedWrite(e.path.name, e.write_id, e.read) for e in entries]
+    writes = [QueuedWrite(e.handle, e.write_id, e.read) for e in entries]
     result = Ingestor(catalog, store).ingest(writes)
     cpu2, wall2 = time.process_time(), time.perf_counter()
     assert len(result.committed) == requests, result
@@ -122,6 +128,53 @@ def run_once(fmt: str, requests: int, rows: int, workdir: Path) -> dict[str, flo
         "body_bytes": float(sum(map(len, payloads))),
         "parquet_bytes": float(sum(f.size for f in result.files)),
         "files": float(len(result.files)),
+    }
+
+
+def stages(fmt: str, requests: int, rows: int, workdir: Path, repeat: int) -> dict[str, float]:
+    """Where the time goes: each stage alone, CPU microseconds per request (best of ``repeat``).
+
+    The edge's stages are the calls ``WriteService.accept`` makes, in order; the ingest step's
+    are reading the envelopes back and writing the batch's Parquet (the rest is the catalog's
+    markers and commit record, and the file writes).
+    """
+    kind, _encode, precision = FORMATS[fmt]
+    payloads = bodies(fmt, requests, rows)
+    shutil.rmtree(workdir, ignore_errors=True)
+    catalog = SqliteCatalog(SqliteDatabase(workdir / "catalog.sqlite"))
+    registry = SchemaRegistry(catalog)
+    spool = Spool(workdir / "spool")
+
+    def best(step: Callable[[], object]) -> tuple[float, object]:
+        times, out = [], None
+        for _ in range(repeat):
+            start = time.process_time()
+            out = step()
+            times.append(time.process_time() - start)
+        return min(times) / requests * 1e6, out
+
+    decode_us, decoded = best(lambda: [decode(kind, body, 0, precision) for body in payloads])
+    parts = cast(list[list[MeasurementRows]], decoded)
+    schema_us, checked = best(lambda: [registry.apply("bench", p) for p in parts])
+    batches = [WriteBatch(uuid.uuid4().hex, "bench", tuple(p)) for p in cast(list[list[MeasurementRows]], checked)]
+    envelope_us, packed = best(lambda: [b.to_bytes() for b in batches])
+    envelopes = cast(list[bytes], packed)
+    wall = time.perf_counter()
+    spool_us, _ = best(lambda: [spool.enqueue(b.write_id, e) for b, e in zip(batches, envelopes, strict=True)])
+    spool_wall_us = (time.perf_counter() - wall) / (repeat * requests) * 1e6
+    read_us, read = best(lambda: [WriteBatch.from_bytes(e) for e in envelopes])
+    tables = [part.table for batch in cast(list[WriteBatch], read) for part in batch.parts]
+    table = pa.concat_tables(tables)
+    tags = [name for name in table.column_names if name in ("host", "region")]
+    parquet_us, _ = best(lambda: pq.write_table(table, pa.BufferOutputStream(), **PARQUET_OPTIONS, use_dictionary=tags))
+    return {
+        "decode": decode_us,
+        "schema": schema_us,
+        "envelope": envelope_us,
+        "spool": spool_us,
+        "spool_wall": spool_wall_us,
+        "read": read_us,
+        "parquet": parquet_us,
     }
 
 
@@ -142,8 +195,7 @@ def peak_memory_child(fmt: str, requests: int, rows: int, workdir: str) -> None:
     envelopes = [e.read() for e in entries]
     envelope_bytes = sum(map(len, envelopes))
     writes = [
-        QueuedWrite(e.path.name, e.write_id, (lambda data=data: data))
-        for e, data in zip(entries, envelopes, strict=True)
+        QueuedWrite(e.handle, e.write_id, (lambda data=data: data)) for e, data in zip(entries, envelopes, strict=True)
     ]
     Ingestor(catalog, DirectoryStore(root / "warmup")).ingest(writes[:1])
     baseline = _rss_bytes()
@@ -261,6 +313,7 @@ def main() -> None:
     )
     print(header)
     print("-" * len(header))
+    breakdown: dict[str, tuple[dict[str, float], dict[str, float]]] = {}
     for fmt in args.formats.split(","):
         with tempfile.TemporaryDirectory(prefix="arcs-bench-") as tmp:
             runs = [run_once(fmt, args.requests, args.rows, Path(tmp) / str(i)) for i in range(args.repeat)]
@@ -283,6 +336,7 @@ def main() -> None:
                 check=True,
             )
             memory = json.loads(child.stdout.strip().splitlines()[-1])
+            breakdown[fmt] = (best, stages(fmt, args.requests, args.rows, Path(tmp) / "stages", args.repeat))
         growth = max(memory["peak"] - memory["baseline"], 0)
         print(
             f"{fmt:18} {best['body_bytes'] / 1e6:8.1f} {total_rows / best['edge_cpu']:12,.0f} "
@@ -291,6 +345,24 @@ def main() -> None:
             f"{growth / memory['decompressed']:10.2f}x"
         )
     print("\npeak/decomp: the ingest step's resident-memory growth over the batch's decompressed request bodies")
+    print(f"\nper request of {args.rows} rows, CPU us (each stage alone, best of {args.repeat}):")
+    columns = ("decode", "schema", "envelope", "spool", "read", "parquet")
+    line = f"{'format':18} {'edge':>7} " + " ".join(f"{c:>9}" for c in columns[:4])
+    line += f" {'(wall)':>8} {'ingest':>7} " + " ".join(f"{c:>8}" for c in columns[4:])
+    print(line)
+    for fmt, (best, stage) in breakdown.items():
+        per = 1e6 / args.requests
+        print(
+            f"{fmt:18} {best['edge_cpu'] * per:7,.0f} "
+            + " ".join(f"{stage[c]:9,.0f}" for c in columns[:4])
+            + f" {stage['spool_wall']:8,.0f} {best['ingest_cpu'] * per:7,.0f} "
+            + " ".join(f"{stage[c]:8,.0f}" for c in columns[4:])
+        )
+    print(
+        "edge = decompress + decode (with validation) + schema + envelope + spool; spool = one fdatasync'd append "
+        "(wall: its elapsed time);\ningest = read (envelopes -> tables) + parquet (one zstd-1 file) + catalog "
+        "markers, commit record and file writes"
+    )
     if args.server_seconds > 0:
         figures = server_memory(args.server_seconds, args.rows)
         print(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 import msgpack
@@ -17,12 +18,21 @@ STORAGE_TYPES: dict[str, pa.DataType] = {
     "bool": pa.bool_(),
     "timestamp": TIME_TYPE,
 }
-_ENVELOPE_VERSION = 1
 _IPC_OPTIONS = {
     None: pa.ipc.IpcWriteOptions(),
     "zstd": pa.ipc.IpcWriteOptions(compression="zstd"),
     "lz4": pa.ipc.IpcWriteOptions(compression="lz4"),
 }
+# Envelope v2: this magic (0xc1 never starts MessagePack, so no v1 envelope is mistaken for it), a
+# little-endian u32 header length, a MessagePack header {"id", "db", "parts": [{"m", "tags", "n"}]},
+# zero padding to 8 bytes, then each part's Arrow IPC stream of "n" bytes, back to back. The streams
+# are not copied into a MessagePack bin: ingest reads the tables straight out of the bytes.
+_MAGIC_V2 = b"\xc1AE2"
+_HEADER_LENGTH = struct.Struct("<I")
+_ALIGN = 8
+# Envelope v1 (a MessagePack map holding each IPC stream as a bin) is still read: writes queued by
+# an earlier version may be waiting when this one starts.
+_ENVELOPE_V1 = 1
 
 
 def type_name(arrow_type: pa.DataType) -> str:
@@ -56,53 +66,99 @@ class WriteBatch:
         return sum(part.table.num_rows for part in self.parts)
 
     def to_bytes(self, compression: str | None = None) -> bytes:
+        streams: list[pa.Buffer] = []
         parts = []
         for part in self.parts:
             sink = pa.BufferOutputStream()
             with pa.ipc.new_stream(sink, part.table.schema, options=_IPC_OPTIONS[compression]) as writer:
                 writer.write_table(part.table)
-            parts.append({"m": part.measurement, "tags": list(part.tags), "ipc": sink.getvalue().to_pybytes()})
-        envelope = {"v": _ENVELOPE_VERSION, "id": self.write_id, "db": self.database, "parts": parts}
-        packed: bytes = msgpack.packb(envelope, use_bin_type=True)
-        return packed
+            stream = sink.getvalue()
+            streams.append(stream)
+            parts.append({"m": part.measurement, "tags": list(part.tags), "n": stream.size})
+        header: bytes = msgpack.packb({"id": self.write_id, "db": self.database, "parts": parts}, use_bin_type=True)
+        prefix = len(_MAGIC_V2) + _HEADER_LENGTH.size + len(header)
+        padding = b"\0" * (-prefix % _ALIGN)
+        # One copy of the IPC bytes, into the envelope (joined straight from Arrow's buffers).
+        return b"".join([_MAGIC_V2, _HEADER_LENGTH.pack(len(header)), header, padding, *streams])
 
     @classmethod
     def from_bytes(cls, data: bytes) -> WriteBatch:
-        """Raises ``BadRequest`` for anything that is not an envelope we wrote (a poison message)."""
+        """Raises ``BadRequest`` for anything that is not an envelope we wrote (a poison message).
+
+        The tables refer to ``data`` without copying it.
+        """
         try:
-            envelope = msgpack.unpackb(data, raw=False)
-            if not isinstance(envelope, dict):
-                raise BadRequest(f"queued write is not a valid envelope: a {type(envelope).__name__}, not a map")
-            if envelope.get("v") != _ENVELOPE_VERSION:
-                raise BadRequest(f"unknown queued-write version {str(envelope.get('v'))[:40]!r}")
-            write_id, database, raw_parts = envelope["id"], envelope["db"], envelope["parts"]
-            if not isinstance(write_id, str) or not isinstance(database, str) or not isinstance(raw_parts, list):
-                raise BadRequest("queued write is not a valid envelope: 'id', 'db' or 'parts' has the wrong type")
-            parts = tuple(_part_from_dict(part) for part in raw_parts)
-            return cls(write_id=write_id, database=database, parts=parts)
+            if data.startswith(_MAGIC_V2):
+                return cls._from_v2(data)
+            return cls._from_v1(data)
         except (
             ValueError,
             KeyError,
             TypeError,
             AttributeError,
             OSError,
+            struct.error,
             msgpack.UnpackException,
             pa.ArrowException,
         ) as exc:
             raise BadRequest(f"queued write is not a valid envelope: {type(exc).__name__}: {str(exc)[:200]}") from exc
 
+    @classmethod
+    def _from_v2(cls, data: bytes) -> WriteBatch:
+        (length,) = _HEADER_LENGTH.unpack_from(data, len(_MAGIC_V2))
+        start = len(_MAGIC_V2) + _HEADER_LENGTH.size
+        if start + length > len(data):
+            raise BadRequest("queued write is not a valid envelope: the header runs past the end")
+        header = msgpack.unpackb(memoryview(data)[start : start + length], raw=False)
+        if not isinstance(header, dict):
+            raise BadRequest(f"queued write is not a valid envelope: a {type(header).__name__} header, not a map")
+        write_id, database, raw_parts = _top(header)
+        offset = start + length + (-(start + length) % _ALIGN)
+        whole = pa.py_buffer(data)
+        parts = []
+        for raw in raw_parts:
+            if not isinstance(raw, dict):
+                raise BadRequest("queued write is not a valid envelope: a part is not a map")
+            size = raw["n"]
+            if not isinstance(size, int) or size < 0 or offset + size > len(data):
+                raise BadRequest("queued write is not a valid envelope: a part's length is wrong")
+            parts.append(_part(raw["m"], raw["tags"], whole.slice(offset, size)))
+            offset += size
+        if offset != len(data):
+            raise BadRequest(f"queued write is not a valid envelope: {len(data) - offset} bytes after the last part")
+        return cls(write_id=write_id, database=database, parts=tuple(parts))
 
-def _part_from_dict(part: object) -> MeasurementRows:
-    if not isinstance(part, dict):
-        raise BadRequest("queued write is not a valid envelope: a part is not a map")
-    measurement, tags, ipc = part["m"], part["tags"], part["ipc"]
-    if not (
-        isinstance(measurement, str)
-        and isinstance(ipc, bytes)
-        and isinstance(tags, list)
-        and all(isinstance(tag, str) for tag in tags)
-    ):
+    @classmethod
+    def _from_v1(cls, data: bytes) -> WriteBatch:
+        envelope = msgpack.unpackb(data, raw=False)
+        if not isinstance(envelope, dict):
+            raise BadRequest(f"queued write is not a valid envelope: a {type(envelope).__name__}, not a map")
+        if envelope.get("v") != _ENVELOPE_V1:
+            raise BadRequest(f"unknown queued-write version {str(envelope.get('v'))[:40]!r}")
+        write_id, database, raw_parts = _top(envelope)
+        parts = []
+        for raw in raw_parts:
+            if not isinstance(raw, dict):
+                raise BadRequest("queued write is not a valid envelope: a part is not a map")
+            if not isinstance(raw["ipc"], bytes):
+                raise BadRequest("queued write is not a valid envelope: a part's 'ipc' is not bytes")
+            parts.append(_part(raw["m"], raw["tags"], pa.py_buffer(raw["ipc"])))
+        return cls(write_id=write_id, database=database, parts=tuple(parts))
+
+
+def _top(envelope: dict[str, object]) -> tuple[str, str, list[object]]:
+    write_id, database, raw_parts = envelope["id"], envelope["db"], envelope["parts"]
+    if not isinstance(write_id, str) or not isinstance(database, str) or not isinstance(raw_parts, list):
+        raise BadRequest("queued write is not a valid envelope: 'id', 'db' or 'parts' has the wrong type")
+    return write_id, database, raw_parts
+
+
+def _part(measurement: object, tags: object, ipc: pa.Buffer) -> MeasurementRows:
+    if not (isinstance(measurement, str) and isinstance(tags, list) and all(isinstance(tag, str) for tag in tags)):
         raise BadRequest("queued write is not a valid envelope: a part's 'm', 'tags' or 'ipc' has the wrong type")
-    table = pa.ipc.open_stream(ipc).read_all()
+    reader = pa.ipc.open_stream(ipc)
+    table = reader.read_all()
+    # The IPC reader checks structure as it goes; full validation (offsets in bounds, UTF-8) is
+    # what makes a corrupt envelope a refusal here rather than a crash later.
     table.validate(full=True)
     return MeasurementRows(measurement=measurement, table=table, tags=tuple(tags))

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from arcs import layout
 from arcs.batch import WriteBatch
+from arcs.decoders.columns import MIN_MICROS
 from arcs.errors import ArcsError, BadRequest
 from arcs.names import TIME_COLUMN
 from arcs.ports import Catalog, CommitRecord, FileRecord, ObjectStore
@@ -34,6 +35,15 @@ from arcs.schema import SchemaRegistry
 
 logger = logging.getLogger(__name__)
 
+# Ingest-time files are compacted later: zstd at its fastest level, which still gives smaller
+# files than snappy or lz4 (measured on the ingest benchmark: 2.0 MB against 2.6 MB, for about
+# 4 ms more per 100,000 rows).
+PARQUET_OPTIONS: dict[str, object] = {
+    "compression": "zstd",
+    "compression_level": 1,
+    "write_statistics": True,
+    "write_page_checksum": True,  # lets compaction tell a damaged file from a good one
+}
 # Row groups: enough of them for DuckDB to scan a file on several threads, none tiny.
 MIN_ROW_GROUP_ROWS = 16_384
 TARGET_ROW_GROUPS_PER_FILE = 4
@@ -41,7 +51,7 @@ TARGET_ROW_GROUPS_PER_FILE = 4
 
 @dataclass(frozen=True, slots=True)
 class QueuedWrite:
-    handle: str  # what the queue knows the message by (SQS message id, spool file name)
+    handle: str  # what the queue knows the message by (SQS message id, spool record)
     write_id: str
     load: Callable[[], bytes]
     cleanup: Callable[[], None] | None = None  # e.g. delete a claim-check object once committed
@@ -175,23 +185,27 @@ class Ingestor:
                 logger.warning("schema of a queued write no longer matches: %s", exc.message)
 
     def _write_files(self, commit_id: str, batches: list[WriteBatch]) -> list[FileRecord]:
-        groups: dict[tuple[str, str], list[pa.Table]] = {}
+        groups: dict[tuple[str, str], tuple[list[pa.Table], dict[str, None]]] = {}
         for batch in batches:
             for part in batch.parts:
-                groups.setdefault((batch.database, part.measurement), []).append(part.table)
+                tables, tags = groups.setdefault((batch.database, part.measurement), ([], {}))
+                tables.append(part.table)
+                tags.update(dict.fromkeys(part.tags))
         files: list[FileRecord] = []
-        for (database, measurement), tables in groups.items():
+        for (database, measurement), (tables, tags) in groups.items():
             table = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
+            del tables[:]  # the concatenation holds the data now; drop the parts' references
             # A stable sort: rows with equal times keep their ingest order.
             if not _is_sorted(table.column(TIME_COLUMN)):
                 table = table.take(pc.sort_indices(table, [(TIME_COLUMN, "ascending")]))
-            hour_starts = pc.floor_temporal(table.column(TIME_COLUMN).combine_chunks(), unit="hour")
-            for start, stop in _runs(hour_starts):
+            for start, stop in _runs(_hours(table.column(TIME_COLUMN))):
                 piece = table.slice(start, stop - start)
-                files.append(self._write_file(commit_id, len(files), database, measurement, piece))
+                files.append(self._write_file(commit_id, len(files), database, measurement, piece, list(tags)))
         return files
 
-    def _write_file(self, commit_id: str, index: int, database: str, measurement: str, table: pa.Table) -> FileRecord:
+    def _write_file(
+        self, commit_id: str, index: int, database: str, measurement: str, table: pa.Table, tags: list[str]
+    ) -> FileRecord:
         micros = table.column(TIME_COLUMN).cast(pa.int64())
         first, last = micros[0].as_py(), micros[-1].as_py()
         hour = layout.hour_from_micros(first)
@@ -203,11 +217,10 @@ class Ingestor:
             table,
             sink,
             row_group_size=min(row_group, self.row_group_rows),
-            compression="zstd",
-            compression_level=1,
-            use_dictionary=True,
-            write_statistics=True,
-            write_page_checksum=True,  # lets compaction tell a damaged file from a good one
+            # Tags repeat, so dictionaries pay; for fields (mostly distinct numbers) building one
+            # cost as much as the rest of the write and made the file bigger.
+            use_dictionary=[tag for tag in tags if tag in table.column_names],
+            **PARQUET_OPTIONS,
         )
         data = memoryview(sink.getvalue())  # the Arrow buffer itself, not a copy
         if not self.store.put_if_absent(key, data):
@@ -238,11 +251,25 @@ def _is_sorted(times: pa.ChunkedArray) -> bool:
     return True
 
 
+_HOUR_MICROS = 3_600_000_000
+# A whole number of hours above -MIN_MICROS (the edge accepts no earlier time): adding it makes
+# every time non-negative, so Arrow's truncating division is the floor; the sum still fits int64.
+_HOURS_OFFSET = (-MIN_MICROS // _HOUR_MICROS + 1) * _HOUR_MICROS
+
+
+def _hours(times: pa.ChunkedArray) -> pa.Array:
+    """Each time's hour as a number: two integer kernels (floor_temporal looks up the zone per value)."""
+    micros = times.combine_chunks().cast(pa.int64())
+    return pc.divide(pc.add_checked(micros, _HOURS_OFFSET), _HOUR_MICROS)
+
+
 def _runs(values: pa.Array) -> list[tuple[int, int]]:
     """[start, stop) index ranges of equal consecutive values in a sorted array."""
     count = len(values)
     if count == 0:
         return []
-    changes = pc.not_equal(values.slice(1), values.slice(0, count - 1)).fill_null(True)
+    changes = pc.not_equal(values.slice(1), values.slice(0, count - 1))
+    if changes.null_count:
+        changes = changes.fill_null(True)
     starts = [0, *(i + 1 for i in pc.indices_nonzero(changes).to_pylist())]
     return list(zip(starts, [*starts[1:], count], strict=True))

@@ -200,15 +200,13 @@ class IngestLoop(threading.Thread):
 
     def drain_once(self, entries: list[Any]) -> None:
         spool = self.runtime.spool
-        by_handle = {entry.path.name: entry for entry in entries}
-        writes = [QueuedWrite(entry.path.name, entry.write_id, entry.read) for entry in entries]
+        by_handle = {entry.handle: entry for entry in entries}
+        writes = [QueuedWrite(entry.handle, entry.write_id, entry.read) for entry in entries]
         result = self.ingestor.ingest(writes)
         spool.done([by_handle[h] for h in (*result.committed, *result.already_done)])
         for handle, reason in result.poison.items():
             logger.error("write %s can never be ingested (%s); moved to the dead-letter folder", handle, reason)
-            spool.failed(
-                type(by_handle[handle])(by_handle[handle].path, by_handle[handle].write_id, spool.max_attempts)
-            )
+            spool.dead_letter(by_handle[handle])
         for handle, reason in result.failed.items():
             if spool.failed(by_handle[handle]):
                 logger.error(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import struct
 from typing import Any
 
 import msgpack
@@ -107,25 +108,68 @@ def test_round_trip_property(parts: list[MeasurementRows], write_id: str, databa
     _same(batch, WriteBatch.from_bytes(batch.to_bytes()))
 
 
+def _v1(batch: WriteBatch) -> dict[str, Any]:
+    """The envelope an earlier version queued: a MessagePack map with each IPC stream as a bin."""
+    parts = []
+    for part in batch.parts:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, part.table.schema) as writer:
+            writer.write_table(part.table)
+        parts.append({"m": part.measurement, "tags": list(part.tags), "ipc": sink.getvalue().to_pybytes()})
+    return {"v": 1, "id": batch.write_id, "db": batch.database, "parts": parts}
+
+
 def _envelope(**changes: Any) -> bytes:
-    envelope = msgpack.unpackb(WriteBatch("id", "db", (MEM,)).to_bytes(), raw=False)
+    envelope = _v1(WriteBatch("id", "db", (MEM,)))
     envelope.update(changes)
     return msgpack.packb(envelope, use_bin_type=True)
 
 
 def _part(**changes: Any) -> bytes:
-    envelope = msgpack.unpackb(WriteBatch("id", "db", (MEM,)).to_bytes(), raw=False)
+    envelope = _v1(WriteBatch("id", "db", (MEM,)))
     envelope["parts"][0].update(changes)
     return msgpack.packb(envelope, use_bin_type=True)
 
 
+def _v2(header: Any, *streams: bytes, declared: int | None = None) -> bytes:
+    packed = msgpack.packb(header, use_bin_type=True)
+    prefix = b"\xc1AE2" + struct.pack("<I", len(packed) if declared is None else declared) + packed
+    return prefix + b"\0" * (-len(prefix) % 8) + b"".join(streams)
+
+
+MEM_IPC = _v1(WriteBatch("id", "db", (MEM,)))["parts"][0]["ipc"]
+V2_PART = {"m": "mem", "tags": [], "n": len(MEM_IPC)}
+
+
+def test_envelopes_queued_by_an_earlier_version_are_read() -> None:
+    batch = WriteBatch("id", "db", (CPU, MEM))
+    _same(batch, WriteBatch.from_bytes(msgpack.packb(_v1(batch), use_bin_type=True)))
+
+
+def test_the_tables_refer_to_the_envelope_without_copying() -> None:
+    data = WriteBatch("id", "db", (CPU,)).to_bytes()
+    before = pa.total_allocated_bytes()
+    again = WriteBatch.from_bytes(data)
+    assert pa.total_allocated_bytes() == before
+    assert again.parts[0].table.equals(CPU.table)
+
+
+def test_v2_by_hand_is_read() -> None:
+    # The layout documented in batch.py, built without WriteBatch.to_bytes.
+    batch = WriteBatch.from_bytes(_v2({"id": "id", "db": "db", "parts": [V2_PART]}, MEM_IPC))
+    _same(batch, WriteBatch("id", "db", (MEM,)))
+
+
 GOOD = WriteBatch("id", "db", (CPU,)).to_bytes()
+V1_GOOD = msgpack.packb(_v1(WriteBatch("id", "db", (CPU,))), use_bin_type=True)
 POISON = {
     "empty": b"",
     "garbage": b"\xc1\xc1\xc1",
     "not msgpack": b"hello world",
     "truncated": GOOD[:-10],
     "trailing bytes": GOOD + b"\x00",
+    "v1 truncated": V1_GOOD[:-10],
+    "v1 trailing bytes": V1_GOOD + b"\x00",
     "a list": msgpack.packb([1, 2, 3]),
     "a number": msgpack.packb(5),
     "a string": msgpack.packb("v"),
@@ -142,11 +186,26 @@ POISON = {
     "part a string": _envelope(parts=["x"]),
     "part without ipc": _part(ipc=None),
     "ipc garbage": _part(ipc=b"\x00" * 64),
-    "ipc truncated": _part(ipc=msgpack.unpackb(GOOD)["parts"][0]["ipc"][:-20]),
+    "ipc truncated": _part(ipc=MEM_IPC[:-20]),
     "ipc a string": _part(ipc="text"),
     "measurement a number": _part(m=5),
     "tags a string": _part(tags="host"),
     "tags with numbers": _part(tags=[1]),
+    "v2 magic only": b"\xc1AE2",
+    "v2 header past the end": _v2({"id": "id", "db": "db", "parts": []}, declared=1000),
+    "v2 header a list": _v2([1, 2]),
+    "v2 header not msgpack": _v2({}, declared=0) + b"\xc1" * 8,
+    "v2 id missing": _v2({"db": "db", "parts": []}),
+    "v2 part a number": _v2({"id": "id", "db": "db", "parts": [5]}),
+    "v2 length missing": _v2({"id": "id", "db": "db", "parts": [{"m": "mem", "tags": []}]}, MEM_IPC),
+    "v2 length negative": _v2({"id": "id", "db": "db", "parts": [{**V2_PART, "n": -8}]}, MEM_IPC),
+    "v2 length a string": _v2({"id": "id", "db": "db", "parts": [{**V2_PART, "n": "8"}]}, MEM_IPC),
+    "v2 length past the end": _v2({"id": "id", "db": "db", "parts": [{**V2_PART, "n": len(MEM_IPC) + 8}]}, MEM_IPC),
+    "v2 length short": _v2({"id": "id", "db": "db", "parts": [{**V2_PART, "n": len(MEM_IPC) - 8}]}, MEM_IPC),
+    "v2 bytes after the parts": _v2({"id": "id", "db": "db", "parts": [V2_PART]}, MEM_IPC, b"\0" * 8),
+    "v2 stream garbage": _v2({"id": "id", "db": "db", "parts": [{**V2_PART, "n": 64}]}, b"\x07" * 64),
+    "v2 measurement a number": _v2({"id": "id", "db": "db", "parts": [{**V2_PART, "m": 5}]}, MEM_IPC),
+    "v2 tags a string": _v2({"id": "id", "db": "db", "parts": [{**V2_PART, "tags": "host"}]}, MEM_IPC),
 }
 
 

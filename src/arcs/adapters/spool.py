@@ -1,59 +1,239 @@
-"""The standalone server's durable queue: one fsynced file per accepted write.
+"""The standalone server's durable queue: an append-only log of accepted writes.
 
-``enqueue`` returns only after the file and its directory entry are on disk, so a ``kill -9``
-right after the 204 loses nothing. The ingest loop reads the oldest files, commits them through
-the same protocol as the Lambda (``arcs.ingest``), and deletes them afterwards; a crash before the
-delete means the write is read again, and the catalog's markers make that harmless.
+``enqueue`` appends a checksummed record to the active segment file and returns only after an
+``fdatasync`` covers it, so a ``kill -9`` right after the 204 loses nothing. Concurrent writers
+share one ``fdatasync`` (group commit): whoever finds no sync running syncs everything written so
+far, and the others wait for it. Only a new segment costs a directory fsync.
+
+The ingest loop takes the oldest records, commits them through the same protocol as the Lambda
+(``arcs.ingest``) and marks them done; a segment whose records are all done is deleted. What a
+crash leaves undone, or done but not yet deleted, is read again on restart, and the catalog's
+markers make that harmless. A record cut short by a crash was never acknowledged (its sync had
+not returned): reading a segment stops at the first record that does not check out.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import struct
 import threading
-import time
-from dataclasses import dataclass
+import zlib
+from dataclasses import dataclass, replace
+from itertools import islice
 from pathlib import Path
 
 from arcs.adapters.local_storage import fsync_dir, replace_durably
 from arcs.errors import StorageFault
 
-_SUFFIX = ".write"
+logger = logging.getLogger(__name__)
+
+_SEGMENT_SUFFIX = ".log"
+_LEGACY_SUFFIX = ".write"  # one file per write, as earlier versions spooled them
 _POISON_DIR = "dead-letter"
+_MAGIC = b"ARS1"
+# magic, length of the write id, length of the envelope, CRC-32 of both
+_HEADER = struct.Struct("<4sIII")
+SEGMENT_BYTES = 16 << 20
 
 
 @dataclass(frozen=True, slots=True)
 class SpoolEntry:
-    path: Path
+    handle: str  # unique within the spool: segment name and offset
     write_id: str
     attempts: int
+    path: Path  # the file holding the envelope
+    offset: int
+    length: int
 
     def read(self) -> bytes:
-        return self.path.read_bytes()
+        with open(self.path, "rb") as handle:
+            handle.seek(self.offset)
+            data = handle.read(self.length)
+        if len(data) != self.length:
+            raise StorageFault(f"spooled write {self.handle} is shorter than its record says")
+        return data
+
+
+def _record(write_id: str, envelope: bytes) -> bytes:
+    key = write_id.encode()
+    checksum = zlib.crc32(envelope, zlib.crc32(key))
+    return b"".join((_HEADER.pack(_MAGIC, len(key), len(envelope), checksum), key, envelope))
+
+
+def _scan(path: Path) -> list[SpoolEntry]:
+    """The whole records of a segment, up to the first that is torn or corrupt."""
+    entries: list[SpoolEntry] = []
+    with open(path, "rb") as handle:
+        data = handle.read()
+    offset = 0
+    while offset + _HEADER.size <= len(data):
+        magic, key_length, length, checksum = _HEADER.unpack_from(data, offset)
+        start = offset + _HEADER.size
+        end = start + key_length + length
+        if magic != _MAGIC or end > len(data):
+            break
+        key = data[start : start + key_length]
+        if zlib.crc32(data[start + key_length : end], zlib.crc32(key)) != checksum:
+            break
+        try:
+            write_id = key.decode()
+        except UnicodeDecodeError:
+            break
+        entries.append(SpoolEntry(f"{path.name}:{offset}", write_id, 1, path, start + key_length, length))
+        offset = end
+    if offset < len(data):
+        # Never acknowledged (a crash cut it short, or its write failed): nothing to redeliver.
+        logger.warning(
+            "spool segment %s: %d bytes after offset %d are not a whole record", path, len(data) - offset, offset
+        )
+    return entries
 
 
 class Spool:
-    def __init__(self, root: Path, max_attempts: int = 5) -> None:
+    def __init__(self, root: Path, max_attempts: int = 5, segment_bytes: int = SEGMENT_BYTES) -> None:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / _POISON_DIR).mkdir(exist_ok=True)
         self.max_attempts = max_attempts
+        self.segment_bytes = segment_bytes
         self._attempts: dict[str, int] = {}
         self._ready = threading.Condition()
-        self._sequence = 0
+        # Not yet done, oldest first; and how many of those each file holds.
+        self._pending: dict[str, SpoolEntry] = {}
+        self._live: dict[Path, int] = {}
+        # The writer side, all under ``_log``: the active segment, what was written to it, what
+        # an fdatasync has covered, and whether a sync is running.
+        self._log = threading.Condition()
+        self._fd = -1
+        self._segment: Path | None = None
+        self._size = 0
+        self._written = 0
+        self._synced = 0
+        self._failed: list[tuple[int, int]] = []  # (synced, written] ranges a failed sync left
+        self._syncing = False
+        self._broken = False
+        self._recover()
+
+    # --- start-up -------------------------------------------------------------------------------
+    def _recover(self) -> None:
+        legacy = sorted(p for p in self.root.iterdir() if p.name.endswith(_LEGACY_SUFFIX))
+        for path in legacy:
+            write_id = path.name[: -len(_LEGACY_SUFFIX)].split("-", 2)[2]
+            self._add(SpoolEntry(path.name, write_id, 1, path, 0, path.stat().st_size))
+        segments = self._segments()
+        # Appends go to a new segment, numbered after every earlier one: those are only read now.
+        self._next_sequence = max((int(p.name[: -len(_SEGMENT_SUFFIX)]) for p in segments), default=0) + 1
+        for path in segments:
+            entries = _scan(path)
+            if not entries:
+                path.unlink()
+                continue
+            for entry in entries:
+                self._add(entry)
+
+    def _segments(self) -> list[Path]:
+        return sorted(p for p in self.root.iterdir() if p.name.endswith(_SEGMENT_SUFFIX))
+
+    def _add(self, entry: SpoolEntry) -> None:
+        self._pending[entry.handle] = entry
+        self._live[entry.path] = self._live.get(entry.path, 0) + 1
 
     # --- producer side (the write edge) ---------------------------------------------------------
     def enqueue(self, write_id: str, envelope: bytes) -> None:
+        record = _record(write_id, envelope)
+        with self._log:
+            try:
+                if self._fd < 0 or self._broken or self._size >= self.segment_bytes:
+                    self._rotate()
+                offset = self._size
+                _write_all(self._fd, record)
+            except OSError as exc:
+                self._broken = True  # a partial record may follow: append elsewhere from now on
+                raise StorageFault(f"cannot queue the write: {exc}") from exc
+            segment = self._segment
+            assert segment is not None
+            with self._ready:
+                # Counted before the sync, so a rotation meanwhile cannot delete the segment.
+                self._live[segment] = self._live.get(segment, 0) + 1
+            self._size += len(record)
+            self._written += 1
+            try:
+                self._wait_synced(self._written)
+            except StorageFault:
+                with self._ready:
+                    self._release(segment)
+                raise
+        header = _HEADER.size + len(write_id.encode())
+        entry = SpoolEntry(f"{segment.name}:{offset}", write_id, 1, segment, offset + header, len(envelope))
         with self._ready:
-            self._sequence += 1
-            sequence = self._sequence
-        # Names sort by arrival: nanosecond clock, then a per-process counter.
-        path = self.root / f"{time.time_ns():020d}-{sequence:08d}-{write_id}{_SUFFIX}"
-        try:
-            replace_durably(path, envelope)
-        except OSError as exc:
-            raise StorageFault(f"cannot queue the write: {exc}") from exc
-        with self._ready:
+            self._pending[entry.handle] = entry
             self._ready.notify_all()
+
+    def _wait_synced(self, ticket: int) -> None:
+        """Group commit; called holding ``_log``. Raises if the sync covering ``ticket`` failed."""
+        while True:
+            # Checked first: a later sync of another segment moves ``_synced`` past failed tickets.
+            if any(low < ticket <= high for low, high in self._failed):
+                raise StorageFault("cannot queue the write: the spool could not sync it to disk")
+            if self._synced >= ticket:
+                return
+            if self._syncing:
+                self._log.wait()
+                continue
+            self._syncing = True
+            target, fd = self._written, self._fd
+            self._log.release()
+            error: OSError | None = None
+            try:
+                os.fdatasync(fd)
+            except OSError as exc:
+                error = exc
+            finally:
+                self._log.acquire()
+                self._syncing = False
+                self._log.notify_all()
+            if error is None:
+                self._synced = max(self._synced, target)
+            else:
+                # After a failed fsync the kernel may have dropped the pages: nothing unsynced in
+                # this segment can be called durable, and later appends go to a new one.
+                logger.error("spool fdatasync failed: %s", error)
+                self._fail_unsynced()
+
+    def _fail_unsynced(self) -> None:
+        if self._written > self._synced:
+            self._failed.append((self._synced, self._written))
+        self._broken = True
+        self._log.notify_all()
+
+    def _rotate(self) -> None:
+        """Start a new segment; called holding ``_log``."""
+        while self._syncing:
+            self._log.wait()
+        if self._fd >= 0:
+            if self._broken:
+                self._fail_unsynced()
+            else:
+                try:
+                    os.fdatasync(self._fd)
+                    self._synced = self._written
+                    self._log.notify_all()
+                except OSError:
+                    self._fail_unsynced()
+            os.close(self._fd)
+            self._fd = -1
+            previous, self._segment = self._segment, None
+            if previous is not None:
+                with self._ready:
+                    if not self._live.get(previous):
+                        self._live.pop(previous, None)
+                        previous.unlink(missing_ok=True)
+        path = self.root / f"{self._next_sequence:016d}{_SEGMENT_SUFFIX}"
+        self._next_sequence += 1
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        self._segment, self._size, self._broken = path, 0, False
+        fsync_dir(self.root)  # the segment's name must survive a crash as its records will
 
     # --- consumer side (the ingest loop) ----------------------------------------------------------
     def wait(self, timeout: float) -> None:
@@ -61,24 +241,32 @@ class Spool:
             self._ready.wait(timeout)
 
     def take(self, limit: int) -> list[SpoolEntry]:
-        names = sorted(entry.name for entry in os.scandir(self.root) if entry.name.endswith(_SUFFIX))
-        entries = []
-        for name in names[:limit]:
-            write_id = name[: -len(_SUFFIX)].split("-", 2)[2]
-            entries.append(SpoolEntry(self.root / name, write_id, self._attempts.get(name, 0) + 1))
-        return entries
+        with self._ready:
+            oldest = list(islice(self._pending.values(), limit))
+            return [replace(entry, attempts=self._attempts.get(entry.handle, 0) + 1) for entry in oldest]
 
     def done(self, entries: list[SpoolEntry]) -> None:
-        for entry in entries:
-            entry.path.unlink(missing_ok=True)
-            self._attempts.pop(entry.path.name, None)
-        if entries:
-            fsync_dir(self.root)
+        # No directory fsync for the deletes: a delete lost in a crash only means those records
+        # are read again, and the markers recognize them as done.
+        with self._ready:
+            for entry in entries:
+                if self._pending.pop(entry.handle, None) is not None:
+                    self._attempts.pop(entry.handle, None)
+                    self._release(entry.path)
+
+    def _release(self, path: Path) -> None:
+        """One record of ``path`` needs keeping no more; called holding ``_ready``."""
+        left = self._live[path] - 1
+        if left or path == self._segment:
+            self._live[path] = left
+        else:
+            del self._live[path]
+            path.unlink(missing_ok=True)
 
     def failed(self, entry: SpoolEntry) -> bool:
         """Count a failed attempt; after ``max_attempts`` move it to the dead-letter folder (True)."""
-        name = entry.path.name
-        self._attempts[name] = entry.attempts
+        with self._ready:
+            self._attempts[entry.handle] = entry.attempts
         if entry.attempts < self.max_attempts:
             return False
         self.dead_letter(entry)
@@ -86,6 +274,13 @@ class Spool:
 
     def dead_letter(self, entry: SpoolEntry) -> None:
         """Set a write aside for a person to look at; it is kept, never dropped."""
-        os.replace(entry.path, self.root / _POISON_DIR / entry.path.name)
-        fsync_dir(self.root)
-        self._attempts.pop(entry.path.name, None)
+        name = entry.handle.replace(":", "-") + "-" + entry.write_id + _LEGACY_SUFFIX
+        replace_durably(self.root / _POISON_DIR / name, entry.read())
+        self.done([entry])
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]

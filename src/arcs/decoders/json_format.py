@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
+from typing import Any
 
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -18,24 +21,46 @@ def _no_constants(name: str) -> float:
 
 
 def decode_json(body: bytes, now_micros: int, precision: str | None) -> list[MeasurementRows]:
+    # msgspec parses about five times faster than the json module; it refuses what json would
+    # read otherwise (numbers beyond float64, lone surrogates), and those bodies and every bad
+    # request go through json, so the errors read the same.
+    try:
+        document = msgspec.json.decode(body)
+    except (msgspec.DecodeError, ValueError, TypeError, RecursionError):
+        pass
+    else:
+        try:
+            return _finite(rows_from_objects(document, now_micros, precision))
+        except BadRequest:
+            pass  # decoded again below, so the message is the reference decoder's
+    return _finite(rows_from_objects(reference(body), now_micros, precision))
+
+
+def reference(body: bytes) -> Any:
+    """The json module's reading of ``body``, the one errors are worded by."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadRequest(f"JSON body is not valid UTF-8 (byte {exc.start})") from exc
     try:
-        document = json.loads(text, parse_constant=_no_constants)
+        return json.loads(text, parse_constant=_no_constants)
     except RecursionError as exc:
         raise BadRequest("JSON body is nested too deeply") from exc
     except ValueError as exc:
         raise BadRequest(f"JSON body is malformed: {shorten(str(exc))}") from exc
-    parts = rows_from_objects(document, now_micros, precision)
+
+
+def _finite(parts: list[MeasurementRows]) -> list[MeasurementRows]:
     # JSON has no NaN or infinity (the constants are refused above), so a non-finite float can
     # only be a number too large for float64 that the parser rounded to infinity.
     for part in parts:
         for field in part.table.schema:
             if pa.types.is_floating(field.type):
-                finite = pc.is_finite(part.table.column(field.name))
-                if pc.any(pc.invert(finite)).as_py():
+                # No NaN can be here, so an infinity shows in the extremes: one kernel call.
+                bounds = pc.min_max(part.table.column(field.name))
+                if any(
+                    math.isinf(bound) for bound in (bounds["min"].as_py(), bounds["max"].as_py()) if bound is not None
+                ):
                     raise BadRequest(
                         f"measurement {part.measurement!r}, column {field.name!r}: a number is outside the "
                         "float64 range"

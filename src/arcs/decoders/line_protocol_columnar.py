@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as csv
 
 from arcs.batch import MeasurementRows
 from arcs.decoders import columns as limits
@@ -40,12 +41,137 @@ class _Column:
 
 
 def decode_uniform(text: str, now_micros: int, precision: str) -> list[MeasurementRows] | None:
-    if "\\" in text or '"' in text or "#" in text or "\r" in text or "\t" in text:
-        return None
+    data = text.encode()
+    if data.translate(None, _NOT_UNUSUAL):
+        return None  # escapes, quotes, comments, CR or tabs: the exact parser
+    try:
+        return _one_shape(text, data, now_micros, precision)
+    except (_Fallback, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
     try:
         return _decode(text, now_micros, precision)
     except (_Fallback, pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
+
+
+# Everything but what only the exact parser handles: deleting it leaves nothing in a common body
+# (one pass over the bytes instead of a search for each character).
+_NOT_UNUSUAL = bytes(b for b in range(256) if b not in b'\\"#\r\t')
+# Bytes that are not a separator of line protocol: deleting them leaves a line's skeleton.
+_NOT_SEPARATORS = bytes(b for b in range(256) if b not in b", =\n")
+# Spaces and '=' as commas: a line becomes one CSV record of measurement, key, value, ..., time.
+_AS_COMMAS = bytes.maketrans(b" =", b",,")
+_CSV_PARSE = csv.ParseOptions(quote_char=False, escape_char=False, newlines_in_values=False)
+
+
+def _one_shape(text: str, data: bytes, now_micros: int, precision: str) -> list[MeasurementRows]:
+    """The commonest body in a handful of passes: every line has the first line's keys, in order.
+
+    Whether it does is read off the separators alone: deleting everything else from the body
+    must leave the first line's separators once per line (values cannot hold separators here:
+    no escapes or quotes). Then, with spaces and '=' turned into commas, Arrow's CSV reader
+    splits and converts every column at once, and the key columns must each hold one name.
+    """
+    if text.endswith("\n"):
+        text, data = text[:-1], data[:-1]
+    first = text.partition("\n")[0]
+    sections = first.split(" ")
+    if len(sections) != 3:
+        raise _Fallback  # a missing time (or odd spacing): the general path
+    if b"0x" in data or b"0X" in data:
+        raise _Fallback  # Arrow reads hexadecimal integers; line protocol has none
+    measurement, *tag_pairs = sections[0].split(",")
+    pairs = [pair.partition("=") for pair in (*tag_pairs, *sections[1].split(","))]
+    names = [name for name, _eq, _value in pairs]
+    folded = [name.lower() for name in names]
+    if (
+        not measurement
+        or "=" in measurement
+        or any(not name or not eq or not value or "=" in value for name, eq, value in pairs)
+        or len(set(folded)) != len(folded)
+        or TIME_COLUMN in folded
+    ):
+        raise _Fallback
+    line_skeleton = first.encode().translate(None, _NOT_SEPARATORS)
+    lines = data.count(b"\n") + 1
+    if data.translate(None, _NOT_SEPARATORS) != b"\n".join([line_skeleton] * lines):
+        raise _Fallback
+    flat = data.translate(_AS_COMMAS)
+    kinds = ["tag"] * len(tag_pairs) + [_kind(value) for _name, _eq, value in pairs[len(tag_pairs) :]]
+    header = ["m"]
+    types: dict[str, pa.DataType] = {"m": _NAME}
+    for index, kind in enumerate(kinds):
+        header += [f"k{index}", f"v{index}"]
+        types[f"k{index}"] = _NAME
+        types[f"v{index}"] = pa.float64() if kind == "float" else pa.string()
+    header.append(TIME_COLUMN)
+    types[TIME_COLUMN] = pa.int64()
+    table = csv.read_csv(
+        pa.py_buffer(flat),
+        read_options=csv.ReadOptions(use_threads=False, column_names=header),
+        parse_options=_CSV_PARSE,
+        convert_options=csv.ConvertOptions(
+            column_types=types, null_values=[], strings_can_be_null=False, quoted_strings_can_be_null=False
+        ),
+    )
+    if table.num_rows != lines:
+        raise _Fallback
+    for column, expected in (("m", measurement), *((f"k{i}", name) for i, name in enumerate(names))):
+        if any(chunk.dictionary.to_pylist() != [expected] for chunk in table.column(column).chunks):
+            raise _Fallback  # another key at this place in some line
+    columns: dict[str, pa.Array] = {TIME_COLUMN: table.column(TIME_COLUMN).combine_chunks()}
+    for index, (name, kind) in enumerate(zip(names, kinds, strict=True)):
+        columns[name] = _converted(table.column(f"v{index}").combine_chunks(), kind)
+    tags = names[: len(tag_pairs)]
+    try:
+        return [build_rows(measurement, columns, tags, precision, now_micros, null_time_is_now=True)]
+    except BadRequest:
+        raise _Fallback from None  # the exact parser names the line
+
+
+_NAME = pa.dictionary(pa.int32(), pa.string())
+
+
+def _kind(value: str) -> str:
+    """A field's kind from its first value (a column of mixed kinds fails to convert and falls back)."""
+    if value in _TRUE or value in _FALSE:
+        return "boolean"
+    if value.endswith("i"):
+        return "integer"
+    if value.endswith("u"):
+        return "unsigned"
+    return "float"
+
+
+def _converted(values: pa.Array, kind: str) -> pa.Array:
+    # An empty value reads as "" (tags) or fails to convert (fields); an empty measurement or key
+    # fails the one-name check of its column.
+    if kind == "tag":
+        if pc.any(pc.equal(values, "")).as_py():
+            raise _Fallback
+        return values
+    if kind == "float":
+        # The CSV reader also reads "nan" and "inf", which line protocol does not have.
+        if not pc.all(pc.is_finite(values)).as_py():
+            raise _Fallback
+        return values
+    if kind == "boolean":
+        truth = pc.is_in(values, pa.array(_TRUE))
+        if not pc.all(pc.or_(truth, pc.is_in(values, pa.array(_FALSE)))).as_py():
+            raise _Fallback
+        return truth
+    suffix = "i" if kind == "integer" else "u"
+    if not pc.all(pc.ends_with(values, suffix)).as_py():
+        raise _Fallback
+    # Arrow's string-to-integer cast takes optional '-' and digits, as line protocol does, and
+    # hexadecimal, which _one_shape turned away.
+    digits = pc.utf8_slice_codeunits(values, 0, -1)
+    if kind == "integer":
+        return digits.cast(pa.int64())
+    unsigned = digits.cast(pa.uint64())
+    if len(unsigned) and pc.max(unsigned).as_py() > _INT64_MAX:
+        raise _Fallback
+    return unsigned.cast(pa.int64())
 
 
 def _decode(text: str, now_micros: int, precision: str) -> list[MeasurementRows]:

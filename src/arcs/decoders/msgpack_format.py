@@ -1,8 +1,17 @@
-"""MessagePack bodies (Arc's fast path)."""
+"""MessagePack bodies (Arc's fast path).
+
+Two decoders: msgspec, about twice as fast on row-shaped bodies, decodes first; msgpack, the
+reference, decodes whatever msgspec refuses or would read differently, and every body that turns
+out to be a bad request, so errors are worded the same whichever decoder saw the body first.
+"""
 
 from __future__ import annotations
 
+from itertools import repeat
+from typing import Any
+
 import msgpack
+import msgspec
 
 from arcs.batch import MeasurementRows
 from arcs.decoders.columns import shorten
@@ -10,11 +19,62 @@ from arcs.decoders.shapes import rows_from_objects
 from arcs.errors import BadRequest
 
 
+def _ext(code: int, data: memoryview) -> msgpack.ExtType:
+    return msgpack.ExtType(code, bytes(data))
+
+
+_FAST = msgspec.msgpack.Decoder(ext_hook=_ext)
+
+
 def decode_msgpack(body: bytes, now_micros: int, precision: str | None) -> list[MeasurementRows]:
+    try:
+        document = _FAST.decode(body)
+    except (msgspec.DecodeError, ValueError, TypeError, RecursionError):
+        document = None
+    if document is not None and string_keys(document):
+        try:
+            # msgspec rounds the timestamp extension's nanoseconds to the nearest microsecond
+            # where msgpack drops them: datetime values are left to msgpack.
+            return rows_from_objects(document, now_micros, precision, datetimes=False)
+        except BadRequest:
+            pass  # decoded again below, so the message is the reference decoder's
+    return rows_from_objects(reference(body), now_micros, precision)
+
+
+# The keys items use: a subset test against these (in C) clears most items without a loop.
+_ITEM_KEYS = frozenset({"m", "columns", "tags", "precision", "fields", "t", "time", "batch"})
+
+
+def string_keys(document: Any) -> bool:
+    """msgpack refuses any map key but a string or bytes; msgspec takes integers too.
+
+    Only the keys of the document and its items are read without being checked downstream
+    (column, tag and field names are, and nested maps are never valid values), so only those
+    need looking at.
+    """
+    if isinstance(document, dict):
+        if not _plain(document):
+            return False
+        items = document.get("batch", [document])
+    else:
+        items = document
+    if not isinstance(items, list):
+        return True
+    if all(map(isinstance, items, repeat(dict))) and all(map(_ITEM_KEYS.issuperset, items)):
+        return True  # the common body, checked without a Python loop per item
+    return all(not isinstance(item, dict) or _plain(item) for item in items)
+
+
+def _plain(item: dict[Any, Any]) -> bool:
+    return item.keys() <= _ITEM_KEYS or all(isinstance(key, (str, bytes)) for key in item)
+
+
+def reference(body: bytes) -> Any:
+    """msgpack's reading of ``body``, the one errors are worded by."""
     try:
         # timestamp=3: MessagePack's timestamp extension arrives as an aware UTC datetime, which
         # makes a TIMESTAMP column (microseconds; finer digits are dropped).
-        document = msgpack.unpackb(body, raw=False, strict_map_key=True, use_list=True, timestamp=3)
+        return msgpack.unpackb(body, raw=False, strict_map_key=True, use_list=True, timestamp=3)
     except msgpack.ExtraData as exc:
         raise BadRequest(f"MessagePack body has {len(exc.extra)} trailing bytes after the first object") from exc
     except UnicodeDecodeError as exc:
@@ -26,4 +86,3 @@ def decode_msgpack(body: bytes, now_micros: int, precision: str | None) -> list[
     except (ValueError, TypeError, msgpack.UnpackException) as exc:
         detail = shorten(str(exc)) or type(exc).__name__
         raise BadRequest(f"MessagePack body is malformed or truncated: {detail}") from exc
-    return rows_from_objects(document, now_micros, precision)

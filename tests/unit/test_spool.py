@@ -1,0 +1,160 @@
+"""The standalone server's spool: an fsynced append-only log, group commit, restart and cleanup."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from arcs.adapters.spool import Spool
+from arcs.errors import StorageFault
+
+
+def _ids(spool: Spool) -> list[str]:
+    return [entry.write_id for entry in spool.take(10_000)]
+
+
+def _segments(root: Path) -> list[Path]:
+    return sorted(root.glob("*.log"))
+
+
+def test_records_come_back_in_order_and_whole(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    envelopes = {f"w{i}": os.urandom(i * 37) for i in range(20)}
+    for write_id, envelope in envelopes.items():
+        spool.enqueue(write_id, envelope)
+    entries = spool.take(100)
+    assert [e.write_id for e in entries] == list(envelopes)
+    assert [e.read() for e in entries] == list(envelopes.values())
+    assert [e.write_id for e in spool.take(3)] == ["w0", "w1", "w2"]  # take does not consume
+    assert len({e.handle for e in entries}) == 20
+
+
+def test_restart_redelivers_what_is_not_done(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    for i in range(6):
+        spool.enqueue(f"w{i}", b"x" * i)
+    spool.done(spool.take(2))
+    again = Spool(tmp_path)
+    # Done records of the segment still being appended to come back too (their markers say done).
+    assert _ids(again) == [f"w{i}" for i in range(6)]
+    again.enqueue("w6", b"new")
+    assert _ids(again)[-1] == "w6"
+    assert len(_segments(tmp_path)) == 2  # a restart appends to a new segment
+
+
+def test_segments_rotate_and_are_deleted_once_all_done(tmp_path: Path) -> None:
+    spool = Spool(tmp_path, segment_bytes=200)
+    for i in range(10):
+        spool.enqueue(f"w{i}", b"y" * 250)
+    assert len(_segments(tmp_path)) == 10
+    spool.done(spool.take(4))
+    assert len(_segments(tmp_path)) == 6
+    spool.done(spool.take(100))
+    assert len(_segments(tmp_path)) == 1  # the active segment stays until the next rotation
+    spool.enqueue("w10", b"z" * 250)
+    assert len(_segments(tmp_path)) == 1
+    assert _ids(Spool(tmp_path)) == ["w10"]
+
+
+def test_a_torn_or_corrupt_tail_ends_the_segment(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    for i in range(3):
+        spool.enqueue(f"w{i}", b"payload-%d" % i)
+    (segment,) = _segments(tmp_path)
+    whole = segment.read_bytes()
+    segment.write_bytes(whole[:-4])  # the last record cut short, as by a crash before its sync
+    assert _ids(Spool(tmp_path)) == ["w0", "w1"]
+    damaged = bytearray(whole)
+    damaged[len(whole) // 2] ^= 0xFF  # a flipped bit inside the second record
+    for stale in _segments(tmp_path):
+        stale.unlink()
+    segment.write_bytes(bytes(damaged))
+    entries = Spool(tmp_path).take(10)
+    assert [e.write_id for e in entries] == ["w0"]
+    assert entries[0].read() == b"payload-0"
+
+
+def test_an_empty_leftover_segment_is_removed(tmp_path: Path) -> None:
+    (tmp_path / "0000000000000007.log").write_bytes(b"")
+    spool = Spool(tmp_path)
+    assert spool.take(10) == []
+    spool.enqueue("w", b"1")
+    assert [p.name for p in _segments(tmp_path)] == ["0000000000000008.log"]
+
+
+def test_concurrent_writers_share_fsyncs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    syncs = []
+    real = os.fdatasync
+
+    def slow_sync(fd: int) -> None:
+        syncs.append(fd)
+        time.sleep(0.01)
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", slow_sync)
+    spool = Spool(tmp_path)
+    spool.enqueue("first", b"0")  # opens the segment before the race
+
+    def writer(n: int) -> None:
+        for i in range(10):
+            spool.enqueue(f"t{n}-{i}", b"v" * 100)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(syncs) < 60  # 81 writes; each waited for a sync that covered it
+    assert sorted(_ids(Spool(tmp_path))) == sorted(["first", *(f"t{n}-{i}" for n in range(8) for i in range(10))])
+
+
+def test_a_failed_sync_is_a_storage_fault_and_nothing_is_queued(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spool = Spool(tmp_path)
+    spool.enqueue("ok", b"1")
+    real = os.fdatasync
+
+    def failing(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", failing)
+    with pytest.raises(StorageFault, match="could not sync"):
+        spool.enqueue("lost", b"2")
+    assert _ids(spool) == ["ok"]
+    monkeypatch.setattr(os, "fdatasync", real)
+    spool.enqueue("later", b"3")
+    assert _ids(spool) == ["ok", "later"]
+    assert len(_segments(tmp_path)) == 2  # after a failed sync, appends go to a new segment
+
+
+def test_dead_letters_are_kept_and_leave_the_queue(tmp_path: Path) -> None:
+    spool = Spool(tmp_path, max_attempts=2)
+    spool.enqueue("bad", b"poison")
+    spool.enqueue("good", b"fine")
+    first = spool.take(1)[0]
+    assert not spool.failed(first)
+    second = spool.take(1)[0]
+    assert second.attempts == 2
+    assert spool.failed(second)
+    assert _ids(spool) == ["good"]
+    (kept,) = (tmp_path / "dead-letter").iterdir()
+    assert kept.read_bytes() == b"poison" and "bad" in kept.name
+    # Its segment is still the active one, so a restart before the next rotation reads it again
+    # (and sets it aside again, under the same name).
+    assert _ids(Spool(tmp_path)) == ["bad", "good"]
+
+
+def test_files_of_the_earlier_one_file_per_write_spool_are_delivered(tmp_path: Path) -> None:
+    legacy = tmp_path / "00000000000000000001-00000001-abc.write"
+    legacy.write_bytes(b"old envelope")
+    spool = Spool(tmp_path)
+    spool.enqueue("new", b"n")
+    entries = spool.take(10)
+    assert [(e.write_id, e.read()) for e in entries] == [("abc", b"old envelope"), ("new", b"n")]
+    spool.done(entries[:1])
+    assert not legacy.exists()
