@@ -140,8 +140,8 @@ class Engine:
             config["memory_limit"] = self.memory_limit
         conn = duckdb.connect(":memory:", config=config)
         try:
-            conn.execute("SET parquet_metadata_cache = true")
-            conn.execute("SET TimeZone = 'UTC'")
+            # GLOBAL: queries run on cursors, which start from the global settings, not this session's.
+            conn.execute("SET GLOBAL parquet_metadata_cache = true; SET GLOBAL TimeZone = 'UTC'")
             if self.s3 is not None:
                 # Asked of this connection: duckdb.sql() would start a second, default database for it.
                 platform = str(conn.execute("PRAGMA platform").fetchone()[0])  # type: ignore[index]

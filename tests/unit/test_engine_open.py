@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pytest
 
 from arcs.engine import Engine, S3Access
@@ -28,7 +29,7 @@ def test_a_connection_opened_in_the_background_is_sandboxed_and_configured(tmp_p
         assert {row["name"]: row["value"] for row in settings} == {
             "enable_external_access": "false",
             "lock_configuration": "true",
-            "TimeZone": "Etc/UTC",  # DuckDB's name for the 'UTC' it was given
+            "TimeZone": "UTC",
             "autoload_known_extensions": "false",
         }
         httpfs = engine.query_arrow("SELECT count(*) AS n FROM duckdb_settings() WHERE name = 's3_region'")
@@ -61,3 +62,18 @@ def test_closing_an_engine_whose_connection_is_still_opening(tmp_path: Path) -> 
     engine.close()
     assert engine.query_arrow("SELECT 3 AS three").to_pylist() == [{"three": 3}]  # opens anew
     engine.close()
+
+
+def test_queries_run_with_the_engine_settings(tmp_path: Path) -> None:
+    """Queries run on cursors: the settings must be the database's, not only the first session's."""
+    engine = Engine([str(tmp_path) + "/"], tmp_path / "work")
+    try:
+        table = engine.query_arrow(
+            "SELECT current_setting('TimeZone') AS zone, current_setting('parquet_metadata_cache') AS cache, "
+            "TIMESTAMPTZ '2024-01-01 23:30:00+00' AS t"
+        )
+        assert table.column("zone").to_pylist() == ["UTC"]
+        assert table.column("cache").to_pylist() == [True]
+        assert table.schema.field("t").type == pa.timestamp("us", tz="UTC")
+    finally:
+        engine.close()
