@@ -111,9 +111,9 @@ class Engine:
     def open_in_background(self) -> None:
         """Start opening the connection on another thread; ``connection()`` finishes and seals it.
 
-        Opening is mostly DuckDB's own work with the GIL released (above all loading httpfs, which
-        ``load_extension`` does without the GIL, unlike a ``LOAD`` statement), so a cold start
-        overlaps it with importing the routes. Nothing can use the connection before it is sealed.
+        Opening is mostly DuckDB's own work with the GIL released (loading httpfs above all), so a
+        cold start overlaps it with importing the routes. Nothing can use the connection before
+        it is sealed.
         """
         with self._lock:
             if self._conn is None and self._opening is None:
@@ -146,7 +146,9 @@ class Engine:
                 # Asked of this connection: duckdb.sql() would start a second, default database for it.
                 platform = str(conn.execute("PRAGMA platform").fetchone()[0])  # type: ignore[index]
                 conn.execute("SET extension_directory = ?", [str(extension_directory(self.work_dir, platform))])
-                conn.load_extension("httpfs")
+                # Asking for one of its settings autoloads httpfs: the same file a LOAD reads, but
+                # loaded while the query runs, with the GIL released (LOAD and load_extension keep it).
+                conn.execute("SELECT current_setting('s3_region')")
         except BaseException:
             conn.close()
             raise

@@ -56,6 +56,22 @@ def test_a_failed_background_open_is_raised_by_connection_then_retried(tmp_path:
         engine.close()
 
 
+def test_a_failed_background_load_of_httpfs_is_raised_by_connection_then_retried(tmp_path: Path) -> None:
+    platform = str(duckdb.connect().execute("PRAGMA platform").fetchone()[0])  # type: ignore[index]
+    laid_out = tmp_path / "work" / "duckdb_extensions" / f"v{duckdb.__version__}" / platform / "httpfs.duckdb_extension"
+    laid_out.parent.mkdir(parents=True)
+    laid_out.write_bytes(b"not an extension")
+    engine = Engine([str(tmp_path) + "/"], tmp_path / "work", s3=_s3)
+    try:
+        engine.open_in_background()
+        with pytest.raises(duckdb.Error):
+            engine.connection()
+        laid_out.unlink()  # the next connection() lays the real one out again
+        assert engine.query_arrow("SELECT 4 AS four").to_pylist() == [{"four": 4}]
+    finally:
+        engine.close()
+
+
 def test_closing_an_engine_whose_connection_is_still_opening(tmp_path: Path) -> None:
     engine = Engine([str(tmp_path) + "/"], tmp_path / "work", s3=_s3)
     engine.open_in_background()
