@@ -14,6 +14,9 @@ Printed per phase, median and minimum over the runs (figures are printed, never 
 - ``import handler``: importing ``functions/query/handler.py`` (Lambda's Init phase, minus the interpreter).
 - ``first query``: the first invocation, from the handler call to its response.
 - ``init + first query``: process spawn to the first answered query (the issue's cold-start figure).
+- ``CPU, all threads``: the child's user + system time, start to exit. On a machine shared with
+  other work the wall figures swing with the load; this one much less (but it cannot show work
+  that overlaps on two cores, such as DuckDB opening while the routes import).
 
 Also ``python -X importtime`` of the handler once, summed by top-level package.
 
@@ -29,6 +32,7 @@ import argparse
 import json
 import logging
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -112,6 +116,7 @@ def child_environment(settings: Settings, work_dir: str, pycache: str | None) ->
 
 
 def run_once(settings: Settings, event: str, work_dir: str, pycache: str | None) -> dict[str, float]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     spawned = time.monotonic()  # CLOCK_MONOTONIC is system-wide on Linux: comparable with the child's
     done = subprocess.run(
         [sys.executable, "-c", CHILD.format(handler=str(HANDLER))],
@@ -124,12 +129,14 @@ def run_once(settings: Settings, event: str, work_dir: str, pycache: str | None)
     )
     if done.returncode != 0:
         raise RuntimeError(f"the child failed:\n{done.stderr[-4000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     marks = json.loads(done.stdout.strip().splitlines()[-1])
     return {
         "interpreter": marks["started"] - spawned,
         "import handler": marks["imported"] - marks["started"],
         "first query": marks["answered"] - marks["imported"],
         "init + first query": marks["answered"] - spawned,
+        "CPU, all threads": after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime,
     }
 
 

@@ -9,6 +9,7 @@ as it cannot change afterwards) and the configuration is locked.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -90,6 +91,7 @@ class Engine:
         #: A query still running after this long is interrupted (None or 0: never).
         self.query_timeout_s = query_timeout_s
         self._conn: duckdb.DuckDBPyConnection | None = None
+        self._opening: _Opening | None = None
         self._lock = threading.Lock()
         self._secret_lock = threading.Lock()
 
@@ -97,10 +99,29 @@ class Engine:
         if self._conn is None:
             with self._lock:
                 if self._conn is None:
-                    self._conn = self._connect()
+                    opening, self._opening = self._opening, None
+                    conn = opening.result() if opening is not None else self._open()
+                    try:
+                        self._seal(conn)
+                    except BaseException:
+                        conn.close()
+                        raise
+                    self._conn = conn
         return self._conn
 
-    def _connect(self) -> duckdb.DuckDBPyConnection:
+    def open_in_background(self) -> None:
+        """Start opening the connection on another thread; ``connection()`` finishes and seals it.
+
+        Opening is mostly DuckDB's own work with the GIL released (loading httpfs above all), so a
+        cold start overlaps it with importing the routes. Nothing can use the connection before
+        it is sealed.
+        """
+        with self._lock:
+            if self._conn is None and self._opening is None:
+                self._opening = _Opening(self._open)
+
+    def _open(self) -> duckdb.DuckDBPyConnection:
+        """A new connection, configured, with httpfs loaded when S3 is read: not yet sandboxed."""
         self.work_dir.mkdir(parents=True, exist_ok=True)
         temp = self.work_dir / "duckdb_tmp"
         temp.mkdir(exist_ok=True)
@@ -119,14 +140,26 @@ class Engine:
         if self.memory_limit:
             config["memory_limit"] = self.memory_limit
         conn = duckdb.connect(":memory:", config=config)
-        conn.execute("SET parquet_metadata_cache = true")
-        conn.execute("SET TimeZone = 'UTC'")
-        define_macros(conn)
+        try:
+            # GLOBAL: queries run on cursors, which start from the global settings, not this session's.
+            conn.execute("SET GLOBAL parquet_metadata_cache = true; SET GLOBAL TimeZone = 'UTC'")
+            define_macros(conn)  # in the database's catalog: every cursor sees them
+            if self.s3 is not None:
+                # Asked of this connection: duckdb.sql() would start a second, default database for it.
+                platform = str(conn.execute("PRAGMA platform").fetchone()[0])  # type: ignore[index]
+                conn.execute("SET extension_directory = ?", [str(extension_directory(self.work_dir, platform))])
+                # Asking for one of its settings autoloads httpfs: the same file a LOAD reads, but
+                # loaded while the query runs, with the GIL released (LOAD and load_extension keep it).
+                conn.execute("SELECT current_setting('s3_region')")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _seal(self, conn: duckdb.DuckDBPyConnection) -> None:
+        """Credentials, then the sandbox: the connection as queries may use it."""
+        temp = self.work_dir / "duckdb_tmp"
         if self.s3 is not None:
-            # Asked of this connection: duckdb.sql() would start a second, default database for it.
-            platform = str(conn.execute("PRAGMA platform").fetchone()[0])  # type: ignore[index]
-            conn.execute("SET extension_directory = ?", [str(extension_directory(self.work_dir, platform))])
-            conn.execute("LOAD httpfs")
             self._create_secret(conn, self.s3())
             self._secret_made_at = time.monotonic()
             # httpfs also serves http(s):// and hf://; only s3:// is ours to read.
@@ -139,7 +172,6 @@ class Engine:
         conn.execute("SET allowed_directories = ?", [[*self.allowed_roots, str(temp)]])
         conn.execute("SET enable_external_access = false")
         conn.execute("SET lock_configuration = true")
-        return conn
 
     def _refresh_secret(self, conn: duckdb.DuckDBPyConnection) -> None:
         """Replace the S3 secret with current credentials once it is ``secret_refresh_s`` old.
@@ -215,9 +247,37 @@ class Engine:
 
     def close(self) -> None:
         with self._lock:
+            opening, self._opening = self._opening, None
+            if opening is not None:
+                with contextlib.suppress(Exception):  # it failed: nothing is open
+                    opening.result().close()
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+class _Opening:
+    """A connection being opened on a daemon thread; ``result()`` waits for it (or re-raises)."""
+
+    def __init__(self, open_connection: Callable[[], duckdb.DuckDBPyConnection]) -> None:
+        self._open = open_connection
+        self._conn: duckdb.DuckDBPyConnection | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="duckdb-open", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._conn = self._open()
+        except BaseException as exc:  # handed to whoever waits for the connection
+            self._error = exc
+
+    def result(self) -> duckdb.DuckDBPyConnection:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._conn is not None
+        return self._conn
 
 
 class _Deadline:

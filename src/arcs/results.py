@@ -23,7 +23,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
+
+# The kernels themselves: ``pyarrow.compute`` would build a Python wrapper for each of ~300
+# functions on import, ~50 ms of a query function's cold start (and ``Array.cast`` imports it).
+from pyarrow import _compute
 
 if TYPE_CHECKING:
     from arcs.query import QueryResult
@@ -47,7 +50,9 @@ _CONTROL_ESCAPES = {code: f"\\u{code:04x}" for code in range(32)} | {
 _SPECIAL_BYTES = bytes(0 if code < 0x20 or code in b'"\\' else 1 for code in range(256))
 _NOT_CONTROL = bytes(range(0x20, 256))
 _EMPTY = pa.scalar("", pa.large_string())
-_ROW_SEPARATOR = pa.scalar("],[", pa.large_string())
+_ROW_END = "],["
+_NULL_AS_TEXT = _compute.JoinOptions(null_handling="replace", null_replacement="null")
+_EXPONENT = _compute.MatchSubstringOptions("e")
 _CONSTANTS: dict[str, pa.Array] = {}
 
 
@@ -75,21 +80,27 @@ def to_arrow_stream(table: pa.Table) -> bytes:
 
 
 def _json_rows(table: pa.Table) -> list[bytes | memoryview]:
-    """The rows as JSON arrays, comma-separated, in pieces (none for no rows, and for no columns as before)."""
+    """The rows as JSON arrays, comma-separated, in pieces (none for no rows, and for no columns as before).
+
+    Each batch's text is its rows, each followed by ``],[``, back to back: the batches follow one
+    another as they are, and only the last row's ``],[`` gives way to the closing ``]``.
+    """
     if table.num_rows == 0 or table.num_columns == 0:
         return []
-    pieces: list[bytes | memoryview] = []
+    pieces: list[bytes | memoryview] = [b"["]
     for batch in table.to_batches(max_chunksize=_BATCH_ROWS):
         if batch.num_rows:
-            pieces += [b"],[" if pieces else b"[", _text(_json_batch(batch))]
+            pieces.append(_text(_json_batch(batch)))
+    pieces[-1] = pieces[-1][: -len(_ROW_END)]
     return [*pieces, b"]"]
 
 
 def _json_batch(batch: pa.RecordBatch) -> pa.Array:
-    """The batch's rows, each as ``v1,v2,...`` between ``],[``, in a single value.
+    """The batch's rows, each as ``v1,v2,...],[``: one value per row, in one data buffer.
 
-    One join per batch writes every row; the commas and the quotes around strings and
-    timestamps are arguments of that join too (constant arrays: faster than scalars there).
+    One join writes every row; the commas, the quotes around strings and timestamps and the
+    ``],[`` after each row are arguments of that join too (constant arrays: faster than scalars
+    there). Its cost grows with the number of arguments more than with their bytes.
     """
     rows = batch.num_rows
     arguments: list[pa.Array] = []
@@ -97,25 +108,30 @@ def _json_batch(batch: pa.RecordBatch) -> pa.Array:
     for column in batch.columns:
         text, opener, closer = _json_text(column)
         if text.null_count and (opener or closer):
-            parts = [_constant(opener, rows), text, _constant(closer, rows)]
-            text, opener, closer = pc.binary_join_element_wise(*parts, _EMPTY), "", ""
+            text = _call("binary_join_element_wise", _constant(opener, rows), text, _constant(closer, rows), _EMPTY)
+            opener = closer = ""
         if literal + opener:
             arguments.append(_constant(literal + opener, rows))
         arguments.append(text)
         literal = closer + ","
-    if literal[:-1]:
-        arguments.append(_constant(literal[:-1], rows))
-    lines = pc.binary_join_element_wise(*arguments, _EMPTY, null_handling="replace", null_replacement="null")
-    whole = pa.LargeListArray.from_arrays(pa.array([0, rows], pa.int64()), lines)
-    return pc.binary_join(whole, _ROW_SEPARATOR)
+    arguments.append(_constant(literal[:-1] + _ROW_END, rows))
+    return _call("binary_join_element_wise", *arguments, _EMPTY, options=_NULL_AS_TEXT)
 
 
 def _constant(text: str, rows: int) -> pa.Array:
     """``text`` ``rows`` times (made once per text for a whole batch; shorter ones are slices of it)."""
     full = _CONSTANTS.get(text)
     if full is None:
-        full = _CONSTANTS[text] = pa.nulls(_BATCH_ROWS, pa.large_string()).fill_null(_large(text))
+        full = _CONSTANTS[text] = pa.repeat(_large(text), _BATCH_ROWS)
     return full if rows == _BATCH_ROWS else full.slice(0, rows)
+
+
+def _call(name: str, *arguments: Any, options: _compute.FunctionOptions | None = None) -> Any:
+    return _compute.call_function(name, list(arguments), options)
+
+
+def _cast(values: pa.Array, kind: pa.DataType) -> pa.Array:
+    return _call("cast", values, options=_compute.CastOptions.safe(kind))
 
 
 def _large(text: str) -> pa.Scalar:
@@ -134,35 +150,41 @@ def _json_text(column: pa.Array) -> tuple[pa.Array, str, str]:
     """The column's values as JSON text (a large string array, NULL for null), and what goes around each."""
     kind = column.type
     if pa.types.is_dictionary(kind):
-        return _json_text(column.cast(kind.value_type))
+        return _json_text(_cast(column, kind.value_type))
     if pa.types.is_null(kind):
         return pa.nulls(len(column), pa.large_string()), "", ""
     if pa.types.is_boolean(kind) or pa.types.is_integer(kind):
-        return column.cast(pa.large_string()), "", ""
+        return _cast(column, pa.large_string()), "", ""
     if pa.types.is_floating(kind):
-        return _floats(column.cast(pa.float64())), "", ""  # a float32 is shown as the double it is, as before
+        return _floats(_cast(column, pa.float64())), "", ""  # a float32 is shown as the double it is, as before
     if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
-        return _escaped(column.cast(pa.large_string())), '"', '"'
+        return _escaped(_cast(column, pa.large_string())), '"', '"'
     if pa.types.is_timestamp(kind):
         return _timestamps(column)
     if pa.types.is_date32(kind):
         # Python's dates end at 0001 and 9999 (the former rendering failed beyond): Arrow's ISO text for all.
-        return column.cast(pa.large_string()), '"', '"'
+        return _cast(column, pa.large_string()), '"', '"'
     fragments = [None if v is None else _fragment(v) for v in _python_values(column)]
     return pa.array(fragments, pa.large_string()), "", ""
 
 
 def _floats(values: pa.Array) -> pa.Array:
     """Shortest round-trip text; integral values keep a fraction ("3.0"), NaN and infinities are NULL."""
-    text = values.cast(pa.large_string())
-    integral = pc.equal(pc.floor(values), values)
-    if pc.any(integral).as_py():
-        bare = pc.and_(integral, pc.invert(pc.match_substring(text, "e")))  # "3", not "1e+16"
-        text = pc.if_else(bare, pc.binary_join_element_wise(text, _large(".0"), _EMPTY), text)
-    finite = pc.is_finite(values)
-    if not pc.all(finite).as_py():
-        text = pc.if_else(finite, text, pa.scalar(None, pa.large_string()))
-    return text
+    text = _cast(values, pa.large_string())
+    integral = _call("equal", _call("floor", values), values)
+    if _call("any", integral).as_py():
+        bare = _call(
+            "and", integral, _call("invert", _call("match_substring", text, options=_EXPONENT))
+        )  # "3", not "1e+16"
+        text = _call("if_else", bare, _call("binary_join_element_wise", text, _large(".0"), _EMPTY), text)
+    finite = _call("is_finite", values)
+    if _call("all", finite).as_py():
+        return text
+    # Only the validity changes: the bitmap of "finite and not null" over the same offsets and data.
+    shown = _call("and_kleene", finite, _call("is_valid", values))
+    if shown.offset or text.offset or shown.null_count:
+        return _call("if_else", shown, text, pa.scalar(None, pa.large_string()))
+    return pa.Array.from_buffers(pa.large_string(), len(text), [shown.buffers()[1], *text.buffers()[1:]])
 
 
 def _escaped(strings: pa.Array) -> pa.Array:
@@ -175,7 +197,7 @@ def _escaped(strings: pa.Array) -> pa.Array:
     raw = _text(strings)
     if not raw:
         return strings
-    lowest = pc.min(pa.Array.from_buffers(pa.uint8(), len(raw), [None, pa.py_buffer(raw)])).as_py()
+    lowest = _call("min", pa.Array.from_buffers(pa.uint8(), len(raw), [None, pa.py_buffer(raw)])).as_py()
     data = raw.tobytes()
     if lowest >= 0x20 and b'"' not in data and b"\\" not in data:
         return strings
@@ -189,32 +211,41 @@ def _escaped(strings: pa.Array) -> pa.Array:
         row = bisect.bisect_right(offsets, base + at) - 1
         dirty[row], budget = 1, budget - 1
         at = flags.find(0, offsets[row + 1] - base)
-    mask = pa.Array.from_buffers(pa.uint8(), len(strings), [None, pa.py_buffer(dirty)]).cast(pa.bool_())
-    subset = strings.filter(mask)
-    return pc.replace_with_mask(strings, mask, _escape_all(subset, _text(subset).tobytes()))
+    mask = _cast(pa.Array.from_buffers(pa.uint8(), len(strings), [None, pa.py_buffer(dirty)]), pa.bool_())
+    subset = _call("filter", strings, mask)
+    return _call("replace_with_mask", strings, mask, _escape_all(subset, _text(subset).tobytes()))
 
 
 def _escape_all(strings: pa.Array, data: bytes) -> pa.Array:
     """Every value escaped; ``data`` (the values' bytes) tells which characters occur."""
     if b"\\" in data:
-        strings = pc.replace_substring(strings, "\\", "\\\\")
+        strings = _replace(strings, "\\", "\\\\")
     if b'"' in data:
-        strings = pc.replace_substring(strings, '"', '\\"')
+        strings = _replace(strings, '"', '\\"')
     for code in sorted(set(data.translate(None, _NOT_CONTROL))):
-        strings = pc.replace_substring(strings, chr(code), _CONTROL_ESCAPES[code])
+        strings = _replace(strings, chr(code), _CONTROL_ESCAPES[code])
     return strings
+
+
+def _replace(strings: pa.Array, pattern: str, replacement: str, most: int | None = None) -> pa.Array:
+    return _call(
+        "replace_substring",
+        strings,
+        options=_compute.ReplaceSubstringOptions(pattern, replacement, max_replacements=most),
+    )
 
 
 def _timestamps(column: pa.Array) -> tuple[pa.Array, str, str]:
     """RFC 3339 in UTC with the unit's fraction: a zone-less timestamp is UTC, a zoned one is shown in UTC."""
     unit = column.type.unit
-    column = column.cast(pa.timestamp(unit))  # the UTC wall clock; no copy
-    low, high = _bounds(column.cast(pa.int64()))
+    column = _cast(column, pa.timestamp(unit))  # the UTC wall clock; no copy
+    low, high = _bounds(_cast(column, pa.int64()))
     per_second = _PER_SECOND[unit]
     if not (_FIRST_SECOND * per_second <= low and high < _END_SECOND * per_second):
-        text = pc.strftime(column.cast(pa.timestamp(unit, tz="UTC")), format="%Y-%m-%dT%H:%M:%SZ")
-        return text.cast(pa.large_string()), '"', '"'
-    text = column.cast(pa.large_string())  # "YYYY-MM-DD HH:MM:SS.ffffff"
+        options = _compute.StrftimeOptions("%Y-%m-%dT%H:%M:%SZ")
+        text = _call("strftime", _cast(column, pa.timestamp(unit, tz="UTC")), options=options)
+        return _cast(text, pa.large_string()), '"', '"'
+    text = _cast(column, pa.large_string())  # "YYYY-MM-DD HH:MM:SS.ffffff"
     width = _TIMESTAMP_WIDTH[unit]
     raw = _text(text)
     starts_at_zero = memoryview(text.buffers()[1]).cast("q")[0] == 0
@@ -225,12 +256,12 @@ def _timestamps(column: pa.Array) -> tuple[pa.Array, str, str]:
         data[10::width] = b"T" * len(text)
         text = pa.LargeStringArray.from_buffers(len(text), text.buffers()[1], pa.py_buffer(data))
     else:
-        text = pc.replace_substring(text, " ", "T", max_replacements=1)
+        text = _replace(text, " ", "T", 1)
     return text, '"', 'Z"'
 
 
 def _bounds(values: pa.Array) -> tuple[int, int]:
-    extremes = pc.min_max(values)
+    extremes = _call("min_max", values)
     low, high = extremes["min"].as_py(), extremes["max"].as_py()
     return (0, 0) if low is None else (low, high)
 

@@ -217,4 +217,8 @@ def lambda_app(part: ApiPart) -> APIGatewayRestResolver:
     ``"query"`` (everything else) for the query function; each loads only its own routes."""
     from arcs.api import build_app  # lazy: the authorizer and ingest functions serve no HTTP
 
-    return build_app(lambda_runtime(), part)
+    runtime = lambda_runtime()
+    if part == "query":
+        # DuckDB opens (and loads httpfs) on its own thread while the routes are imported here.
+        runtime.engine.open_in_background()
+    return build_app(runtime, part)

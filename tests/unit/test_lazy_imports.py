@@ -25,11 +25,21 @@ elif sys.argv[2] != "none":
     lambda_app(sys.argv[2])
 if sys.argv[2] == "query":
     lambda_runtime().engine.connection()
+if sys.argv[2] == "query" and sys.argv[3:] == ["answer"]:
+    # A query without tables (no AWS call), answered in both formats, as the routes render it.
+    from arcs.results import to_arrow_stream, to_json_document
+    from arcs.tokens import Principal
+    caller = Principal("probe", "probe", frozenset({"admin"}), ())
+    sql = "SELECT 1 AS i, 1.0 AS f, 'a' || chr(34) || chr(10) AS s, TIMESTAMPTZ '2024-01-01' AS t, DATE '2024-01-01' d"
+    result = lambda_runtime().queries.run(sql, "default", caller)
+    row = [1, 1.0, "a" + chr(34) + chr(10), "2024-01-01T00:00:00.000000Z", "2024-01-01"]
+    assert json.loads(to_json_document(result))["data"] == [row]
+    to_arrow_stream(result.table)
 print(json.dumps(sorted(sys.modules)))
 """
 
 
-def loaded_modules(handler: str, part: str, tmp_path: Path) -> set[str]:
+def loaded_modules(handler: str, part: str, tmp_path: Path, *extra: str) -> set[str]:
     env = {name: value for name, value in os.environ.items() if not name.startswith(("AWS_", "ARCS_"))}
     env.update(
         {
@@ -45,7 +55,7 @@ def loaded_modules(handler: str, part: str, tmp_path: Path) -> set[str]:
         }
     )
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(ROOT / "functions" / handler), part],
+        [sys.executable, "-c", PROBE, str(ROOT / "functions" / handler), part, *extra],
         capture_output=True,
         text=True,
         env=env,
@@ -69,6 +79,13 @@ def test_the_query_function_loads_no_write_path_and_no_local_adapter(tmp_path: P
     modules = loaded_modules("query/handler.py", "query", tmp_path)
     assert {"duckdb", "arcs.routes.queries"} <= modules
     assert not (WRITE_SIDE | LOCAL_SIDE) & modules
+
+
+def test_answering_a_query_never_loads_the_pyarrow_compute_wrappers(tmp_path: Path) -> None:
+    # pyarrow.compute makes a Python function per kernel on import: ~50 ms of a cold start.
+    modules = loaded_modules("query/handler.py", "query", tmp_path, "answer")
+    assert {"arcs.results", "pyarrow._compute"} <= modules
+    assert "pyarrow.compute" not in modules
 
 
 @pytest.mark.parametrize(("handler", "part"), [("ingest/edge.py", "writes"), ("authorizer/handler.py", "runtime")])

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from arcs import results
 from arcs.query import QueryResult
 from arcs.results import to_arrow_stream, to_json_document
 
@@ -204,6 +205,16 @@ def tables(draw: st.DrawFn) -> pa.Table:
 @given(tables())
 def test_equal_to_the_former_implementation(table: pa.Table) -> None:
     assert_same_as_legacy(table)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tables(), st.integers(1, 4))
+def test_batch_boundaries_anywhere(table: pa.Table, batch_rows: int) -> None:
+    """Rows rendered a few at a time: every batch ends in a row separator, spliced into one array."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(results, "_BATCH_ROWS", batch_rows)
+        patch.setattr(results, "_CONSTANTS", {})
+        assert_same_as_legacy(table)
 
 
 @settings(max_examples=200, deadline=None)
