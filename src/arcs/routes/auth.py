@@ -54,7 +54,7 @@ def auth_router(runtime: Runtime) -> Router:
     tokens = runtime.tokens
 
     def admin() -> None:
-        request.principal().require("admin")
+        request.caller("admin")
 
     @router.get("/api/v1/auth/verify")
     def verify() -> dict[str, Any]:

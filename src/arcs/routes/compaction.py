@@ -47,9 +47,7 @@ def compaction_router(runtime: Runtime) -> Router:
     request = RequestView(router)
 
     def reader() -> Principal:
-        caller = request.principal()
-        caller.require("read")
-        return caller
+        return request.caller("read")
 
     def limit() -> int:
         raw = request.param("limit") or str(DEFAULT_LIMIT)
@@ -127,8 +125,7 @@ def compaction_router(runtime: Runtime) -> Router:
 
     @router.post("/api/v1/compaction/trigger")
     def trigger() -> Response[Any]:
-        caller = request.principal()
-        caller.require("admin")
+        caller = request.caller("admin")
         body = request.json()
         database, measurement = body.get("database"), body.get("measurement")
         scope(caller, database, measurement)

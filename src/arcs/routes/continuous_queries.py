@@ -115,11 +115,6 @@ def continuous_queries_router(runtime: Runtime) -> Router:
     def service() -> ContinuousQueries:
         return runtime.continuous_queries
 
-    def caller_with(permission: str) -> Principal:
-        caller = request.principal()
-        caller.require(permission)
-        return caller
-
     def visible(caller: Principal, query_id: str) -> ContinuousQuery:
         query = runtime.catalog.get_continuous_query(_query_id(query_id))
         if query is None or not caller.may_use(query.database):
@@ -128,7 +123,7 @@ def continuous_queries_router(runtime: Runtime) -> Router:
 
     @router.get(BASE)
     def list_queries() -> dict[str, Any]:
-        caller = caller_with("read")
+        caller = request.caller("read")
         database = request.param("database") or None
         if database is not None:
             check_database(database)
@@ -142,7 +137,7 @@ def continuous_queries_router(runtime: Runtime) -> Router:
 
     @router.post(BASE)
     def create_query() -> Response[Any]:
-        caller = caller_with("admin")
+        caller = request.caller("admin")
         document = request.json()
         database = document.get("database")
         if isinstance(database, str):
@@ -152,11 +147,11 @@ def continuous_queries_router(runtime: Runtime) -> Router:
 
     @router.get(f"{BASE}/<query_id>")
     def get_query(query_id: str) -> dict[str, Any]:
-        query = visible(caller_with("read"), query_id)
+        query = visible(request.caller("read"), query_id)
         return {"success": True, "continuous_query": definition_json(runtime, query)}
 
     def update(query_id: str) -> dict[str, Any]:
-        query = visible(caller_with("admin"), query_id)
+        query = visible(request.caller("admin"), query_id)
         updated = service().update(query.query_id, request.json(), datetime.now(UTC))
         return {"success": True, "continuous_query": definition_json(runtime, updated)}
 
@@ -165,13 +160,13 @@ def continuous_queries_router(runtime: Runtime) -> Router:
 
     @router.delete(f"{BASE}/<query_id>")
     def delete_query(query_id: str) -> dict[str, Any]:
-        query = visible(caller_with("admin"), query_id)
+        query = visible(request.caller("admin"), query_id)
         service().delete(query.query_id)
         return {"success": True, "message": f"continuous query {query.name!r} deleted", "id": query.query_id}
 
     @router.post(f"{BASE}/<query_id>/execute")
     def execute_query(query_id: str) -> dict[str, Any]:
-        query = visible(caller_with("admin"), query_id)
+        query = visible(request.caller("admin"), query_id)
         document = request.json()
         dry_run = document.get("dry_run", False)
         if not isinstance(dry_run, bool):
@@ -186,7 +181,7 @@ def continuous_queries_router(runtime: Runtime) -> Router:
 
     @router.get(f"{BASE}/<query_id>/executions")
     def list_executions(query_id: str) -> dict[str, Any]:
-        query = visible(caller_with("read"), query_id)
+        query = visible(request.caller("read"), query_id)
         raw = request.param("limit") or "100"
         if not raw.isdigit() or not 1 <= int(raw) <= MAX_EXECUTIONS:
             raise BadRequest(f"'limit' must be a whole number from 1 to {MAX_EXECUTIONS}")

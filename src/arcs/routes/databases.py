@@ -99,9 +99,7 @@ def databases_router(runtime: Runtime) -> Router:
     request = RequestView(router)
 
     def reader() -> Principal:
-        caller = request.principal()
-        caller.require("read")
-        return caller
+        return request.caller("read")
 
     def existing(caller: Principal, name: str) -> str:
         check_database(name)
@@ -121,8 +119,7 @@ def databases_router(runtime: Runtime) -> Router:
 
     @router.post("/api/v1/databases")
     def create_database() -> Response[Any]:
-        caller = request.principal()
-        caller.require("admin")
+        caller = request.caller("admin")
         name = request.json().get("name")
         if name is None:
             raise BadRequest("'name' is required")
@@ -153,8 +150,7 @@ def databases_router(runtime: Runtime) -> Router:
 
     @router.delete("/api/v1/databases/<name>")
     def delete_database(name: str) -> dict[str, Any]:
-        caller = request.principal()
-        caller.require("admin")
+        caller = request.caller("admin")
         check_database(name)
         caller.require_database(name)
         if (request.param("confirm") or "").lower() != "true":

@@ -31,8 +31,7 @@ def queries_router(runtime: Runtime) -> Router:
     request = RequestView(router)
 
     def run_query() -> QueryResult:
-        caller = request.principal()
-        caller.require("read")
+        caller = request.caller("read")
         document = request.json()
         database = request.database(str(document["database"]) if document.get("database") else None)
         return runtime.queries.run(document.get("sql"), database, caller)
@@ -78,8 +77,7 @@ def queries_router(runtime: Runtime) -> Router:
     @router.post("/api/v1/query/estimate")
     def query_estimate() -> dict[str, Any]:
         started = time.perf_counter()
-        caller = request.principal()
-        caller.require("read")
+        caller = request.caller("read")
         document = request.json()
         database = request.database(str(document["database"]) if document.get("database") else None)
         sql = document.get("sql")
@@ -96,8 +94,7 @@ def queries_router(runtime: Runtime) -> Router:
 
     @router.get("/api/v1/query/<measurement>")
     def query_measurement(measurement: str) -> Response[Any]:
-        caller = request.principal()
-        caller.require("read")
+        caller = request.caller("read")
         database = _request_database(request.param("database"), request.header("x-arc-database"))
         check_measurement(measurement)
         caller.require_database(database)

@@ -38,6 +38,12 @@ class RequestView:
             raise Unauthorized("missing token")
         return Principal.from_context(context)
 
+    def caller(self, permission: str) -> Principal:
+        """The caller, who must hold ``permission`` (read, write, delete or admin): 403 otherwise."""
+        principal = self.principal()
+        principal.require(permission)
+        return principal
+
     def body(self) -> bytes:
         event = self.router.current_event
         body = event.body or ""

@@ -18,8 +18,7 @@ def writes_router(runtime: Runtime) -> Router:
     request = RequestView(router)
 
     def write(kind: WireFormat, database: str) -> Response[Any]:
-        caller = request.principal()
-        caller.require("write")
+        caller = request.caller("write")
         caller.require_database(database)
         runtime.writes.accept(
             WriteRequest(kind, request.body(), database, request.header("Content-Encoding"), request.param("precision"))
