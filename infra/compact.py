@@ -1,18 +1,26 @@
 """The compact function and its EventBridge schedules. Mirrors ``functions/compact``.
 
-One function serves three schedules; each rule sends it a constant event naming its task:
+One function serves every scheduled storage task; each rule sends it a constant event naming its
+task (``functions/compact/handler.py`` dispatches on it):
 
-=======================  =========================================  ===============================
-task                     what it does                               default schedule
-=======================  =========================================  ===============================
-``compaction``           merge an hour partition's small files      hourly, at minute 10
-``retention``            delete data older than the policies allow  daily, 03:17 UTC
-``continuous_queries``   run the continuous queries that are due    every 5 minutes
-=======================  =========================================  ===============================
+=======================  ============================================  ==================
+task                     what it does                                  default schedule
+=======================  ============================================  ==================
+``compaction``           merge an hour partition's small files         every 15 minutes
+``continuous_queries``   run the continuous queries' closed windows    every minute
+=======================  ============================================  ==================
 
-The event is exactly ``{"task": "<task>"}``; the handler is ``functions/compact/handler.py``'s
-``handler``. Compaction merges in DuckDB and spills to ``/tmp``, hence the DuckDB layer and the
-larger ephemeral storage.
+The event is exactly ``{"task": "<task>"}``. Retention is not built: the handler refuses its task,
+so there is no rule for it; once it is, it is one more entry in ``DEFAULT_SCHEDULES``. The trigger
+route (``POST /api/v1/compaction/trigger``) invokes the same function asynchronously with no task:
+a compaction run (``allow_trigger``).
+
+Grants: compaction reads, writes and deletes data objects (the inputs a committed job replaced,
+the outputs of a job that never committed, a corrupt file once it is quarantined); which keys it
+deletes is the core's rule (docs/compaction.md), since IAM cannot name objects that exist only
+after deployment. Continuous queries write their results through the write path: the write queue
+and, for bodies above the claim-check threshold, claim-check objects. Claim checks are only ever
+deleted by the ingest function once their write is committed; this function is denied that.
 """
 
 from __future__ import annotations
@@ -20,26 +28,56 @@ from __future__ import annotations
 from aws_cdk import Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 from layers.build import FUNCTION_LAYERS
 
+from arcs import envvars
 from infra.function import ArcsFunction, FunctionDefaults
 from infra.nag import acknowledge
+from infra.query import duckdb_threads
 from infra.storage import ArcsStorage
 
 HANDLER = "handler.handler"
-TASKS = ("compaction", "retention", "continuous_queries")
-DEFAULT_SCHEDULES = {
-    "compaction": events.Schedule.cron(minute="10"),
-    "retention": events.Schedule.cron(hour="3", minute="17"),
-    "continuous_queries": events.Schedule.rate(Duration.minutes(5)),
+#: One rule per entry, each sending ``{"task": <key>}``. Compaction: a run that stops at its time
+#: budget leaves the rest to the next one, a quarter of an hour later; overlapping runs are safe
+#: (a partition's lease keeps a second compactor off it). Continuous queries: a window runs once it
+#: closed ``ARCS_CQ_DELAY_S`` ago, so a minute's rate keeps one-minute queries timely; a missed run
+#: is caught up by the next (docs/continuous_queries.md).
+DEFAULT_SCHEDULES: dict[str, events.Schedule] = {
+    "compaction": events.Schedule.rate(Duration.minutes(15)),
+    "continuous_queries": events.Schedule.rate(Duration.minutes(1)),
 }
-TIMEOUT = Duration.minutes(15)  # Lambda's longest: a job that runs out resumes on the next run
+TASKS = tuple(DEFAULT_SCHEDULES)
+TIMEOUT = Duration.minutes(15)  # Lambda's longest: a job that runs out is finished by the next run
+#: A run starts no compaction job this close to the timeout, so the last one has time to finish.
+LAST_JOB_MARGIN = Duration.minutes(5)
+#: Held past the function's timeout: no second compactor takes a partition while this one may live.
+LEASE_MARGIN = Duration.minutes(1)
+#: Local disk for a job: its inputs, DuckDB's spill and one output at a time (Lambda's largest).
+EPHEMERAL_STORAGE_MB = 10_240
+DEFAULT_MEMORY_MB = 4096
 
 
-def handler_exists(defaults: FunctionDefaults) -> bool:
-    return (defaults.functions_dir / "compact" / "handler.py").is_file()
+def compaction_environment(memory_size_mb: int, timeout: Duration) -> dict[str, str]:
+    """The compact function's own variables, derived from its memory and timeout."""
+    vcpus = max(1, min(6, round(memory_size_mb / 1769)))  # Lambda: 1,769 MB buys one vCPU
+    budget_s = max(60, int(timeout.to_seconds() - LAST_JOB_MARGIN.to_seconds()))
+    half = f"{memory_size_mb // 2}MB"
+    return {
+        # Half: while DuckDB holds its sort, an output file (up to the target size) is read into
+        # memory to be uploaded.
+        envvars.COMPACTION_MEMORY_LIMIT: half,
+        envvars.COMPACTION_THREADS: str(vcpus),
+        envvars.COMPACTION_TIME_BUDGET_S: str(budget_s),
+        envvars.COMPACTION_LEASE_S: str(int(timeout.to_seconds() + LEASE_MARGIN.to_seconds())),
+        # Continuous queries run in the same (warm) environments: their engine gets the same half,
+        # the query function's threads for S3 reads, and as long as a compaction job may start.
+        envvars.DUCKDB_MEMORY_LIMIT: half,
+        envvars.DUCKDB_THREADS: str(duckdb_threads(memory_size_mb)),
+        envvars.QUERY_TIMEOUT_S: str(budget_s),
+    }
 
 
 class ArcsCompact(Construct):
@@ -50,32 +88,55 @@ class ArcsCompact(Construct):
         *,
         storage: ArcsStorage,
         defaults: FunctionDefaults,
-        memory_size_mb: int = 4096,
+        write_queue: sqs.IQueue,
+        memory_size_mb: int = DEFAULT_MEMORY_MB,
         timeout: Duration = TIMEOUT,
-        ephemeral_storage_mb: int = 10240,
+        ephemeral_storage_mb: int = EPHEMERAL_STORAGE_MB,
         schedules: dict[str, events.Schedule] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        chosen = {**DEFAULT_SCHEDULES, **(schedules or {})}
+        unknown = sorted(set(chosen) - set(TASKS))
+        if unknown:
+            raise ValueError(f"unknown scheduled tasks {unknown}; known: {list(TASKS)}")
+
         self.compact = ArcsFunction(
             self,
             "Compact",
             folder="compact",
             handler=HANDLER,
-            description="Scheduled storage work: compaction, retention, continuous queries",
+            description="Scheduled storage work: compaction and continuous queries",
             defaults=defaults,
             memory_size_mb=memory_size_mb,
             timeout=timeout,
             layers=FUNCTION_LAYERS["compact"],
             ephemeral_storage_mb=ephemeral_storage_mb,
+            environment={
+                **compaction_environment(memory_size_mb, timeout),
+                # Continuous queries' results go through the write path, as any write does.
+                envvars.QUEUE_URL: write_queue.queue_url,
+            },
         )
-        # Reads partitions, writes merged files, deletes the files it replaced and expired data.
+        role = self.compact.role
+        # Reads partitions, writes merged files (and claim-check objects for big results), deletes
+        # the files it replaced.
         storage.grant_data_access(
-            self.compact.role,
+            role,
             ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
-            "Compaction and retention rewrite and delete Parquet files under any database/measurement/hour "
-            "prefix of the data bucket (and quarantine corrupt ones): the keys are data, not known at deploy time.",
+            "Compaction reads, rewrites and deletes Parquet files under any database/measurement/hour prefix "
+            "of the data bucket (and quarantines corrupt ones): the keys are data, not known at deploy time. "
+            "Deleting claim checks is denied.",
         )
-        storage.table.grant_read_write_data(self.compact.role)
+        # A claim check stands for an acknowledged write until the ingest function commits it.
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                effect=iam.Effect.DENY,
+                actions=["s3:DeleteObject"],
+                resources=[storage.bucket.arn_for_objects(f"{storage.claims_prefix}*")],
+            )
+        )
+        write_queue.grant_send_messages(role)
+        storage.table.grant_read_write_data(role)
 
         # A schedule whose invocation failed twice leaves its event here rather than vanishing.
         self.dead_letter_queue = sqs.Queue(
@@ -92,10 +153,6 @@ class ArcsCompact(Construct):
             "failed to take (target DeadLetterConfig), which cdk-nag only recognizes for SQS redrive policies.",
         )
         self.rules: dict[str, events.Rule] = {}
-        chosen = {**DEFAULT_SCHEDULES, **(schedules or {})}
-        unknown = sorted(set(chosen) - set(TASKS))
-        if unknown:
-            raise ValueError(f"unknown scheduled tasks {unknown}; known: {list(TASKS)}")
         for task in TASKS:
             rule = events.Rule(
                 self,
@@ -113,3 +170,10 @@ class ArcsCompact(Construct):
                 )
             )
             self.rules[task] = rule
+
+    def allow_trigger(self, role: iam.IRole) -> None:
+        """Let ``role`` start a compaction run (the trigger route invokes the function asynchronously)."""
+        # The function itself only (grant_invoke would add every version and alias, ":*").
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.compact.function.function_arn])
+        )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aws_cdk import Duration
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 from layers.build import FUNCTION_LAYERS
 
@@ -38,6 +39,7 @@ class ArcsQuery(Construct):
         *,
         storage: ArcsStorage,
         defaults: FunctionDefaults,
+        write_queue: sqs.IQueue,
         memory_size_mb: int = DEFAULT_MEMORY_MB,
         timeout: Duration = API_TIMEOUT,
         from_image: bool = False,
@@ -63,11 +65,13 @@ class ArcsQuery(Construct):
                 envvars.QUERY_TIMEOUT_S: str(max(timeout.to_seconds() - QUERY_TIMEOUT_MARGIN_S, 1)),
                 # POST /api/v1/compaction/trigger invokes it asynchronously.
                 **({envvars.COMPACT_FUNCTION: compact_function_name} if compact_function_name else {}),
+                # A continuous query's manual execute writes its results through the write path.
+                envvars.QUEUE_URL: write_queue.queue_url,
             },
         )
         # Reads for queries (DuckDB's httpfs: GET, HEAD); deletes for DELETE /api/v1/databases/{name}
-        # (admin only), which removes a dropped database's objects. It never writes data: its only
-        # writes are results too big for a Lambda response, under the results prefix (below).
+        # (admin only), which removes a dropped database's objects. It never writes data files: its
+        # only object writes are under two system prefixes (below).
         storage.grant_data_access(
             self.query.role,
             ["s3:GetObject", "s3:DeleteObject"],
@@ -75,19 +79,27 @@ class ArcsQuery(Construct):
             "admin's database delete removes them; which ones a caller may touch is enforced by the SQL "
             "sandbox, token permissions and scopes.",
         )
-        # A result bigger than a Lambda response is written here and fetched with a presigned GET,
-        # which the GetObject above signs for.
-        self.query.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["s3:PutObject"],
-                resources=[storage.bucket.arn_for_objects(f"{storage.results_prefix}*")],
+        # A result bigger than a Lambda response is written under the results prefix and fetched with
+        # a presigned GET, which the GetObject above signs for; a continuous query's results bigger
+        # than an SQS message travel as claim-check objects, as the edge's writes do.
+        for folder, reason in (
+            (
+                storage.results_prefix,
+                "Handed-off query results have one random key each, all under the results prefix: the prefix "
+                "is the narrowest resource there is.",
+            ),
+            (
+                storage.claims_prefix,
+                "Claim-check objects (a manually executed continuous query's results too big for an SQS "
+                "message) have one key per write, all under the claims prefix: the narrowest resource there is.",
+            ),
+        ):
+            self.query.role.add_to_principal_policy(
+                iam.PolicyStatement(actions=["s3:PutObject"], resources=[storage.bucket.arn_for_objects(f"{folder}*")])
             )
-        )
-        acknowledge(
-            self.query.role,
-            f"AwsSolutions-IAM5[Resource::<{logical_ref(storage.bucket)}.Arn>/{storage.results_prefix}*]",
-            "Handed-off query results have one random key each, all under the results prefix: the prefix is "
-            "the narrowest resource there is.",
-        )
+            acknowledge(
+                self.query.role, f"AwsSolutions-IAM5[Resource::<{logical_ref(storage.bucket)}.Arn>/{folder}*]", reason
+            )
+        write_queue.grant_send_messages(self.query.role)
         # Databases, tokens, retention policies and continuous queries live in the catalog.
         storage.table.grant_read_write_data(self.query.role)

@@ -15,7 +15,7 @@ from infra.api import ArcsApi
 from infra.athena import ArcsAthena
 from infra.authorizer import ArcsAuthorizer
 from infra.bootstrap import ArcsBootstrap
-from infra.compact import ArcsCompact, handler_exists
+from infra.compact import ArcsCompact
 from infra.express import ArcsExpress
 from infra.function import FUNCTIONS_DIR, FunctionDefaults, base_environment
 from infra.ingest import BATCHING_WINDOW, ArcsIngest
@@ -68,26 +68,28 @@ class ArcsStack(Stack):
             batch_size=ingest_batch_size,
             max_batching_window=ingest_batching_window,
         )
+        # Scheduled compaction and continuous queries; the query function's trigger route invokes it.
+        self.compact = ArcsCompact(
+            self, "Compact", storage=self.storage, defaults=defaults, write_queue=self.ingest.queue
+        )
         self.query = ArcsQuery(
             self,
             "Query",
             storage=self.storage,
             defaults=defaults,
+            write_queue=self.ingest.queue,
             memory_size_mb=query_memory_mb,
             from_image=query_image,
+            compact_function_name=self.compact.compact.function.function_name,
         )
+        self.compact.allow_trigger(self.query.query.role)
         self.authorizer = ArcsAuthorizer(self, "Authorizer", storage=self.storage, defaults=defaults)
-        # The compact function lands with its handler (functions/compact/handler.py); until then, no schedules.
-        self.compact = (
-            ArcsCompact(self, "Compact", storage=self.storage, defaults=defaults) if handler_exists(defaults) else None
-        )
         # Optional S3 Express One Zone: query reads it, ingest and compaction write it.
         self.express = ArcsExpress(self, "Express", zone_id=express_zone) if express_zone else None
         if self.express is not None:
             self.express.grant_sessions(self.query.query.function, self.query.query.role, read_only=True)
-            for writer in (self.ingest.ingest, self.compact.compact if self.compact else None):
-                if writer is not None:
-                    self.express.grant_sessions(writer.function, writer.role, read_only=False)
+            for writer in (self.ingest.ingest, self.compact.compact):
+                self.express.grant_sessions(writer.function, writer.role, read_only=False)
         self.bootstrap = ArcsBootstrap(self, "Bootstrap", storage=self.storage, defaults=defaults)
         self.api = ArcsApi(
             self,

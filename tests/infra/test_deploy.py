@@ -1,29 +1,30 @@
 """What deploying needs beyond the request path: layers, the compact function and its schedules, the
 bootstrap token, Athena's tables, the parameters, least privilege per function, and every route.
 
-The main synthesis here has a compact function (its handler comes from another change: where it
-is not written yet, a copy of ``functions/`` gets a stand-in, only to synthesize) and an Athena
-table. Layers are the stand-ins of conftest's ``layers_dir``; tests/layers builds the real ones.
+The main synthesis here has an Athena table. Layers are the stand-ins of conftest's
+``layers_dir``; tests/layers builds the real ones.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aws_cdk import App, CfnElement, Stack
+from aws_cdk import aws_events as events
+from aws_cdk import aws_sqs as sqs
 from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks
 from infra.api import PUBLIC_PATHS
 from infra.app import build
 from infra.athena import ArcsAthena
-from infra.compact import TASKS
-from infra.function import FUNCTIONS_DIR
+from infra.compact import TASKS, ArcsCompact
+from infra.function import FUNCTIONS_DIR, FunctionDefaults
 from infra.stack import ArcsStack
 from infra.storage import ArcsStorage
 from layers.build import FUNCTION_LAYERS, LAYERS
@@ -58,16 +59,14 @@ class Synth:
 
     def functions(self) -> dict[str, Any]:
         stack = self.stack
-        found = {
+        return {
             "edge": stack.ingest.edge,
             "ingest": stack.ingest.ingest,
             "query": stack.query.query,
             "authorizer": stack.authorizer.authorizer_function,
             "bootstrap": stack.bootstrap.bootstrap,
+            "compact": stack.compact.compact,
         }
-        if stack.compact is not None:
-            found["compact"] = stack.compact.compact
-        return found
 
     def statements(self, role: Any) -> list[Json]:
         role_id = self.logical_id(role)
@@ -85,18 +84,8 @@ def _synth(context: dict[str, Any], functions_dir: Path = FUNCTIONS_DIR) -> Synt
 
 
 @pytest.fixture(scope="module")
-def functions_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if (FUNCTIONS_DIR / "compact" / "handler.py").is_file():
-        return FUNCTIONS_DIR
-    copy = tmp_path_factory.mktemp("functions") / "functions"
-    shutil.copytree(FUNCTIONS_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    (copy / "compact" / "handler.py").write_text("def handler(event, context):\n    raise NotImplementedError\n")
-    return copy
-
-
-@pytest.fixture(scope="module")
-def synth(layers_dir: Path, functions_dir: Path) -> Synth:
-    return _synth({"layers_dir": str(layers_dir), "athena_tables": json.dumps(ATHENA_TABLES)}, functions_dir)
+def synth(layers_dir: Path) -> Synth:
+    return _synth({"layers_dir": str(layers_dir), "athena_tables": json.dumps(ATHENA_TABLES)})
 
 
 def _actions(statements: list[Json]) -> set[str]:
@@ -189,8 +178,7 @@ def test_unknown_architecture_is_refused(layers_dir: Path) -> None:
 # --- compact and its schedules --------------------------------------------------------------------
 
 
-def test_compact_function_runs_long_with_duckdb_and_disk(synth: Synth) -> None:
-    assert synth.stack.compact is not None
+def test_compact_function_runs_long_with_duckdb_disk_and_the_write_path(synth: Synth) -> None:
     props = synth.props(synth.stack.compact.compact.function)
     assert props["Handler"] == "handler.handler"
     assert props["Timeout"] == 900
@@ -198,15 +186,24 @@ def test_compact_function_runs_long_with_duckdb_and_disk(synth: Synth) -> None:
     assert props["MemorySize"] >= 2048
     env = props["Environment"]["Variables"]
     assert set(env) >= {envvars.BUCKET, envvars.TABLE, envvars.WORK_DIR}
-    assert envvars.QUEUE_URL not in env
+    # Continuous queries write their results through the write queue.
+    assert env[envvars.QUEUE_URL] == {"Ref": synth.logical_id(synth.stack.ingest.queue)}
 
 
-def test_three_schedules_send_the_compact_function_its_task(synth: Synth) -> None:
-    assert synth.stack.compact is not None
+def _compact_handler_tasks() -> set[str]:
+    """The tasks ``functions/compact/handler.py`` runs (any other one it refuses)."""
+    spec = importlib.util.spec_from_file_location("arcs_compact_handler", FUNCTIONS_DIR / "compact" / "handler.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return {module.COMPACTION, module.CONTINUOUS_QUERIES}
+
+
+def test_schedules_send_the_compact_function_only_tasks_it_runs(synth: Synth) -> None:
     function_arn = {"Fn::GetAtt": [synth.logical_id(synth.stack.compact.compact.function), "Arn"]}
     dlq_arn = {"Fn::GetAtt": [synth.logical_id(synth.stack.compact.dead_letter_queue), "Arn"]}
     rules = synth.of_type("AWS::Events::Rule")
-    assert len(rules) == len(TASKS) == 3
+    assert len(rules) == len(TASKS) == 2
     seen = {}
     for rule in rules.values():
         props = rule["Properties"]
@@ -215,22 +212,36 @@ def test_three_schedules_send_the_compact_function_its_task(synth: Synth) -> Non
         assert target["Arn"] == function_arn
         assert target["RetryPolicy"] == {"MaximumEventAgeInSeconds": 3600, "MaximumRetryAttempts": 2}
         assert target["DeadLetterConfig"] == {"Arn": dlq_arn}
-        seen[json.loads(target["Input"])["task"]] = props["ScheduleExpression"]
-    assert seen == {
-        "compaction": "cron(10 * * * ? *)",
-        "retention": "cron(17 3 * * ? *)",
-        "continuous_queries": "rate(5 minutes)",
-    }
+        event = json.loads(target["Input"])
+        assert set(event) == {"task"}
+        seen[event["task"]] = props["ScheduleExpression"]
+    # Retention is not built (the handler refuses its task): no rule for it.
+    assert seen == {"compaction": "rate(15 minutes)", "continuous_queries": "rate(1 minute)"}
+    assert set(seen) <= _compact_handler_tasks()
     # EventBridge may invoke the function, and only its rules may.
     permissions = [
         p["Properties"]
         for p in synth.of_type("AWS::Lambda::Permission").values()
         if p["Properties"]["Principal"] == "events.amazonaws.com"
     ]
-    assert len(permissions) == 3
+    assert len(permissions) == len(TASKS)
     assert {json.dumps(p["SourceArn"]) for p in permissions} == {
         json.dumps({"Fn::GetAtt": [logical, "Arn"]}) for logical in rules
     }
+
+
+def test_a_schedule_for_a_task_the_function_does_not_run_is_refused() -> None:
+    stack = Stack(App(), "Probe")
+    storage = ArcsStorage(stack, "Storage")
+    with pytest.raises(ValueError, match="retention"):
+        ArcsCompact(
+            stack,
+            "Compact",
+            storage=storage,
+            defaults=FunctionDefaults(environment={}),
+            write_queue=sqs.Queue(stack, "Writes"),
+            schedules={"retention": events.Schedule.cron(hour="3", minute="17")},
+        )
 
 
 # --- the bootstrap admin token ----------------------------------------------------------------------
@@ -344,13 +355,10 @@ _DDB_READ = {
     "dynamodb:GetShardIterator",
 }
 _DDB_WRITE = {"dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}
+_SEND = {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}
 #: The whole of each function's permissions; anything added must be added here on purpose.
 EXPECTED_ACTIONS = {
-    "edge": _LOGS
-    | _XRAY
-    | _DDB_READ
-    | _DDB_WRITE
-    | {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "s3:PutObject"},
+    "edge": _LOGS | _XRAY | _DDB_READ | _DDB_WRITE | _SEND | {"s3:PutObject"},
     "ingest": _LOGS
     | _XRAY
     | _DDB_READ
@@ -366,53 +374,80 @@ EXPECTED_ACTIONS = {
         "s3:DeleteObject",
         "s3:ListBucket",
     },
-    # PutObject only under _arcs/results/ (handed-off results; tests/infra/test_stack.py pins the resource).
+    # PutObject only under _arcs/results/ (handed-off results) and _arcs/claims/ (a continuous query's
+    # manual execute writes through the write path); InvokeFunction only on the compact function (the
+    # compaction trigger). tests/infra/test_stack.py pins the resources.
     "query": _LOGS
     | _XRAY
     | _DDB_READ
     | _DDB_WRITE
-    | {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"},
+    | _SEND
+    | {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket", "lambda:InvokeFunction"},
     "authorizer": _LOGS | _XRAY | _DDB_READ,
     "bootstrap": _LOGS
     | _XRAY
     | _DDB_READ
     | _DDB_WRITE
     | {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"},
+    # Continuous queries' results go through the write path; deleting claim checks is denied (below).
     "compact": _LOGS
     | _XRAY
     | _DDB_READ
     | _DDB_WRITE
+    | _SEND
     | {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"},
 }
+#: The one explicit deny: a claim check stands for an acknowledged write until ingest commits it.
+EXPECTED_DENIES = {"compact": [(["s3:DeleteObject"], "/_arcs/claims/*")]}
 
 
 def test_each_function_has_exactly_the_permissions_it_needs(synth: Synth) -> None:
     functions = synth.functions()
     assert set(functions) == set(EXPECTED_ACTIONS)
     bucket = synth.logical_id(synth.stack.storage.bucket)
+    bucket_arn = {"Fn::GetAtt": [bucket, "Arn"]}
     table = {"Fn::GetAtt": [synth.logical_id(synth.stack.storage.table), "Arn"]}
+    queue = {"Fn::GetAtt": [synth.logical_id(synth.stack.ingest.queue), "Arn"]}
     for name, function in functions.items():
         statements = synth.statements(function.role)
-        assert _actions(statements) == EXPECTED_ACTIONS[name], name
-        for statement in statements:
-            assert statement["Effect"] == "Allow"
+        allowed = [s for s in statements if s["Effect"] == "Allow"]
+        denied = [s for s in statements if s["Effect"] != "Allow"]
+        assert _actions(allowed) == EXPECTED_ACTIONS[name], name
+        assert [(sorted(_actions([s])), s["Resource"]) for s in denied] == [
+            (actions, {"Fn::Join": ["", [bucket_arn, prefix]]}) for actions, prefix in EXPECTED_DENIES.get(name, [])
+        ], name
+        for statement in allowed:
             actions = _actions([statement])
             if any(a.startswith("dynamodb:") for a in actions):
                 assert statement["Resource"] == [table], name  # the catalog, no index or other table
             if any(a.startswith("s3:") for a in actions):
                 assert bucket in json.dumps(statement["Resource"]), name  # the data bucket only
+            if any(a.startswith("sqs:") for a in actions) and name != "ingest":
+                assert statement["Resource"] == queue, name  # senders: the write queue only
             if statement["Resource"] == "*":
                 assert actions == _XRAY, name  # X-Ray alone has no resource-level permissions
+
+
+def test_only_the_query_function_invokes_and_only_the_compact_function(synth: Synth) -> None:
+    compact_arn = {"Fn::GetAtt": [synth.logical_id(synth.stack.compact.compact.function), "Arn"]}
+    invokes = {
+        name: [s["Resource"] for s in synth.statements(function.role) if "lambda:InvokeFunction" in _actions([s])]
+        for name, function in synth.functions().items()
+    }
+    # The function itself: no version or alias wildcard (":*").
+    assert {name: found for name, found in invokes.items() if found} == {"query": [compact_arn]}
+    env = synth.props(synth.stack.query.query.function)["Environment"]["Variables"]
+    assert env[envvars.COMPACT_FUNCTION] == {"Ref": synth.logical_id(synth.stack.compact.compact.function)}
 
 
 def test_only_the_functions_whose_job_is_deleting_data_can_delete_it(synth: Synth) -> None:
     deleters = {
         name
         for name, function in synth.functions().items()
-        if "s3:DeleteObject" in _actions(synth.statements(function.role))
+        if "s3:DeleteObject" in _actions([s for s in synth.statements(function.role) if s["Effect"] == "Allow"])
     }
     # ingest: claim checks once committed, and its own orphans; query: an admin's database drop;
-    # compact: replaced inputs and expired data.
+    # compact: replaced inputs (never claim checks: denied).
     assert deleters == {"ingest", "query", "compact"}
     edge_writes = [s for s in synth.statements(synth.stack.ingest.edge.role) if "s3:PutObject" in _actions([s])]
     assert [json.dumps(s["Resource"]) for s in edge_writes] == [
@@ -555,9 +590,9 @@ def test_cdk_nag_finds_nothing_unacknowledged_with_compact_and_athena(synth: Syn
 
 
 def test_express_bucket_is_read_by_query_and_written_by_ingest_and_compact(
-    layers_dir: Path, functions_dir: Path
+    layers_dir: Path,
 ) -> None:
-    express = _synth({"layers_dir": str(layers_dir), "express_zone": "use1-az4"}, functions_dir)
+    express = _synth({"layers_dir": str(layers_dir), "express_zone": "use1-az4"})
     assert express.stack.express is not None
     bucket_id = express.logical_id(express.stack.express.bucket)
     bucket = express.resources[bucket_id]
@@ -630,11 +665,11 @@ EXPECTED_RESOURCE_TYPES = {
     "AWS::Lambda::LayerVersion": 3,
     "AWS::Lambda::Function": 6,
     "AWS::Lambda::EventSourceMapping": 1,
-    "AWS::Lambda::Permission": 6,
+    "AWS::Lambda::Permission": 5,
     "AWS::IAM::Role": 7,
     "AWS::IAM::Policy": 6,
     "AWS::Logs::LogGroup": 7,
-    "AWS::Events::Rule": 3,
+    "AWS::Events::Rule": 2,
     "AWS::SecretsManager::Secret": 1,
     "Custom::ArcsBootstrapToken": 1,
     "AWS::ApiGateway::RestApi": 1,

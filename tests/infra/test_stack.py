@@ -42,6 +42,7 @@ ACKNOWLEDGED = {
     "AwsSolutions-APIG4",  # /health and /ready are public
     "AwsSolutions-COG4",  # Arc tokens, not Cognito
     "AwsSolutions-SMG4",  # the bootstrap token is rotated through the API, not by Secrets Manager
+    "AwsSolutions-SQS3",  # the schedules' dead-letter queue is itself one (EventBridge's, not a redrive)
 }
 
 
@@ -77,7 +78,7 @@ def _functions(synth: Synth) -> dict[str, Any]:
         "query": stack.query.query,
         "authorizer": stack.authorizer.authorizer_function,
         "bootstrap": stack.bootstrap.bootstrap,
-        **({"compact": stack.compact.compact} if stack.compact else {}),
+        "compact": stack.compact.compact,
     }
 
 
@@ -151,6 +152,7 @@ def test_queues_refuse_plain_http(synth: Synth) -> None:
     assert secured == {
         synth.logical_id(synth.stack.ingest.queue),
         synth.logical_id(synth.stack.ingest.dead_letter_queue),
+        synth.logical_id(synth.stack.compact.dead_letter_queue),
     }
 
 
@@ -283,7 +285,12 @@ def test_environment_uses_only_arcs_envvars_names(synth: Synth) -> None:
         assert env[envvars.WORK_DIR].startswith("/tmp/")
     assert envs["edge"][envvars.QUEUE_URL] == queue
     assert envs["ingest"][envvars.QUEUE_URL] == queue
-    assert envvars.QUEUE_URL not in envs["query"]
+    # The query function (a continuous query's manual execute) and the compact function (scheduled
+    # continuous queries) write through the write path too.
+    assert envs["query"][envvars.QUEUE_URL] == queue
+    assert envs["compact"][envvars.QUEUE_URL] == queue
+    for name in ("authorizer", "bootstrap"):
+        assert envvars.QUEUE_URL not in envs[name], name
     assert envs["query"][envvars.DUCKDB_MEMORY_LIMIT].endswith("MB")
     memory = synth.props(synth.stack.query.query.function)["MemorySize"]
     assert int(envs["query"][envvars.DUCKDB_MEMORY_LIMIT].removesuffix("MB")) < memory
@@ -324,11 +331,34 @@ def test_grants_are_what_each_function_needs(synth: Synth) -> None:
     assert "sqs:SendMessage" not in actions["ingest"]
 
     assert {"s3:GetObject", "s3:ListBucket", "dynamodb:GetItem", "dynamodb:PutItem"} <= actions["query"]
-    # It deletes a dropped database's objects and never writes data: only results too big to answer.
-    [query_put] = [s for s in grants["query"] if "s3:PutObject" in _actions([s])]
-    assert query_put["Action"] == "s3:PutObject"
-    assert query_put["Resource"] == {"Fn::Join": ["", [bucket_arn, "/_arcs/results/*"]]}
-    assert not any(action.startswith("sqs:") for action in actions["query"])
+    # It deletes a dropped database's objects and never writes data files: only results too big to
+    # answer, and claim checks of a continuous query's manual execute.
+    query_puts = [s for s in grants["query"] if "s3:PutObject" in _actions([s])]
+    assert all(s["Action"] == "s3:PutObject" for s in query_puts)
+    assert sorted(json.dumps(s["Resource"]) for s in query_puts) == sorted(
+        json.dumps({"Fn::Join": ["", [bucket_arn, f"/_arcs/{folder}/*"]]}) for folder in ("claims", "results")
+    )
+    assert "sqs:SendMessage" in actions["query"]
+    assert not {"sqs:ReceiveMessage", "sqs:DeleteMessage"} & actions["query"]
+
+    # Compaction and continuous queries: data objects, the catalog, and the write path's sending end.
+    assert {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"} <= actions["compact"]
+    assert {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:BatchWriteItem"} <= actions["compact"]
+    assert "sqs:SendMessage" in actions["compact"]
+    assert not {"sqs:ReceiveMessage", "sqs:DeleteMessage"} & actions["compact"]
+    assert not any(action.startswith("lambda:") for action in actions["compact"])
+    # It may write claim checks (big continuous-query results), never delete one.
+    [deny] = [s for s in grants["compact"] if s["Effect"] == "Deny"]
+    assert deny["Action"] == "s3:DeleteObject"
+    assert deny["Resource"] == {"Fn::Join": ["", [bucket_arn, "/_arcs/claims/*"]]}
+    assert not any("s3:PutObject" in _actions([s]) for s in grants["compact"] if s["Effect"] == "Deny")
+
+    # The compaction trigger: the query function invokes the compact function, and nothing else does.
+    [invoke] = [s for s in grants["query"] if "lambda:InvokeFunction" in _actions([s])]
+    assert invoke["Action"] == "lambda:InvokeFunction"
+    assert invoke["Resource"] == {"Fn::GetAtt": [synth.logical_id(synth.stack.compact.compact.function), "Arn"]}
+    for name in ("edge", "ingest", "authorizer", "bootstrap", "compact"):
+        assert not any(action.startswith("lambda:") for action in actions[name]), name
 
     assert {"dynamodb:GetItem", "dynamodb:Query"} <= actions["authorizer"]
     writes = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
@@ -496,3 +526,32 @@ def test_synthesis_reports_no_errors_or_warnings(synth: Synth) -> None:
         if entry.type in ("aws:cdk:error", "aws:cdk:warning")
     ]
     assert messages == []
+
+
+# --- compaction and continuous queries -----------------------------------------------------------------
+
+
+def test_compact_function_limits_follow_its_memory_and_timeout(synth: Synth) -> None:
+    props = synth.props(synth.stack.compact.compact.function)
+    env = props["Environment"]["Variables"]
+    assert props["Timeout"] == 900
+    assert props["EphemeralStorage"] == {"Size": 10240}
+    # Half the memory for DuckDB: an output file is read into memory for its upload meanwhile.
+    assert env[envvars.COMPACTION_MEMORY_LIMIT] == f"{props['MemorySize'] // 2}MB"
+    assert env[envvars.DUCKDB_MEMORY_LIMIT] == env[envvars.COMPACTION_MEMORY_LIMIT]
+    assert 1 <= int(env[envvars.COMPACTION_THREADS]) <= 6
+    # The last job starts with time left to finish; the lease outlives any run.
+    assert 60 <= int(env[envvars.COMPACTION_TIME_BUDGET_S]) <= props["Timeout"] - 60
+    assert int(env[envvars.COMPACTION_LEASE_S]) > props["Timeout"]
+    assert 0 < float(env[envvars.QUERY_TIMEOUT_S]) < props["Timeout"]
+
+
+def test_compact_settings_parse_as_the_runtime_reads_them(synth: Synth) -> None:
+    from arcs.settings import Settings
+
+    env = synth.props(synth.stack.compact.compact.function)["Environment"]["Variables"]
+    plain = {name: value for name, value in env.items() if isinstance(value, str)}
+    settings = Settings.from_env({**plain, envvars.BUCKET: "b", envvars.TABLE: "t", envvars.QUEUE_URL: "q"})
+    assert settings.compaction.time_budget_s == float(env[envvars.COMPACTION_TIME_BUDGET_S])
+    assert settings.compaction.lease_s == float(env[envvars.COMPACTION_LEASE_S])
+    assert settings.compaction.memory_limit == env[envvars.COMPACTION_MEMORY_LIMIT]
