@@ -193,6 +193,7 @@ class Arcs(System):
         self._process: subprocess.Popen[str] | None = None
         self._connection: http.client.HTTPConnection | None = None
         self._output: list[str] = []
+        self.url = ""
 
     def start(self) -> None:
         env = {
@@ -213,6 +214,7 @@ class Arcs(System):
             self._output.append(line)
             if line.startswith('{"event": "listening"'):
                 event = json.loads(line)
+                self.url = f"http://{event['host']}:{event['port']}"
                 self._connection = http.client.HTTPConnection(event["host"], event["port"], timeout=3600)
                 break
         else:
