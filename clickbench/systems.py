@@ -193,6 +193,7 @@ class Arcs(System):
         self._process: subprocess.Popen[str] | None = None
         self._connection: http.client.HTTPConnection | None = None
         self._output: list[str] = []
+        self._drainer: threading.Thread | None = None
         self.url = ""
 
     def start(self) -> None:
@@ -219,7 +220,8 @@ class Arcs(System):
                 break
         else:
             raise RuntimeError("arcs serve exited:\n" + "".join(self._output[-20:]))
-        threading.Thread(target=self._drain, args=(self._process,), daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, args=(self._process,), daemon=True)
+        self._drainer.start()
 
     def _drain(self, process: subprocess.Popen[str]) -> None:
         assert process.stdout is not None
@@ -230,14 +232,21 @@ class Arcs(System):
         if self._connection is not None:
             self._connection.close()
             self._connection = None
-        if self._process is not None and self._process.poll() is None:
-            self._process.send_signal(signal.SIGTERM)
+        process, self._process = self._process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
             try:
-                self._process.wait(30)
+                process.wait(30)
             except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait(10)
-        self._process = None
+                process.kill()
+                process.wait(10)
+        # The process is gone: its pipe reaches end of file, the drain thread ends, the pipe closes.
+        if self._drainer is not None:
+            self._drainer.join(10)
+        if process.stdout is not None:
+            process.stdout.close()
 
     def cold(self) -> None:
         self.stop()
