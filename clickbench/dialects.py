@@ -10,7 +10,8 @@ that every system answers the same question:
   quoted; its view (``create.sql``) turns EventDate into a DATE; ``toDateTime(x)`` is
   ``to_timestamp_seconds(x)``.
 
-Both call DuckDB's ``STRLEN`` (Q29) ``length``.
+DuckDB's ``STRLEN`` (bytes; Q28, Q29) is ClickHouse's ``length`` and DataFusion's ``octet_length``
+(DataFusion's ``length`` counts characters).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def to_datafusion(sql: str) -> str:
         return f'"{match.group(1)}"' if match.group(1) else match.group(0)
 
     sql = re.sub(r"\btoDateTime\(", "to_timestamp_seconds(", _IDENTIFIER.sub(quote, sql))
-    return _STRLEN.sub("length(", sql)
+    return _STRLEN.sub("octet_length(", sql)
 
 
 def to_chdb(sql: str, files: str = "hits_*.parquet") -> str:

@@ -22,3 +22,10 @@ def test_chdb_reads_the_files_and_event_date_as_a_date() -> None:
         "SELECT MIN(toDate(EventDate)) FROM file('hits_*.parquet', Parquet) "
         "WHERE toDate(EventDate) >= '2013-07-01' AND URL <> 'EventDate'"
     )
+
+
+def test_strlen_counts_bytes_in_every_dialect() -> None:
+    assert to_datafusion("SELECT AVG(STRLEN(URL)) FROM hits") == 'SELECT AVG(octet_length("URL")) FROM hits'
+    assert (
+        to_chdb("SELECT AVG(STRLEN(URL)) FROM hits") == "SELECT AVG(length(URL)) FROM file('hits_*.parquet', Parquet)"
+    )
