@@ -5,7 +5,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 DATA_DIR ?= ./data
 
-.PHONY: setup serve local test lint format bench-ingest bench-compaction layers layers-check synth clean
+.PHONY: setup serve local test lint format bench-ingest bench-compaction layers layers-check synth clickbench clean
 
 setup:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
@@ -48,6 +48,11 @@ synth: setup
 	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(UV) run python -m infra.app
 bench-compaction: setup
 	$(UV) run python -m benchmarks.compaction
+
+# ClickBench on this machine: our query path against DuckDB, chDB and DataFusion (clickbench/README.md).
+CLICKBENCH_ROWS ?= 1000000
+clickbench: setup
+	$(UV) run python -m clickbench.harness --rows $(CLICKBENCH_ROWS)
 
 clean:
 	rm -rf .venv .pytest_cache .mypy_cache .ruff_cache cdk.out layers/build

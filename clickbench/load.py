@@ -1,0 +1,182 @@
+"""Load hits.parquet into the storage layout, as a measurement our query path serves.
+
+    python -m clickbench.load hits.parquet --data-dir ./data [--database clickbench]
+
+The input is ClickBench's ``hits.parquet`` (or files in its physical layout: INT64 Unix seconds,
+UINT16 days, binary strings). Each row gets the storage ``time`` column (EventTime as a UTC
+timestamp); the rows are split by hour and each hour is written as one time-sorted Parquet file
+under ``{database}/hits/YYYY/MM/DD/HH/``, with the schema and the file records put in the catalog
+of the standalone server (SQLite). Values keep to the storage types of API.md: integers are
+``int64``, strings ``string``, EventDate a ``timestamp`` at UTC midnight (so ``EventDate >=
+'2013-07-01'`` compares as a date does); EventTime, ClientEventTime and LocalEventTime stay Unix
+seconds, which the engine's ``toDateTime`` macro reads as ClickBench's DuckDB view does.
+
+The split is one DuckDB pass over the input into hour partitions (it streams, so the 14 GB file
+loads on a 32 GB machine), then one sort and write per hour: what the ingest path would have
+written had the rows come in through the API.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from arcs import layout
+from arcs.batch import type_name
+from arcs.ingest import MIN_ROW_GROUP_ROWS, TARGET_ROW_GROUPS_PER_FILE
+from arcs.names import TIME_COLUMN
+from arcs.ports import Catalog, FileRecord, MeasurementSchema, ObjectStore
+
+MEASUREMENT = "hits"
+DEFAULT_DATABASE = "clickbench"
+_SECONDS_COLUMNS = ("EventTime", "ClientEventTime", "LocalEventTime")
+
+
+@dataclass(frozen=True, slots=True)
+class LoadReport:
+    rows: int
+    files: int
+    bytes: int
+    seconds: float
+
+
+def _select_list(con: duckdb.DuckDBPyConnection, source: str) -> str:
+    """The input's columns in storage types, then ``time`` and the hour the file goes to."""
+    described = con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()
+    items = []
+    for name, kind, *_ in described:
+        quoted = '"' + str(name).replace('"', '""') + '"'
+        kind = str(kind).upper()
+        if name == "EventDate":
+            # Days since 1970 -> midnight UTC: date literals compare with it as with a DATE.
+            items.append(f"CAST(make_date(CAST({quoted} AS INTEGER)) AS TIMESTAMPTZ) AS {quoted}")
+        elif kind in ("TINYINT", "SMALLINT", "INTEGER", "UTINYINT", "USMALLINT", "UINTEGER"):
+            items.append(f"CAST({quoted} AS BIGINT) AS {quoted}")
+        elif kind == "BLOB":
+            items.append(f"CAST({quoted} AS VARCHAR) AS {quoted}")
+        elif name in _SECONDS_COLUMNS and kind.startswith("TIMESTAMP"):
+            items.append(f"epoch({quoted})::BIGINT AS {quoted}")
+        else:
+            items.append(quoted)
+    items.append(f'make_timestamptz(CAST("EventTime" AS BIGINT) * 1000000) AS "{TIME_COLUMN}"')
+    items.append('CAST("EventTime" AS BIGINT) // 3600 AS __hour')
+    return ", ".join(items)
+
+
+def load_hits(
+    sources: Sequence[Path],
+    catalog: Catalog,
+    store: ObjectStore,
+    database: str = DEFAULT_DATABASE,
+    prefix: str = "",
+    row_group_rows: int = 122_880,
+    threads: int | None = None,
+) -> LoadReport:
+    started = time.perf_counter()
+    paths = ", ".join("'" + str(path).replace("'", "''") + "'" for path in sources)
+    source = f"read_parquet([{paths}], binary_as_string = true)"
+    scratch = Path(tempfile.mkdtemp(prefix="clickbench-load-"))
+    try:
+        con = duckdb.connect(":memory:", config={"threads": threads} if threads else {})
+        con.execute("SET TimeZone = 'UTC'")
+        con.execute("SET preserve_insertion_order = false")
+        con.execute("SET enable_progress_bar = false")
+        con.execute(f"SET temp_directory = '{scratch / 'spill'}'")
+        con.execute(
+            f"COPY (SELECT {_select_list(con, source)} FROM {source}) TO '{scratch / 'hours'}' "
+            "(FORMAT parquet, PARTITION_BY (__hour), COMPRESSION zstd)"
+        )
+        con.close()
+        commit_id = uuid.uuid4().hex
+        files: list[FileRecord] = []
+        schema: pa.Schema | None = None
+        for index, hour_dir in enumerate(
+            sorted((scratch / "hours").iterdir(), key=lambda p: int(p.name.split("=")[1]))
+        ):
+            table = pq.read_table(hour_dir, partitioning=None)  # the partition column is not in the files
+            # Stable: rows of the same second keep the input's (ClickHouse primary key) order.
+            table = table.take(pc.sort_indices(table, [(TIME_COLUMN, "ascending")]))
+            schema = schema or table.schema
+            files.append(_write_file(store, prefix, database, commit_id, index, table.cast(schema), row_group_rows))
+        if schema is None:
+            raise ValueError("the input has no rows")
+        catalog.create_database(database)
+        columns = {field.name: type_name(field.type) for field in schema}
+        stored = catalog.get_schema(database, MEASUREMENT)
+        if not catalog.put_schema(
+            MeasurementSchema(database, MEASUREMENT, columns), None if stored is None else stored.version
+        ):
+            raise RuntimeError("the hits schema changed while loading")
+        catalog.put_files(files)
+        return LoadReport(
+            sum(f.rows for f in files), len(files), sum(f.size for f in files), time.perf_counter() - started
+        )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _write_file(
+    store: ObjectStore, prefix: str, database: str, commit_id: str, index: int, table: pa.Table, row_group_rows: int
+) -> FileRecord:
+    """One hour's rows as the ingest path writes them (same row groups, compression, statistics)."""
+    micros = table.column(TIME_COLUMN).cast(pa.int64())
+    first, last = micros[0].as_py(), micros[-1].as_py()
+    hour = layout.hour_from_micros(first)
+    key = layout.data_key(prefix, database, MEASUREMENT, hour, f"{commit_id}-{index:04d}.parquet")
+    row_group = max(MIN_ROW_GROUP_ROWS, math.ceil(table.num_rows / TARGET_ROW_GROUPS_PER_FILE))
+    sink = pa.BufferOutputStream()
+    pq.write_table(
+        table,
+        sink,
+        row_group_size=min(row_group, row_group_rows),
+        compression="zstd",
+        compression_level=1,
+        use_dictionary=True,
+        write_statistics=True,
+    )
+    data = memoryview(sink.getvalue())
+    store.put_if_absent(key, data)
+    return FileRecord(database, MEASUREMENT, hour, key, table.num_rows, len(data), first, last, commit_id)
+
+
+def load_into_data_dir(sources: Sequence[Path], data_dir: Path, database: str = DEFAULT_DATABASE) -> LoadReport:
+    """Load into the standalone server's data directory (``arcs serve --data-dir``)."""
+    from arcs.runtime import local_runtime
+    from arcs.settings import Settings
+
+    runtime = local_runtime(Settings().with_(backend="local", data_dir=data_dir))
+    try:
+        return load_hits(
+            sources, runtime.catalog, runtime.store, database, row_group_rows=runtime.settings.row_group_rows
+        )
+    finally:
+        runtime.sqlite.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m clickbench.load", description=__doc__.split("\n")[0])
+    parser.add_argument("sources", nargs="+", type=Path, help="hits.parquet, or hits_*.parquet")
+    parser.add_argument("--data-dir", type=Path, default=Path("./data"))
+    parser.add_argument("--database", default=DEFAULT_DATABASE)
+    args = parser.parse_args(argv)
+    report = load_into_data_dir(args.sources, args.data_dir, args.database)
+    print(
+        f"loaded {report.rows:,} rows into {report.files} files ({report.bytes:,} bytes) in {report.seconds:.1f} s",
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    main()
