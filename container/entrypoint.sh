@@ -5,5 +5,6 @@
 set -e
 case "${1:-}" in
   serve|local) exec python3 -m arcs.cli "$@" ;;
+  arcs) shift; exec python3 -m arcs.cli "$@" ;;  # "arcs serve ...", as the ClickBench scripts run it
   *) exec "${ARCS_LAMBDA_ENTRYPOINT:-/lambda-entrypoint.sh}" "$@" ;;
 esac

@@ -84,11 +84,17 @@ def _run_entrypoint(args: list[str], tmp_path: Path) -> subprocess.CompletedProc
     return subprocess.run(["sh", str(ENTRYPOINT), *args], env=env, capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.parametrize("prefix", [[], ["arcs"]])
 @pytest.mark.parametrize("command", ["serve", "local"])
-def test_entrypoint_runs_the_cli_for_serve_and_local(command: str, tmp_path: Path) -> None:
-    done = _run_entrypoint([command, "--help"], tmp_path)
+def test_entrypoint_runs_the_cli_for_serve_and_local(prefix: list[str], command: str, tmp_path: Path) -> None:
+    done = _run_entrypoint([*prefix, command, "--help"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert f"usage: arcs {command}" in done.stdout
+
+
+def test_the_clickbench_entry_starts_the_image_as_the_entrypoint_understands() -> None:
+    start = (ROOT / "clickbench" / "entry" / "start").read_text()
+    assert "arcs-serverless:clickbench arcs serve " in start
 
 
 def test_entrypoint_hands_a_handler_to_lambdas_entrypoint(tmp_path: Path) -> None:
