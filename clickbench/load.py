@@ -3,17 +3,25 @@
     python -m clickbench.load hits.parquet --data-dir ./data [--database clickbench]
 
 The input is ClickBench's ``hits.parquet`` (or files in its physical layout: INT64 Unix seconds,
-UINT16 days, binary strings). Each row gets the storage ``time`` column (EventTime as a UTC
-timestamp); the rows are split by hour and each hour is written as one time-sorted Parquet file
-under ``{database}/hits/YYYY/MM/DD/HH/``, with the schema and the file records put in the catalog
-of the standalone server (SQLite). Values keep to the storage types of API.md: integers are
-``int64``, strings ``string``, EventDate a ``timestamp`` at UTC midnight (so ``EventDate >=
-'2013-07-01'`` compares as a date does); EventTime, ClientEventTime and LocalEventTime stay Unix
-seconds, which the engine's ``toDateTime`` macro reads as ClickBench's DuckDB view does.
+UINT16 days, binary strings). Two layouts, each with the schema and the file records put in the
+catalog of the standalone server (SQLite):
 
-The split is one DuckDB pass over the input into hour partitions (it streams, so the 14 GB file
-loads on a 32 GB machine), then one sort and write per hour: what the ingest path would have
-written had the rows come in through the API.
+- ``placed`` (the default, what the benchmark measures): the file is placed as ClickBench's entries
+  place it. Its rows keep their order (ClickHouse's primary key) and are written into files of up
+  to ``rows_per_file`` rows in one hour partition, the load's; ``time`` is the load's time, as for
+  points written without a timestamp. EventTime stays a column, as in the official file. A query
+  then opens a few large files, as duckdb-parquet does, instead of one per hour of data.
+- ``hourly``: each row's ``time`` is its EventTime (UTC); the rows are split by hour and each hour
+  is written as one time-sorted Parquet file under ``{database}/hits/YYYY/MM/DD/HH/``: what the
+  ingest path would have written had the rows come in through the API.
+
+Values keep to the storage types of API.md: integers are ``int64``, strings ``string``, EventDate
+a ``timestamp`` at UTC midnight (so ``EventDate >= '2013-07-01'`` compares as a date does);
+EventTime, ClientEventTime and LocalEventTime stay Unix seconds, which the engine's
+``toDateTime`` macro reads as ClickBench's DuckDB view does.
+
+Both stream (the 14 GB file loads on a 32 GB machine): ``placed`` in Arrow batches from one
+DuckDB scan; ``hourly`` as one DuckDB pass into hour partitions, then one sort and write per hour.
 """
 
 from __future__ import annotations
@@ -26,7 +34,9 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 import duckdb
 import pyarrow as pa
@@ -52,8 +62,13 @@ class LoadReport:
     seconds: float
 
 
-def _select_list(con: duckdb.DuckDBPyConnection, source: str) -> str:
-    """The input's columns in storage types, then ``time`` and the hour the file goes to."""
+Layout = Literal["placed", "hourly"]
+#: About the compaction target (512 MB) at hits' ~140 bytes a row: a few large files per query.
+ROWS_PER_FILE = 4_000_000
+
+
+def _select_list(con: duckdb.DuckDBPyConnection, source: str, load_time: datetime | None = None) -> str:
+    """The input's columns in storage types, then ``time`` (EventTime, or the load's time) and its hour."""
     described = con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()
     items = []
     for name, kind, *_ in described:
@@ -70,6 +85,9 @@ def _select_list(con: duckdb.DuckDBPyConnection, source: str) -> str:
             items.append(f"epoch({quoted})::BIGINT AS {quoted}")
         else:
             items.append(quoted)
+    if load_time is not None:
+        items.append(f"TIMESTAMPTZ '{load_time.isoformat()}' AS \"{TIME_COLUMN}\"")
+        return ", ".join(items)
     items.append(f'make_timestamptz(CAST("EventTime" AS BIGINT) * 1000000) AS "{TIME_COLUMN}"')
     items.append('CAST("EventTime" AS BIGINT) // 3600 AS __hour')
     return ", ".join(items)
@@ -83,10 +101,20 @@ def load_hits(
     prefix: str = "",
     row_group_rows: int = 122_880,
     threads: int | None = None,
+    layout_kind: Layout = "placed",
+    rows_per_file: int = ROWS_PER_FILE,
 ) -> LoadReport:
     started = time.perf_counter()
     paths = ", ".join("'" + str(path).replace("'", "''") + "'" for path in sources)
     source = f"read_parquet([{paths}], binary_as_string = true)"
+    if layout_kind == "placed":
+        placed = _place(source, store, prefix, database, row_group_rows, threads, rows_per_file)
+        if not placed:
+            raise ValueError("the input has no rows")
+        _register(catalog, database, placed, _schema_of(store, placed[0]))
+        return LoadReport(
+            sum(f.rows for f in placed), len(placed), sum(f.size for f in placed), time.perf_counter() - started
+        )
     scratch = Path(tempfile.mkdtemp(prefix="clickbench-load-"))
     try:
         con = duckdb.connect(":memory:", config={"threads": threads} if threads else {})
@@ -112,19 +140,81 @@ def load_hits(
             files.append(_write_file(store, prefix, database, commit_id, index, table.cast(schema), row_group_rows))
         if schema is None:
             raise ValueError("the input has no rows")
-        catalog.create_database(database)
-        columns = {field.name: type_name(field.type) for field in schema}
-        stored = catalog.get_schema(database, MEASUREMENT)
-        if not catalog.put_schema(
-            MeasurementSchema(database, MEASUREMENT, columns), None if stored is None else stored.version
-        ):
-            raise RuntimeError("the hits schema changed while loading")
-        catalog.put_files(files)
+        _register(catalog, database, files, schema)
         return LoadReport(
             sum(f.rows for f in files), len(files), sum(f.size for f in files), time.perf_counter() - started
         )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _place(
+    source: str,
+    store: ObjectStore,
+    prefix: str,
+    database: str,
+    row_group_rows: int,
+    threads: int | None,
+    rows_per_file: int,
+) -> list[FileRecord]:
+    """The rows in their input order, in files of ``rows_per_file`` rows, all in the load's hour."""
+    load_time = datetime.now(UTC).replace(microsecond=0)
+    micros = int(load_time.timestamp()) * 1_000_000
+    hour = layout.hour_from_micros(micros)
+    commit_id = uuid.uuid4().hex
+    files: list[FileRecord] = []
+    scratch = Path(tempfile.mkdtemp(prefix="clickbench-place-"))
+    con = duckdb.connect(":memory:", config={"threads": threads} if threads else {})
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        con.execute("SET preserve_insertion_order = true")  # the input's order is the point
+        reader = con.execute(f"SELECT {_select_list(con, source, load_time)} FROM {source}").to_arrow_reader(
+            row_group_rows
+        )
+        writer: pq.ParquetWriter | None = None
+        path = scratch / "part.parquet"
+        rows = 0
+
+        def close() -> None:
+            nonlocal writer, rows
+            if writer is None:
+                return
+            writer.close()
+            key = layout.data_key(prefix, database, MEASUREMENT, hour, f"{commit_id}-{len(files):04d}.parquet")
+            data = path.read_bytes()
+            store.put_if_absent(key, data)
+            files.append(FileRecord(database, MEASUREMENT, hour, key, rows, len(data), micros, micros, commit_id))
+            writer, rows = None, 0
+
+        for batch in reader:
+            if writer is None:
+                writer = pq.ParquetWriter(
+                    path, batch.schema, compression="zstd", compression_level=1, write_statistics=True
+                )
+            writer.write_batch(batch, row_group_size=row_group_rows)
+            rows += batch.num_rows
+            if rows >= rows_per_file:
+                close()
+        close()
+        return files
+    finally:
+        con.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _schema_of(store: ObjectStore, record: FileRecord) -> pa.Schema:
+    return pq.read_schema(pa.BufferReader(store.get(record.key)))
+
+
+def _register(catalog: Catalog, database: str, files: list[FileRecord], schema: pa.Schema) -> None:
+    catalog.create_database(database)
+    columns = {field.name: type_name(field.type) for field in schema}
+    stored = catalog.get_schema(database, MEASUREMENT)
+    if not catalog.put_schema(
+        MeasurementSchema(database, MEASUREMENT, columns), None if stored is None else stored.version
+    ):
+        raise RuntimeError("the hits schema changed while loading")
+    catalog.put_files(files)
 
 
 def _write_file(
@@ -151,7 +241,9 @@ def _write_file(
     return FileRecord(database, MEASUREMENT, hour, key, table.num_rows, len(data), first, last, commit_id)
 
 
-def load_into_data_dir(sources: Sequence[Path], data_dir: Path, database: str = DEFAULT_DATABASE) -> LoadReport:
+def load_into_data_dir(
+    sources: Sequence[Path], data_dir: Path, database: str = DEFAULT_DATABASE, layout_kind: Layout = "placed"
+) -> LoadReport:
     """Load into the standalone server's data directory (``arcs serve --data-dir``)."""
     from arcs.runtime import local_runtime
     from arcs.settings import Settings
@@ -159,7 +251,12 @@ def load_into_data_dir(sources: Sequence[Path], data_dir: Path, database: str = 
     runtime = local_runtime(Settings().with_(backend="local", data_dir=data_dir))
     try:
         return load_hits(
-            sources, runtime.catalog, runtime.store, database, row_group_rows=runtime.settings.row_group_rows
+            sources,
+            runtime.catalog,
+            runtime.store,
+            database,
+            row_group_rows=runtime.settings.row_group_rows,
+            layout_kind=layout_kind,
         )
     finally:
         runtime.sqlite.close()
@@ -170,8 +267,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("sources", nargs="+", type=Path, help="hits.parquet, or hits_*.parquet")
     parser.add_argument("--data-dir", type=Path, default=Path("./data"))
     parser.add_argument("--database", default=DEFAULT_DATABASE)
+    parser.add_argument("--layout", choices=["placed", "hourly"], default="placed")
     args = parser.parse_args(argv)
-    report = load_into_data_dir(args.sources, args.data_dir, args.database)
+    report = load_into_data_dir(args.sources, args.data_dir, args.database, args.layout)
     print(
         f"loaded {report.rows:,} rows into {report.files} files ({report.bytes:,} bytes) in {report.seconds:.1f} s",
         flush=True,

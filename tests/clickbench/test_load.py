@@ -1,0 +1,70 @@
+"""The loader's two layouts: every row stored once, in the order and partitions each promises."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+from clickbench.generate import generate_hits, to_parquet_layout
+from clickbench.load import load_into_data_dir
+
+from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase
+
+ROWS = 3_000
+
+
+@pytest.fixture(scope="module")
+def hits_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("hits") / "hits.parquet"
+    pq.write_table(to_parquet_layout(generate_hits(ROWS, seed=3)), path, row_group_size=500)
+    return path
+
+
+def _stored(data_dir: Path) -> tuple[list[str], duckdb.DuckDBPyConnection]:
+    catalog = SqliteCatalog(SqliteDatabase(data_dir / "catalog.sqlite"))
+    files = [str(data_dir / "storage" / f.key) for f in catalog.list_files("clickbench", "hits")]
+    con = duckdb.connect(":memory:")
+    con.execute("SET TimeZone = 'UTC'")
+    paths = ", ".join(f"'{path}'" for path in files)
+    con.execute(f"CREATE VIEW stored AS SELECT * FROM read_parquet([{paths}], union_by_name = true)")
+    con.execute(f"CREATE VIEW source AS SELECT * FROM read_parquet('{hits_path(data_dir)}', binary_as_string = true)")
+    return files, con
+
+
+def hits_path(data_dir: Path) -> Path:
+    return Path((data_dir / "SOURCE").read_text())
+
+
+def test_every_row_is_stored_once(hits_file: Path, tmp_path: Path) -> None:
+    report = load_into_data_dir([hits_file], tmp_path, layout_kind="placed")
+    (tmp_path / "SOURCE").write_text(str(hits_file))
+    files, con = _stored(tmp_path)
+    assert report.rows == ROWS and report.files == len(files)
+    differ = con.execute(
+        "SELECT count(*) FROM (SELECT WatchID, EventTime, URL FROM source "
+        "EXCEPT ALL SELECT WatchID, EventTime, URL FROM stored)"
+    ).fetchone()
+    assert differ == (0,)
+    assert con.execute("SELECT count(*) FROM stored").fetchone() == (ROWS,)
+
+
+def test_placed_keeps_the_input_order_in_one_partition_at_the_load_time(hits_file: Path, tmp_path: Path) -> None:
+    load_into_data_dir([hits_file], tmp_path, layout_kind="placed")
+    (tmp_path / "SOURCE").write_text(str(hits_file))
+    files, con = _stored(tmp_path)
+    assert len(files) == 1  # 3,000 rows: far below a file's worth
+    assert con.execute("SELECT count(DISTINCT time) FROM stored").fetchone() == (1,)
+    stored = [row[0] for row in con.execute("SELECT WatchID FROM stored").fetchall()]
+    source = [row[0] for row in con.execute("SELECT WatchID FROM source").fetchall()]
+    assert stored == source
+
+
+def test_hourly_puts_each_row_in_its_event_hour(hits_file: Path, tmp_path: Path) -> None:
+    load_into_data_dir([hits_file], tmp_path, layout_kind="hourly")
+    (tmp_path / "SOURCE").write_text(str(hits_file))
+    files, con = _stored(tmp_path)
+    assert len(files) > 100  # 30 days of hours
+    assert con.execute("SELECT count(*) FROM stored").fetchone() == (ROWS,)
+    assert con.execute("SELECT count(*) FROM stored WHERE epoch(time)::BIGINT <> EventTime").fetchone() == (0,)
