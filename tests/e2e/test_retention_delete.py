@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.e2e.servers import Client
+from tests.e2e.servers import Client, local, standalone
 
 pytestmark = pytest.mark.e2e
 
@@ -138,3 +139,30 @@ def test_where_is_validated_and_permissions_and_scopes_hold(client: Client) -> N
     finally:
         reader.http.close()
     assert count(client, database, "m") == 1
+
+
+@pytest.mark.parametrize("runtime", ["standalone", "local"])
+def test_the_schedule_applies_active_policies(runtime: str, tmp_path: Path) -> None:
+    """The standalone server's timer, and ``arcs local``'s emulated rule invoking the compact function."""
+    if runtime == "local":
+        process = local(ARCS_LOCAL_RETENTION_SCHEDULE_S="1", ARCS_LOCAL_CQ_SCHEDULE_S="0").start()
+    else:
+        process = standalone(tmp_path / "data", ARCS_RETENTION_INTERVAL_S="0.5", ARCS_CQ_TIMER_S="0").start()
+    client = Client(process.url)
+    try:
+        database, measurement = unique("sched"), unique("cpu")
+        old, recent = fill(client, database, measurement)
+        body = {"name": "p", "database": database, "retention_days": 1, "buffer_days": 0, "is_active": False}
+        inactive = ok(client.http.post("/api/v1/retention", json=body), 201)["policy"]
+        time.sleep(2.5)  # a few scheduled runs: an inactive policy is not applied
+        assert count(client, database, measurement) == old + recent
+        ok(client.http.put(f"/api/v1/retention/{inactive['id']}", json={"is_active": True}))
+        deadline = time.monotonic() + 30
+        while count(client, database, measurement) != recent and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert count(client, database, measurement) == recent
+        history = ok(client.http.get(f"/api/v1/retention/{inactive['id']}/executions"))["executions"]
+        assert history[-1]["kind"] == "scheduled" and history[-1]["deleted_count"] == old
+    finally:
+        client.http.close()
+        process.stop()
