@@ -167,11 +167,8 @@ class Deleter:
         self, partition: Partition, where: str, bounds: TimeRange, counted: list[str], result: DeleteResult
     ) -> None:
         matches: dict[str, tuple[pa.Table, pa.Array]] = {}
-        in_bounds = {
-            f.key
-            for f in self.candidates(partition.database, partition.measurement, bounds)
-            if f.hour == partition.hour
-        }
+        hour = TimeRange(partition.hour, partition.hour + timedelta(hours=1) - timedelta(microseconds=1))
+        in_bounds = {f.key for f in self.candidates(partition.database, partition.measurement, bounds.intersect(hour))}
 
         def select(listed: list[FileRecord]) -> list[FileRecord]:
             picked: list[FileRecord] = []
