@@ -4,7 +4,8 @@ The catalog holds everything small and transactional: measurement schemas, the d
 list of committed data files (readers list files here, never by globbing storage), the ingest
 commit records and the per-write markers that make redelivery harmless (docs/ingest.md),
 the continuous queries' definitions, progress and executions (docs/continuous_queries.md), and
-compaction's leases, per-partition commit records and job journal (docs/compaction.md).
+compaction's leases, per-partition commit records and job journal (docs/compaction.md), and the
+retention policies with their executions (docs/retention_and_delete.md).
 """
 
 from __future__ import annotations
