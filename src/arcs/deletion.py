@@ -17,7 +17,7 @@ from __future__ import annotations
 import io
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from arcs import layout
+from arcs.batch import STORAGE_TYPES
 from arcs.compaction.compactor import Compactor, PartitionBusy
 from arcs.compaction.merge import CorruptInput
 from arcs.errors import BadRequest, NotFound
@@ -66,9 +67,16 @@ class DeleteResult:
         }
 
 
-def matching_rows(table: pa.Table, where: str) -> pa.Array:
-    """The positions of ``table``'s rows where ``where`` is true."""
+def matching_rows(table: pa.Table, where: str, columns: Mapping[str, str] | None = None) -> pa.Array:
+    """The positions of ``table``'s rows where ``where`` is true.
+
+    ``columns`` (the measurement's schema) fills in, as nulls, the columns a file written before
+    they existed lacks: the expression reads them as a query of the measurement would.
+    """
     indexed = table.append_column(_ROW, pa.array(range(table.num_rows), pa.int64()))
+    for name, kind in (columns or {}).items():
+        if name not in table.column_names:
+            indexed = indexed.append_column(name, pa.nulls(table.num_rows, STORAGE_TYPES.get(kind, pa.string())))
     conn = duckdb.connect(
         config={
             "enable_external_access": False,  # the expression sees these rows and nothing else
@@ -128,14 +136,15 @@ class Deleter:
     ) -> DeleteResult:
         """Count (and unless ``dry_run``, delete) the matching rows; over ``CONFIRM_ROWS`` needs ``confirm``."""
         started = time.perf_counter()
-        if self.catalog.get_schema(database, measurement) is None:
+        schema = self.catalog.get_schema(database, measurement)
+        if schema is None:
             raise NotFound(f"measurement {measurement!r} not found in database {database!r}")
         result = DeleteResult(dry_run)
         counts: dict[str, int] = {}
         files = self.candidates(database, measurement, bounds)
         for record in files:
             try:
-                matched = len(matching_rows(self._read(record), where))
+                matched = len(matching_rows(self._read(record), where, schema.columns))
             except CorruptInput as exc:
                 logger.error("delete could not read %s: %s", record.key, exc.message)
                 result.failed_files.append(record.key)
@@ -159,12 +168,18 @@ class Deleter:
         partitions = sorted({f.hour for f in files if f.key in counts})
         for hour in partitions:
             counted = sorted(f.key for f in files if f.hour == hour and f.key in counts)
-            self._rewrite(Partition(database, measurement, hour), where, bounds, counted, result)
+            self._rewrite(Partition(database, measurement, hour), where, schema.columns, bounds, counted, result)
         result.execution_time_ms = (time.perf_counter() - started) * 1000
         return result
 
     def _rewrite(
-        self, partition: Partition, where: str, bounds: TimeRange, counted: list[str], result: DeleteResult
+        self,
+        partition: Partition,
+        where: str,
+        columns: Mapping[str, str],
+        bounds: TimeRange,
+        counted: list[str],
+        result: DeleteResult,
     ) -> None:
         matches: dict[str, tuple[pa.Table, pa.Array]] = {}
         hour = TimeRange(partition.hour, partition.hour + timedelta(hours=1) - timedelta(microseconds=1))
@@ -176,7 +191,7 @@ class Deleter:
                 if record.key not in in_bounds or len(picked) >= self.compactor.config.max_files:
                     continue  # a file listed since the count, or beyond one commit's size: left as it is
                 table = self._read(record)
-                matched = matching_rows(table, where)
+                matched = matching_rows(table, where, columns)
                 if len(matched):
                     matches[record.key] = (table, matched)
                     picked.append(record)

@@ -9,9 +9,11 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
+import pyarrow as pa
 import pytest
 
 from arcs import layout
+from arcs.batch import TIME_TYPE, MeasurementRows, WriteBatch
 from arcs.compaction.compactor import Compactor, PartitionBusy
 from arcs.deletion import Deleter
 from arcs.errors import BadRequest
@@ -260,3 +262,19 @@ def test_compaction_waits_for_a_delete_holding_the_partition(env: Env) -> None:
     deleter(env, env.compactor(fault=compact_meanwhile)).delete(
         "db", "cpu", "host = 'b'", TimeRange(), dry_run=False, confirm=False
     )
+
+
+def test_a_where_on_a_column_older_files_lack_reads_it_as_null_there(env: Env) -> None:
+    before, _ = fill(env, files=2)
+    table = pa.table(
+        {
+            "time": pa.array([BASE_US + 500, BASE_US + 501], pa.int64()).cast(TIME_TYPE),
+            "host": ["a", "a"],
+            "value": [1.5, 2.5],
+            "zone": ["eu", "us"],  # a column the earlier files do not have
+        }
+    )
+    env.ingest(WriteBatch("w-zone", "db", (MeasurementRows("cpu", table, ("host",)),)))
+    done = deleter(env).delete("db", "cpu", "zone = 'us' OR value = 0.0", TimeRange(), dry_run=False, confirm=False)
+    assert (done.deleted_count, len(done.affected_files), done.failed_files) == (2, 2, [])
+    assert env.rows() == sorted([*[row for row in before if row[2] != 0.0], (BASE_US + 500, "a", 1.5)])
