@@ -83,10 +83,11 @@ def matching_rows(table: pa.Table, where: str, columns: Mapping[str, str] | None
             "autoload_known_extensions": False,
             "autoinstall_known_extensions": False,
             "threads": 1,
-            "lock_configuration": True,
         }
     )
     try:
+        # As the query engine: '2024-01-01' means the same instant in both. Then nothing may change.
+        conn.execute("SET TimeZone = 'UTC'; SET lock_configuration = true")
         conn.register("rows", indexed)
         result = conn.execute(f"SELECT {_ROW} FROM rows WHERE coalesce((\n{where}\n), false)").to_arrow_table()
     except duckdb.Error as exc:

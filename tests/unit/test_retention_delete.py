@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -87,3 +90,15 @@ def test_the_expression_sees_only_the_rows() -> None:
     for where in ["read_csv('/etc/passwd') IS NULL", "nonexistent = 1", "v +"]:
         with pytest.raises(BadRequest):
             matching_rows(table(), where)
+
+
+def test_time_literals_mean_utc_whatever_the_machine_zone() -> None:
+    # DuckDB takes its zone from TZ when a process first connects: a fresh process, as a server in New York.
+    program = (
+        "import pyarrow as pa; from arcs.deletion import matching_rows; "
+        "t = pa.table({'time': pa.array([0, 3600000000], pa.int64()).cast(pa.timestamp('us', tz='UTC'))}); "
+        "print(matching_rows(t, \"time < '1970-01-01 00:30:00'\").to_pylist())"
+    )
+    env = {**os.environ, "TZ": "America/New_York"}
+    done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[0]"
