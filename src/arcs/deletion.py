@@ -182,7 +182,8 @@ class Deleter:
         counted: list[str],
         result: DeleteResult,
     ) -> None:
-        matches: dict[str, tuple[pa.Table, pa.Array]] = {}
+        # Only the matched positions are kept between picking and writing: one file's rows in memory at a time.
+        matches: dict[str, pa.Array] = {}
         hour = TimeRange(partition.hour, partition.hour + timedelta(hours=1) - timedelta(microseconds=1))
         in_bounds = {f.key for f in self.candidates(partition.database, partition.measurement, bounds.intersect(hour))}
 
@@ -190,18 +191,17 @@ class Deleter:
             picked: list[FileRecord] = []
             for record in sorted(listed, key=lambda f: layout.file_order(f.key)):
                 if record.key not in in_bounds or len(picked) >= self.compactor.config.max_files:
-                    continue  # a file listed since the count, or beyond one commit's size: left as it is
+                    continue  # a file listed since the delete began, or one for the next commit
                 table = self._read(record)
                 matched = matching_rows(table, where, columns)
                 if len(matched):
-                    matches[record.key] = (table, matched)
+                    matches[record.key] = matched
                     picked.append(record)
             return picked
 
         def build(picked: list[FileRecord], tmp: Path) -> Iterator[tuple[str, Path]]:
             for index, record in enumerate(picked):
-                table, matched = matches[record.key]
-                kept = without_rows(table, matched)
+                kept = without_rows(self._read(record), matches[record.key])  # files never change
                 if kept.num_rows == 0:
                     continue
                 path = tmp / f"{index:06d}.parquet"
@@ -214,21 +214,23 @@ class Deleter:
                 )
                 yield record.key, path
 
-        try:
-            job = self.compactor.rewrite(partition, "delete", select, build)
-        except (PartitionBusy, CorruptInput) as exc:
-            # Nothing of this partition changed; running the delete again finishes it.
-            logger.warning("delete skipped %s: %s", partition.name, exc)
-            result.failed_files += counted
-            return
-        if job is None:
-            return
-        if job.status not in ("settled", "committed"):
-            result.failed_files += list(job.input_keys)
-            return
-        result.affected_files += list(job.input_keys)
-        result.rewritten_files += list(job.output_keys)
-        result.deleted_count += job.input_rows - job.output_rows
+        while True:  # more affected files than one commit holds: a further commit for the rest
+            matches.clear()
+            try:
+                job = self.compactor.rewrite(partition, "delete", select, build)
+            except (PartitionBusy, CorruptInput) as exc:
+                # Nothing more of this partition changed; running the delete again finishes it.
+                logger.warning("delete skipped %s: %s", partition.name, exc)
+                result.failed_files += [key for key in counted if key not in result.affected_files]
+                return
+            if job is None:
+                return
+            if job.status not in ("settled", "committed"):
+                result.failed_files += list(job.input_keys)
+                return
+            result.affected_files += list(job.input_keys)
+            result.rewritten_files += list(job.output_keys)
+            result.deleted_count += job.input_rows - job.output_rows
 
     def _read(self, record: FileRecord) -> pa.Table:
         try:

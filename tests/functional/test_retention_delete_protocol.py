@@ -226,12 +226,14 @@ def test_a_reader_between_every_two_steps_sees_each_partition_before_or_after(en
         ("committed", "first"),
         ("journaled-commit", "first"),
         ("settled", "first"),
+        ("leased", "first"),  # anything left for another commit? no
         ("leased", "first"),
         ("journaled", "first"),
         ("outputs-written", "first"),
         ("committed", "after"),
         ("journaled-commit", "after"),
         ("settled", "after"),
+        ("leased", "after"),
     ]
 
 
@@ -278,3 +280,15 @@ def test_a_where_on_a_column_older_files_lack_reads_it_as_null_there(env: Env) -
     done = deleter(env).delete("db", "cpu", "zone = 'us' OR value = 0.0", TimeRange(), dry_run=False, confirm=False)
     assert (done.deleted_count, len(done.affected_files), done.failed_files) == (2, 2, [])
     assert env.rows() == sorted([*[row for row in before if row[2] != 0.0], (BASE_US + 500, "a", 1.5)])
+
+
+def test_more_affected_files_than_one_commit_holds_take_several_commits(env: Env) -> None:
+    before, _ = fill(env)
+    capped = env.compactor(min_files=2, max_files=2)
+    done = deleter(env, capped).delete("db", "cpu", "host = 'b'", TimeRange(), dry_run=False, confirm=False)
+    assert (len(done.affected_files), len(done.rewritten_files), done.failed_files) == (6, 6, [])
+    assert [len(job.input_keys) for job in env.catalog.list_compaction_jobs()] == [2, 2, 2]
+    assert env.rows() == [row for row in before if row[1] != "b"]
+    removed = Retention(env.catalog, capped, now=lambda: HOUR + timedelta(days=3)).execute(policy(), dry_run=False)
+    assert (removed.partitions, removed.files) == (2, 7)
+    assert env.rows() == []
