@@ -1,13 +1,14 @@
 """EventBridge schedules (or the trigger route's asynchronous invoke) -> one run of a storage task.
 
-The stack's rules send ``{"task": "compaction"}`` or ``{"task": "continuous_queries"}``; an event
-without a task (the trigger route's) is a compaction run.
+The stack's rules send ``{"task": "compaction"}``, ``{"task": "continuous_queries"}`` or
+``{"task": "retention"}``; an event without a task (the trigger route's) is a compaction run.
 
 A compaction run covers every candidate partition; the trigger route's payload may name a
 database and measurement. The run stops starting jobs after ``ARCS_COMPACTION_TIME_BUDGET_S``
 (the stack sets it below the function's timeout); what is left waits for the next run, and a run
 cut short by the timeout is finished by the next one (docs/compaction.md). A continuous-queries
-run executes every active query's closed windows (docs/continuous_queries.md).
+run executes every active query's closed windows (docs/continuous_queries.md); a retention run
+applies every active retention policy (docs/retention_and_delete.md).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ logger = Logger(service="arcs-compact")
 TRIGGER_SOURCE = "arcs.trigger"
 COMPACTION = "compaction"
 CONTINUOUS_QUERIES = "continuous_queries"
+RETENTION = "retention"
 
 
 @logger.inject_lambda_context
@@ -33,8 +35,16 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         summary = lambda_runtime().continuous_queries.run_due(datetime.now(UTC))
         logger.info("continuous queries ran", extra=summary.to_json())
         return {"task": CONTINUOUS_QUERIES, **summary.to_json()}
+    if task == RETENTION:
+        from arcs.retention import run_summary
+
+        ran = run_summary(lambda_runtime().retention.run_due())
+        logger.info("retention ran", extra=ran)
+        return {"task": RETENTION, **ran}
     if task != COMPACTION:
-        raise ValueError(f"unknown task {task!r}; this function runs {COMPACTION!r} and {CONTINUOUS_QUERIES!r}")
+        raise ValueError(
+            f"unknown task {task!r}; this function runs {COMPACTION!r}, {CONTINUOUS_QUERIES!r}, {RETENTION!r}"
+        )
     scope = event if event.get("source") == TRIGGER_SOURCE else {}
     report = lambda_runtime().compactor.run(scope.get("database"), scope.get("measurement"))
     logger.info(

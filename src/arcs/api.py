@@ -47,9 +47,19 @@ def routers(part: ApiPart = "all") -> list[RouterFactory]:
         from arcs.routes.compaction import compaction_router
         from arcs.routes.continuous_queries import continuous_queries_router
         from arcs.routes.databases import databases_router
+        from arcs.routes.delete import delete_router
         from arcs.routes.queries import queries_router
+        from arcs.routes.retention import retention_router
 
-        found += [queries_router, auth_router, databases_router, compaction_router, continuous_queries_router]
+        found += [
+            queries_router,
+            auth_router,
+            databases_router,
+            compaction_router,
+            continuous_queries_router,
+            retention_router,
+            delete_router,
+        ]
     return found
 
 

@@ -4,7 +4,8 @@ The catalog holds everything small and transactional: measurement schemas, the d
 list of committed data files (readers list files here, never by globbing storage), the ingest
 commit records and the per-write markers that make redelivery harmless (docs/ingest.md),
 the continuous queries' definitions, progress and executions (docs/continuous_queries.md), and
-compaction's leases, per-partition commit records and job journal (docs/compaction.md).
+compaction's leases, per-partition commit records and job journal (docs/compaction.md), and the
+retention policies with their executions (docs/retention_and_delete.md).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ CommitStatus = Literal["committed", "aborted"]
 #: running: picked inputs, writing outputs; committed: the swap is stored, records not yet moved;
 #: settled: records moved, input objects wait out the grace period; then done (or aborted, failed).
 JobStatus = Literal["running", "committed", "settled", "done", "aborted", "failed"]
+JobKind = Literal["compaction", "retention", "delete"]
 ACTIVE_JOB_STATUSES: frozenset[str] = frozenset({"running", "committed", "settled"})
 
 
@@ -146,6 +148,8 @@ class CompactionJob:
     #: When the inputs' objects may go: readers that listed them before the swap are done by then.
     delete_after: datetime | None = None
     error: str = ""
+    #: What rewrote the partition: compaction, retention (inputs all its files, no outputs) or a delete.
+    kind: JobKind = "compaction"
 
     @property
     def active(self) -> bool:
@@ -294,6 +298,33 @@ class Catalog(Protocol):
         """Newest first; ``active``: only jobs not finished (what recovery looks at)."""
         ...
 
+    # --- retention policies (docs/retention_and_delete.md) ---------------------------------------
+    def create_retention_policy(self, policy: RetentionPolicy) -> RetentionPolicy | None:
+        """Store a new policy under a new id (``policy.policy_id`` is ignored); ids count up and are
+        never reused. None if the name is taken in its database."""
+        ...
+
+    def get_retention_policy(self, policy_id: int) -> RetentionPolicy | None: ...
+
+    def list_retention_policies(self, database: str | None = None) -> list[RetentionPolicy]:
+        """By database, then name."""
+        ...
+
+    def update_retention_policy(self, policy: RetentionPolicy) -> bool:
+        """Replace the stored policy of ``policy.policy_id``; False if it is gone or its (possibly
+        new) name is another policy's in the database."""
+        ...
+
+    def delete_retention_policy(self, policy_id: int) -> bool:
+        """Remove the policy, its name and its executions; False if unknown."""
+        ...
+
+    def put_retention_execution(self, execution: RetentionExecution) -> None: ...
+
+    def list_retention_executions(self, policy_id: int, limit: int = 100) -> list[RetentionExecution]:
+        """Newest first."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class TokenRecord:
@@ -366,4 +397,46 @@ class CQExecution:
     write_id: str | None  # None when there was nothing to write
     started_at: datetime
     duration_ms: float
+    error: str = ""
+
+
+# --- retention policies (docs/retention_and_delete.md) -------------------------------------------
+
+RetentionKind = Literal["scheduled", "manual"]
+RetentionStatus = Literal["succeeded", "partial", "failed", "dry_run"]
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionPolicy:
+    """A retention policy, as API.md names its fields; ``measurement`` None: the whole database."""
+
+    policy_id: int
+    name: str
+    database: str
+    measurement: str | None
+    retention_days: int
+    buffer_days: int
+    is_active: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionExecution:
+    """One run of a policy: the partitions it removed (or would have, on a dry run)."""
+
+    execution_id: str
+    policy_id: int
+    kind: RetentionKind
+    dry_run: bool
+    status: RetentionStatus
+    cutoff_us: int
+    partitions: int
+    files: int
+    rows: int
+    bytes: int
+    started_at: datetime
+    duration_ms: float
+    #: Partitions it could not remove this time (another job held them, or an error): the next run retries.
+    skipped: tuple[str, ...] = ()
     error: str = ""

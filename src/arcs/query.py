@@ -97,7 +97,7 @@ class QueryService:
         schema = self.catalog.get_schema(database, measurement)
         if schema is None:
             raise NotFound(f"measurement {measurement!r} not found in database {database!r}")
-        files = self._files(database, measurement, time_range(ref.where, ref.qualifiers, self._evaluate_time))
+        files = self._files(database, measurement, time_range(ref.where, ref.qualifiers, self.evaluate_time))
         used += files
         if not files:
             columns = ", ".join(
@@ -119,7 +119,7 @@ class QueryService:
         high = _micros(bounds.upper) if bounds.upper is not None else None
         return [f for f in files if (low is None or f.max_time_us >= low) and (high is None or f.min_time_us <= high)]
 
-    def _evaluate_time(self, expression: str) -> datetime | None:
+    def evaluate_time(self, expression: str) -> datetime | None:
         """A constant time expression's value, computed by DuckDB (None if it is not one)."""
         try:
             table = self.engine.query_arrow(f"SELECT epoch_us(CAST(({expression}) AS TIMESTAMPTZ)) AS v")

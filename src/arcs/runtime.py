@@ -26,10 +26,12 @@ if TYPE_CHECKING:
     from arcs.api import ApiPart
     from arcs.compaction.compactor import Compactor
     from arcs.continuous_queries import ContinuousQueries
+    from arcs.deletion import Deleter
     from arcs.engine import Engine, S3Access
     from arcs.handoff import ResultHandoff
     from arcs.ingest import Ingestor
     from arcs.query import QueryService
+    from arcs.retention import Retention
     from arcs.schedule import CompactionTrigger
     from arcs.writes import WriteService
 
@@ -144,6 +146,18 @@ class Runtime:
             self.work_dir / "compaction",
             self.settings.row_group_rows,
         )
+
+    @functools.cached_property
+    def retention(self) -> Retention:
+        from arcs.retention import Retention  # lazy: it rewrites through the compactor
+
+        return Retention(self.catalog, self.compactor)
+
+    @functools.cached_property
+    def deleter(self) -> Deleter:
+        from arcs.deletion import Deleter  # lazy: it rewrites through the compactor
+
+        return Deleter(self.catalog, self.store, self.compactor, self.settings.row_group_rows)
 
     @functools.cached_property
     def compaction_trigger(self) -> CompactionTrigger:

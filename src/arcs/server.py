@@ -284,6 +284,7 @@ def serve(runtime: LocalRuntime, host: str, port: int, workers: int = 8) -> None
     ingest = IngestLoop(runtime)
     ingest.start()
     cq_timer = continuous_queries_timer(runtime)
+    retention_timer = retention_schedule(runtime)
     trigger = runtime.compaction_trigger
     timer = trigger if isinstance(trigger, CompactionTimer) else None
     if timer is not None:
@@ -297,6 +298,8 @@ def serve(runtime: LocalRuntime, host: str, port: int, workers: int = 8) -> None
         app.close()
         if cq_timer is not None:
             cq_timer.stop()
+        if retention_timer is not None:
+            retention_timer.stop()
         ingest.stop()
         if timer is not None:
             timer.stop()  # a job in progress finishes or is recovered by the next start
@@ -309,5 +312,15 @@ def continuous_queries_timer(runtime: LocalRuntime) -> PeriodicTask | None:
     if every_s <= 0:
         return None
     timer = PeriodicTask("continuous-queries", every_s, lambda: runtime.continuous_queries.run_due(datetime.now(UTC)))
+    timer.start()
+    return timer
+
+
+def retention_schedule(runtime: LocalRuntime) -> PeriodicTask | None:
+    """The standalone server's schedule of retention policies (``ARCS_RETENTION_INTERVAL_S``; 0 turns it off)."""
+    every_s = runtime.settings.retention_interval_s
+    if every_s <= 0:
+        return None
+    timer = PeriodicTask("retention", every_s, runtime.retention.run_due)
     timer.start()
     return timer

@@ -117,6 +117,8 @@ class Settings:
     cq_timer_s: float = 60.0
     cq_delay_s: float = 60.0
     cq_max_windows: int = 60
+    # Retention (docs/retention_and_delete.md): the standalone server's timer; 0 turns it off.
+    retention_interval_s: float = 3600.0
     compaction: CompactionSettings = field(default_factory=lambda: CompactionSettings())
 
     @classmethod
@@ -181,6 +183,7 @@ class Settings:
             cq_timer_s=number(envvars.CQ_TIMER_S, base.cq_timer_s),
             cq_delay_s=number(envvars.CQ_DELAY_S, base.cq_delay_s),
             cq_max_windows=max(1, int(number(envvars.CQ_MAX_WINDOWS, base.cq_max_windows))),
+            retention_interval_s=number(envvars.RETENTION_INTERVAL_S, base.retention_interval_s),
             compaction=CompactionSettings.from_env(env, number),
         )
 

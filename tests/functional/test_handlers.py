@@ -12,6 +12,7 @@ import base64
 import copy
 import io
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -495,3 +496,20 @@ def test_trigger_route_invokes_the_compact_function_asynchronously(fn: Lambda) -
     assert [job["measurement"] for job in report["jobs"]] == [m]
     history = fn.handlers.query(fn.api_event("GET", "/api/v1/compaction/history"), context("arcs-query"))
     assert [job["status"] for job in json.loads(history["body"])["jobs"]] == ["done"]
+
+
+def test_compact_function_runs_retention_policies_on_its_retention_task(fn: Lambda) -> None:
+    m = name("cpu")
+    fn.write(lp(m, 3))  # 2023: long expired
+    fn.write(lp(m, 2, start_ns=time.time_ns() - 10**9, host="now"))  # within any retention
+    assert fn.ingest(fn.receive(2)) == []
+    body = json.dumps({"name": m, "database": "default", "measurement": m, "retention_days": 1, "buffer_days": 0})
+    created = fn.handlers.query(fn.api_event("POST", "/api/v1/retention", body.encode()), context("arcs-query"))
+    assert created["statusCode"] == 201, created
+    answer = fn.handlers.compact({"task": "retention"}, context("arcs-compact"))
+    assert (answer["task"], answer["partitions_deleted"], answer["rows_deleted"]) == ("retention", 1, 3)
+    assert fn.count(m) == 2
+    policy_id = json.loads(created["body"])["policy"]["id"]
+    path = f"/api/v1/retention/{policy_id}/executions"
+    history = json.loads(fn.handlers.query(fn.api_event("GET", path), context("arcs-query"))["body"])
+    assert [(e["kind"], e["deleted_count"]) for e in history["executions"]] == [("scheduled", 3)]

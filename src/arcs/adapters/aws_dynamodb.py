@@ -43,6 +43,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from arcs.adapters.records import (
     CQ_EXECUTION_RETENTION,
+    RETENTION_EXECUTION_RETENTION,
     apply_compactions,
     cq_from_json,
     cq_to_json,
@@ -53,6 +54,10 @@ from arcs.adapters.records import (
     hour_text,
     job_from_json,
     job_to_json,
+    policy_from_json,
+    policy_to_json,
+    retention_execution_from_json,
+    retention_execution_to_json,
     sortable_time,
 )
 from arcs.errors import StorageFault
@@ -65,6 +70,8 @@ from arcs.ports import (
     FileRecord,
     MeasurementSchema,
     Partition,
+    RetentionExecution,
+    RetentionPolicy,
     TokenRecord,
 )
 
@@ -718,6 +725,95 @@ class DynamoCatalog(_Table):
         items = self._query(_ACTIVE_JOBS if active else _JOBS, descending=True)
         return [job_from_json(json.loads(str(item["body"]))) for item in itertools.islice(items, limit)]
 
+    # --- retention policies (docs/retention_and_delete.md) ---------------------------------------
+    def create_retention_policy(self, policy: RetentionPolicy) -> RetentionPolicy | None:
+        policy = replace(policy, policy_id=self._next_policy_id())
+        codes = self._transact(
+            [
+                _put_op(self.table, _policy_values(policy), "attribute_not_exists(pk)"),
+                _put_op(self.table, _policy_name_values(policy), "attribute_not_exists(pk)"),
+            ]
+        )
+        if codes is None:
+            return policy
+        if "ConditionalCheckFailed" in codes:
+            return None
+        raise StorageFault(f"DynamoDB creation of retention policy {policy.name!r} cancelled: {codes}")
+
+    def _next_policy_id(self) -> int:
+        """An atomic counter: ids count up from 1 and are never handed out twice."""
+        try:
+            response = self.client.update_item(
+                TableName=self.table,
+                Key=_key(_POLICY_COUNTER_PK, _NO_SORT),
+                UpdateExpression="ADD next_id :one",
+                ExpressionAttributeValues=_item({":one": 1}),
+                ReturnValues="UPDATED_NEW",
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise self._fault("counter update", exc) from exc
+        return int(_plain(response["Attributes"])["next_id"])
+
+    def get_retention_policy(self, policy_id: int) -> RetentionPolicy | None:
+        item = self._get(_POLICY_PK, _cq_sort(policy_id))
+        return None if item is None else policy_from_json(json.loads(str(item["definition"])))
+
+    def list_retention_policies(self, database: str | None = None) -> list[RetentionPolicy]:
+        found = [policy_from_json(json.loads(str(item["definition"]))) for item in self._query(_POLICY_PK)]
+        return sorted(
+            (policy for policy in found if database is None or policy.database == database),
+            key=lambda policy: (policy.database, policy.name),
+        )
+
+    def update_retention_policy(self, policy: RetentionPolicy) -> bool:
+        current = self.get_retention_policy(policy.policy_id)
+        if current is None:
+            return False
+        ops: list[TransactWriteItemTypeDef] = [_put_op(self.table, _policy_values(policy), "attribute_exists(pk)")]
+        if (current.database, current.name) != (policy.database, policy.name):
+            ops += [
+                _put_op(self.table, _policy_name_values(policy), "attribute_not_exists(pk)"),
+                {"Delete": {"TableName": self.table, "Key": _key(_policy_name_pk(current.database), current.name)}},
+            ]
+        codes = self._transact(ops)
+        if codes is None:
+            return True
+        if "ConditionalCheckFailed" in codes or "TransactionConflict" in codes:
+            return False
+        raise StorageFault(f"DynamoDB update of retention policy {policy.name!r} cancelled: {codes}")
+
+    def delete_retention_policy(self, policy_id: int) -> bool:
+        current = self.get_retention_policy(policy_id)
+        if current is None:
+            return False
+        # One transaction: a policy is never gone while its name stays taken.
+        codes = self._transact(
+            [
+                {"Delete": {"TableName": self.table, "Key": _key(_POLICY_PK, _cq_sort(policy_id))}},
+                {"Delete": {"TableName": self.table, "Key": _key(_policy_name_pk(current.database), current.name)}},
+            ]
+        )
+        if codes is not None:
+            raise StorageFault(f"DynamoDB deletion of retention policy {current.name!r} cancelled: {codes}")
+        pk = _policy_runs_pk(policy_id)
+        self._delete_keys([(pk, str(item["sk"])) for item in self._query(pk)])
+        return True
+
+    def put_retention_execution(self, execution: RetentionExecution) -> None:
+        values = {
+            "pk": _policy_runs_pk(execution.policy_id),
+            "sk": f"{sortable_time(execution.started_at)}#{execution.execution_id}",
+            "record": json.dumps(retention_execution_to_json(execution)),
+            TTL_ATTRIBUTE: int((execution.started_at + RETENTION_EXECUTION_RETENTION).timestamp()),
+        }
+        self._batch_write([{"PutRequest": {"Item": _item(values)}}])
+
+    def list_retention_executions(self, policy_id: int, limit: int = 100) -> list[RetentionExecution]:
+        items = self._query(_policy_runs_pk(policy_id), descending=True)  # sort keys start with the start time
+        return [
+            retention_execution_from_json(json.loads(str(item["record"]))) for item in itertools.islice(items, limit)
+        ]
+
 
 def _token_values(record: TokenRecord) -> dict[str, object]:
     return {
@@ -883,3 +979,31 @@ def _cq_name_values(query: ContinuousQuery) -> dict[str, object]:
 
 def _cq_progress_values(query_id: int, processed_until_us: int) -> dict[str, object]:
     return {"pk": _cq_progress_pk(query_id), "sk": _NO_SORT, "processed_until_us": processed_until_us}
+
+
+# --- retention policies (docs/retention_and_delete.md) -------------------------------------------
+
+_POLICY_PK = "RETENTION"
+_POLICY_COUNTER_PK = "RETENTIONCOUNTER"
+
+
+def _policy_name_pk(database: str) -> str:
+    return f"RETENTIONNAME#{database}"
+
+
+def _policy_runs_pk(policy_id: int) -> str:
+    return f"RETENTIONRUN#{policy_id}"
+
+
+def _policy_values(policy: RetentionPolicy) -> dict[str, object]:
+    return {
+        "pk": _POLICY_PK,
+        "sk": _cq_sort(policy.policy_id),  # fixed width: listing order is id order
+        "database": policy.database,
+        "name": policy.name,
+        "definition": json.dumps(policy_to_json(policy)),
+    }
+
+
+def _policy_name_values(policy: RetentionPolicy) -> dict[str, object]:
+    return {"pk": _policy_name_pk(policy.database), "sk": policy.name, "policy_id": policy.policy_id}

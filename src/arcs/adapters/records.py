@@ -5,7 +5,16 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from arcs.ports import CompactionJob, CompactionState, ContinuousQuery, CQExecution, FileRecord, Partition
+from arcs.ports import (
+    CompactionJob,
+    CompactionState,
+    ContinuousQuery,
+    CQExecution,
+    FileRecord,
+    Partition,
+    RetentionExecution,
+    RetentionPolicy,
+)
 
 HOUR_FORMAT = "%Y-%m-%dT%H"
 
@@ -169,6 +178,7 @@ def job_to_json(job: CompactionJob) -> dict[str, object]:
         "quarantined": list(job.quarantined),
         "delete_after": _time(job.delete_after),
         "error": job.error,
+        "kind": job.kind,
     }
 
 
@@ -189,6 +199,7 @@ def job_from_json(data: dict[str, Any]) -> CompactionJob:
         quarantined=tuple(str(k) for k in data.get("quarantined", [])),
         delete_after=_moment(data.get("delete_after")),
         error=str(data.get("error", "")),
+        kind=data.get("kind", "compaction"),
     )
 
 
@@ -202,3 +213,74 @@ def apply_compactions(files: list[FileRecord], pending: list[CompactionState]) -
         for output in state.outputs:
             shown.setdefault(output.key, output)
     return sorted(shown.values(), key=lambda f: (f.hour, f.key))
+
+
+# --- retention policies (docs/retention_and_delete.md) -------------------------------------------
+
+RETENTION_EXECUTION_RETENTION = timedelta(days=30)
+
+
+def policy_to_json(policy: RetentionPolicy) -> dict[str, object]:
+    return {
+        "policy_id": policy.policy_id,
+        "name": policy.name,
+        "database": policy.database,
+        "measurement": policy.measurement,
+        "retention_days": policy.retention_days,
+        "buffer_days": policy.buffer_days,
+        "is_active": policy.is_active,
+        "created_at": _time(policy.created_at),
+        "updated_at": _time(policy.updated_at),
+    }
+
+
+def policy_from_json(data: dict[str, Any]) -> RetentionPolicy:
+    return RetentionPolicy(
+        policy_id=_int(data["policy_id"]),
+        name=str(data["name"]),
+        database=str(data["database"]),
+        measurement=None if data.get("measurement") is None else str(data["measurement"]),
+        retention_days=_int(data["retention_days"]),
+        buffer_days=_int(data["buffer_days"]),
+        is_active=bool(data["is_active"]),
+        created_at=_moment(data["created_at"]) or datetime.now(UTC),
+        updated_at=_moment(data["updated_at"]) or datetime.now(UTC),
+    )
+
+
+def retention_execution_to_json(execution: RetentionExecution) -> dict[str, object]:
+    return {
+        "execution_id": execution.execution_id,
+        "policy_id": execution.policy_id,
+        "kind": execution.kind,
+        "dry_run": execution.dry_run,
+        "status": execution.status,
+        "cutoff_us": execution.cutoff_us,
+        "partitions": execution.partitions,
+        "files": execution.files,
+        "rows": execution.rows,
+        "bytes": execution.bytes,
+        "started_at": _time(execution.started_at),
+        "duration_ms": execution.duration_ms,
+        "skipped": list(execution.skipped),
+        "error": execution.error,
+    }
+
+
+def retention_execution_from_json(data: dict[str, Any]) -> RetentionExecution:
+    return RetentionExecution(
+        execution_id=str(data["execution_id"]),
+        policy_id=_int(data["policy_id"]),
+        kind=data["kind"],
+        dry_run=bool(data["dry_run"]),
+        status=data["status"],
+        cutoff_us=_int(data["cutoff_us"]),
+        partitions=_int(data["partitions"]),
+        files=_int(data["files"]),
+        rows=_int(data["rows"]),
+        bytes=_int(data["bytes"]),
+        started_at=_moment(data["started_at"]) or datetime.now(UTC),
+        duration_ms=float(data["duration_ms"]),
+        skipped=tuple(str(name) for name in data.get("skipped", [])),
+        error=str(data.get("error", "")),
+    )

@@ -15,6 +15,7 @@ from typing import Any
 
 from arcs.adapters.records import (
     CQ_EXECUTION_RETENTION,
+    RETENTION_EXECUTION_RETENTION,
     apply_compactions,
     cq_from_json,
     cq_to_json,
@@ -24,6 +25,10 @@ from arcs.adapters.records import (
     file_to_json,
     job_from_json,
     job_to_json,
+    policy_from_json,
+    policy_to_json,
+    retention_execution_from_json,
+    retention_execution_to_json,
     sortable_time,
 )
 from arcs.adapters.records import hour_text as _hour_text
@@ -37,6 +42,8 @@ from arcs.ports import (
     FileRecord,
     MeasurementSchema,
     Partition,
+    RetentionExecution,
+    RetentionPolicy,
     TokenRecord,
 )
 
@@ -90,6 +97,7 @@ class SqliteDatabase:
         self._conn.execute("PRAGMA synchronous=FULL")
         self._conn.executescript(_SCHEMA)
         self._conn.executescript(_CQ_SCHEMA)
+        self._conn.executescript(_RETENTION_SCHEMA)
         self._lock = threading.RLock()
 
     @contextmanager
@@ -471,6 +479,75 @@ class SqliteCatalog:
         rows = self.db.query(sql + " ORDER BY job_id DESC LIMIT ?", (limit,))
         return [job_from_json(json.loads(str(body))) for (body,) in rows]
 
+    # --- retention policies (docs/retention_and_delete.md) ---------------------------------------
+    def create_retention_policy(self, policy: RetentionPolicy) -> RetentionPolicy | None:
+        with self.db.transaction() as conn:
+            cursor = conn.execute(
+                "INSERT OR IGNORE INTO retention_policies (database, name, definition) VALUES (?, ?, '')",
+                (policy.database, policy.name),
+            )
+            if cursor.rowcount != 1 or cursor.lastrowid is None:
+                return None
+            stored = replace(policy, policy_id=cursor.lastrowid)
+            conn.execute(
+                "UPDATE retention_policies SET definition=? WHERE policy_id=?",
+                (json.dumps(policy_to_json(stored)), stored.policy_id),
+            )
+            return stored
+
+    def get_retention_policy(self, policy_id: int) -> RetentionPolicy | None:
+        rows = self.db.query("SELECT definition FROM retention_policies WHERE policy_id=?", (policy_id,))
+        return policy_from_json(json.loads(str(rows[0][0]))) if rows else None
+
+    def list_retention_policies(self, database: str | None = None) -> list[RetentionPolicy]:
+        sql = "SELECT definition FROM retention_policies"
+        rows = (
+            self.db.query(sql + " WHERE database=? ORDER BY name", (database,))
+            if database
+            else self.db.query(sql + " ORDER BY database, name")
+        )
+        return [policy_from_json(json.loads(str(row[0]))) for row in rows]
+
+    def update_retention_policy(self, policy: RetentionPolicy) -> bool:
+        with self.db.transaction() as conn:
+            try:
+                cursor = conn.execute(
+                    "UPDATE retention_policies SET database=?, name=?, definition=? WHERE policy_id=?",
+                    (policy.database, policy.name, json.dumps(policy_to_json(policy)), policy.policy_id),
+                )
+            except sqlite3.IntegrityError:
+                return False  # the new name is another policy's
+            return cursor.rowcount == 1
+
+    def delete_retention_policy(self, policy_id: int) -> bool:
+        with self.db.transaction() as conn:
+            conn.execute("DELETE FROM retention_executions WHERE policy_id=?", (policy_id,))
+            return conn.execute("DELETE FROM retention_policies WHERE policy_id=?", (policy_id,)).rowcount == 1
+
+    def put_retention_execution(self, execution: RetentionExecution) -> None:
+        horizon = sortable_time(datetime.now(UTC) - RETENTION_EXECUTION_RETENTION)
+        with self.db.transaction() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO retention_executions VALUES (?, ?, ?, ?)",
+                (
+                    execution.policy_id,
+                    execution.execution_id,
+                    sortable_time(execution.started_at),
+                    json.dumps(retention_execution_to_json(execution)),
+                ),
+            )
+            conn.execute(
+                "DELETE FROM retention_executions WHERE policy_id=? AND started_at < ?", (execution.policy_id, horizon)
+            )
+
+    def list_retention_executions(self, policy_id: int, limit: int = 100) -> list[RetentionExecution]:
+        rows = self.db.query(
+            "SELECT record FROM retention_executions WHERE policy_id=? "
+            "ORDER BY started_at DESC, execution_id DESC LIMIT ?",
+            (policy_id, limit),
+        )
+        return [retention_execution_from_json(json.loads(str(row[0]))) for row in rows]
+
 
 def _file_row(f: FileRecord) -> tuple[object, ...]:
     hour = _hour_text(f.hour)
@@ -566,4 +643,16 @@ CREATE TABLE IF NOT EXISTS cq_executions (
     query_id INTEGER NOT NULL, execution_id TEXT NOT NULL, started_at TEXT NOT NULL, record TEXT NOT NULL,
     PRIMARY KEY (query_id, execution_id));
 CREATE INDEX IF NOT EXISTS cq_executions_by_query ON cq_executions (query_id, started_at);
+"""
+
+
+# --- retention policies (docs/retention_and_delete.md) -------------------------------------------
+
+_RETENTION_SCHEMA = """
+CREATE TABLE IF NOT EXISTS retention_policies (
+    policy_id INTEGER PRIMARY KEY AUTOINCREMENT, database TEXT NOT NULL, name TEXT NOT NULL, definition TEXT NOT NULL,
+    UNIQUE (database, name));
+CREATE TABLE IF NOT EXISTS retention_executions (
+    policy_id INTEGER NOT NULL, execution_id TEXT NOT NULL, started_at TEXT NOT NULL, record TEXT NOT NULL,
+    PRIMARY KEY (policy_id, execution_id));
 """

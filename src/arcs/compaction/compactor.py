@@ -31,7 +31,7 @@ import logging
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -43,12 +43,25 @@ from arcs import layout
 from arcs.compaction.merge import ORDER_COLUMNS, CorruptInput, check_parquet, merge, time_bounds
 from arcs.compaction.report import Candidate, RunReport
 from arcs.errors import ArcsError, NotFound
-from arcs.ports import Catalog, CommitRecord, CompactionJob, CompactionState, FileRecord, ObjectStore, Partition
+from arcs.ports import (
+    Catalog,
+    CommitRecord,
+    CompactionJob,
+    CompactionState,
+    FileRecord,
+    JobKind,
+    ObjectStore,
+    Partition,
+)
 from arcs.settings import CompactionSettings
 
 logger = logging.getLogger(__name__)
 
 FaultHook = Callable[[str], None]
+#: A rewrite's choice of inputs among the partition's listed files, made under its lease.
+SelectInputs = Callable[[list[FileRecord]], list[FileRecord]]
+#: A rewrite's outputs: (the input a file replaces, a local Parquet file), one at a time.
+BuildOutputs = Callable[[list[FileRecord], Path], Iterator[tuple[str, Path]]]
 #: An unlisted ingest file this old belongs to an attempt that is over (Lambda's limit is 15 min).
 ORPHAN_AGE = timedelta(hours=1)
 
@@ -59,6 +72,12 @@ def _no_fault(step: str) -> None:
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class PartitionBusy(ArcsError):
+    """Another job holds the partition's lease; the rewrite did not start."""
+
+    status = 409
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +213,82 @@ class Compactor:
             picked.append(record)
             total += record.size
         return picked
+
+    # --- a partition rewrite of retention or delete, swapped like a compaction ---------------------
+    def rewrite(
+        self, partition: Partition, kind: JobKind, select: SelectInputs, build: BuildOutputs
+    ) -> CompactionJob | None:
+        """Replace the inputs ``select`` picks among the partition's files by the files ``build``
+        writes (none: the inputs are removed), under the partition's lease and with the same
+        journal, commit record, recovery and grace-period deletes as a compaction job.
+
+        None when ``select`` picks nothing; raises ``PartitionBusy`` when another job holds the lease.
+        """
+        job_id = layout.sequence_id()
+        if not self.catalog.acquire_lease(partition.name, job_id, self.config.lease_s):
+            raise PartitionBusy(f"partition {partition.name} is being rewritten by another job; try again")
+        try:
+            job = self._rewrite_leased(partition, job_id, kind, select, build)
+        except Exception:
+            self.catalog.release_lease(partition.name, job_id)
+            raise
+        self.catalog.release_lease(partition.name, job_id)  # not in ``finally``: as in ``compact``
+        return job
+
+    def _rewrite_leased(
+        self, partition: Partition, job_id: str, kind: JobKind, select: SelectInputs, build: BuildOutputs
+    ) -> CompactionJob | None:
+        self._fault("leased")
+        state = self.catalog.get_compaction_state(partition)
+        if state is not None and not state.settled:
+            self._finish(partition, state)
+        base_version = 0 if state is None else state.version
+        listed = self.catalog.list_files(partition.database, partition.measurement, partition.hour, partition.hour)
+        picked = select(listed)
+        if not picked:
+            return None
+        now = self._now()
+        job = CompactionJob(
+            job_id,
+            partition,
+            "running",
+            now,
+            now,
+            base_version=base_version,
+            input_keys=tuple(f.key for f in picked),
+            input_bytes=sum(f.size for f in picked),
+            input_rows=sum(f.rows for f in picked),
+            kind=kind,
+        )
+        self.catalog.put_compaction_job(job)
+        self._fault("journaled")
+        outputs: list[FileRecord] = []
+        try:
+            self.work_dir.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=self.work_dir, prefix=f"{kind}-") as tmp:
+                for index, (source, path) in enumerate(build(picked, Path(tmp))):
+                    name = layout.compacted_filename(source, job_id, index)
+                    key = layout.data_key(self.prefix, partition.database, partition.measurement, partition.hour, name)
+                    outputs.append(self._upload(path, key, partition, job_id))
+                    path.unlink()
+                    self._fault("output-written")
+                    self._renew(partition, job_id)
+                self._renew(partition, job_id)
+        except Exception as exc:
+            logger.exception("%s of %s failed", kind, partition.name)
+            self._delete_orphans(partition, job_id)
+            failed = replace(job, status="failed", updated_at=self._now(), error=str(exc)[:1000])
+            self.catalog.put_compaction_job(failed)
+            return failed
+        self._fault("outputs-written")
+        state = CompactionState(base_version + 1, job_id, False, job.input_keys, tuple(outputs))
+        job = replace(
+            job,
+            output_keys=tuple(f.key for f in outputs),
+            output_bytes=sum(f.size for f in outputs),
+            output_rows=sum(f.rows for f in outputs),
+        )
+        return self._swap(partition, job, state)
 
     def _build(
         self, partition: Partition, job: CompactionJob, picked: list[FileRecord]

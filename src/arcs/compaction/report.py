@@ -54,6 +54,7 @@ def job_json(job: CompactionJob) -> dict[str, Any]:
     duration = (job.updated_at - job.started_at).total_seconds()
     return {
         "job_id": job.job_id,
+        "kind": job.kind,  # retention and delete rewrite partitions through the same journal
         "database": job.partition.database,
         "measurement": job.partition.measurement,
         "hour": job.partition.hour.isoformat(),

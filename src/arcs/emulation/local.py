@@ -40,6 +40,7 @@ MAX_RECEIVE_COUNT = "ARCS_LOCAL_MAX_RECEIVE_COUNT"
 VISIBILITY_TIMEOUT_S = "ARCS_LOCAL_VISIBILITY_TIMEOUT_S"
 AUTHORIZER_CACHE_TTL_S = "ARCS_LOCAL_AUTHORIZER_CACHE_TTL_S"  # > 0: cache keyed on the Authorization header
 CQ_SCHEDULE_S = "ARCS_LOCAL_CQ_SCHEDULE_S"  # the EventBridge rule's rate for continuous queries (0: off)
+RETENTION_SCHEDULE_S = "ARCS_LOCAL_RETENTION_SCHEDULE_S"  # the rule's rate for retention policies (0: off)
 
 #: Dummy credentials: moto accepts any, and real ones must never be needed (or sent) here.
 DUMMY_KEY = "testing"
@@ -63,6 +64,8 @@ class EmulationConfig:
     authorizer_cache_ttl_s: int = 0
     # The EventBridge rule that runs continuous queries: every minute, as the stack schedules it.
     cq_schedule_s: int = 60
+    # The rule that applies retention policies: hourly.
+    retention_schedule_s: int = 3600
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, moto_port: int = 0) -> EmulationConfig:
@@ -83,6 +86,7 @@ class EmulationConfig:
             visibility_timeout_s=whole(VISIBILITY_TIMEOUT_S, base.visibility_timeout_s, 1),
             authorizer_cache_ttl_s=whole(AUTHORIZER_CACHE_TTL_S, base.authorizer_cache_ttl_s, 0),
             cq_schedule_s=whole(CQ_SCHEDULE_S, base.cq_schedule_s, 0),
+            retention_schedule_s=whole(RETENTION_SCHEDULE_S, base.retention_schedule_s, 0),
         )
 
 
@@ -116,10 +120,13 @@ class Emulation:
     moto: ThreadedMotoServer | None = None
     admin_token: str | None = None
     cq_schedule: PeriodicTask | None = None
+    retention_schedule: PeriodicTask | None = None
 
     def close(self) -> None:
         if self.cq_schedule is not None:
             self.cq_schedule.stop()
+        if self.retention_schedule is not None:
+            self.retention_schedule.stop()
         self.poller.stop(timeout=self.poller.wait_s + self.poller.function.timeout_s + 5)
         self.schedule.stop(timeout=30)  # a compaction cut short here is finished by the next run
         self.clients.close()
@@ -237,6 +244,7 @@ def start_emulation(config: EmulationConfig, set_env: Callable[[str, str], Any] 
     )
     poller.start()
     emulation.cq_schedule = continuous_queries_schedule(config)
+    emulation.retention_schedule = retention_policies_schedule(config)
     schedule.start()
     return emulation
 
@@ -253,6 +261,18 @@ def continuous_queries_schedule(config: EmulationConfig) -> PeriodicTask | None:
     )
     schedule = PeriodicTask(
         "cq-schedule", config.cq_schedule_s, lambda: function.invoke({"task": "continuous_queries"})
+    )
+    schedule.start()
+    return schedule
+
+
+def retention_policies_schedule(config: EmulationConfig) -> PeriodicTask | None:
+    """The rule that applies retention policies: the compact function with ``{"task": "retention"}``."""
+    if config.retention_schedule_s <= 0:
+        return None
+    function = LambdaFunction("arcs-retention", load_handler("compact"), timeout_s=900, region=config.region)
+    schedule = PeriodicTask(
+        "retention-schedule", config.retention_schedule_s, lambda: function.invoke({"task": "retention"})
     )
     schedule.start()
     return schedule

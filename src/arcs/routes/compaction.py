@@ -85,7 +85,8 @@ def compaction_router(runtime: Runtime) -> Router:
         by_status: dict[str, int] = {}
         for job in jobs:
             by_status[job.status] = by_status.get(job.status, 0) + 1
-        swapped = [job for job in jobs if job.status in ("committed", "settled", "done")]
+        # Retention and delete journal their rewrites as jobs too; these totals are compaction's.
+        swapped = [job for job in jobs if job.status in ("committed", "settled", "done") and job.kind == "compaction"]
         before = sum(job.input_bytes for job in swapped)
         after = sum(job.output_bytes for job in swapped)
         return {

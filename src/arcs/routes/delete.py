@@ -1,0 +1,77 @@
+"""Delete routes (API.md "Storage lifecycle"); the behaviour is docs/retention_and_delete.md.
+
+``POST /api/v1/delete`` needs ``admin`` and the database in the caller's scopes. ``where`` is one
+boolean expression over the measurement's columns, checked as ``GET /api/v1/query/{measurement}``
+checks its ``where`` (DuckDB's parser, then the sandbox); its conditions on ``time`` limit the
+partitions read. ``GET /api/v1/delete/config`` says the rules (``read``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.event_handler.api_gateway import Router
+
+from arcs.errors import BadRequest, NotFound
+from arcs.names import check_database, check_measurement
+from arcs.pruning import time_range
+from arcs.rewriter import tokenize
+from arcs.routes.queries import MAX_WHERE_CHARS, WHERE_RULE, check_single_measurement_query, measurement_query_sql
+from arcs.routes.request import RequestView
+from arcs.runtime import Runtime
+from arcs.sandbox import check_read_only
+
+BASE = "/api/v1/delete"
+
+
+def _flag(document: dict[str, Any], name: str) -> bool:
+    value = document.get(name, False)
+    if not isinstance(value, bool):
+        raise BadRequest(f"{name!r} must be true or false")
+    return value
+
+
+def delete_router(runtime: Runtime) -> Router:
+    router = Router()
+    request = RequestView(router)
+
+    @router.post(BASE)
+    def delete() -> dict[str, Any]:
+        caller = request.principal()
+        caller.require("admin")
+        document = request.json()
+        database = check_database(document.get("database"))
+        measurement = check_measurement(document.get("measurement"))
+        caller.require_database(database)
+        where = document.get("where")
+        if not isinstance(where, str) or not where.strip():
+            raise BadRequest("'where' is required: " + WHERE_RULE)
+        dry_run, confirm = _flag(document, "dry_run"), _flag(document, "confirm")
+        schema = runtime.catalog.get_schema(database, measurement)
+        if schema is None:
+            raise NotFound(f"measurement {measurement!r} not found in database {database!r}")
+        sql = measurement_query_sql(
+            database, measurement, schema.columns, limit=1, offset=0, order_by="time", where=where
+        )
+        check_single_measurement_query(runtime.engine, sql, database, measurement)
+        check_read_only(runtime.engine, sql)
+        bounds = time_range(tokenize(where), (measurement.lower(),), runtime.queries.evaluate_time)
+        result = runtime.deleter.delete(database, measurement, where, bounds, dry_run=dry_run, confirm=confirm)
+        return result.to_json()
+
+    @router.get(f"{BASE}/config")
+    def config() -> dict[str, Any]:
+        from arcs.deletion import CONFIRM_ROWS
+
+        request.principal().require("read")
+        return {
+            "success": True,
+            "enabled": True,
+            "confirmation_threshold": CONFIRM_ROWS,
+            "max_where_chars": MAX_WHERE_CHARS,
+            "where_rule": WHERE_RULE,
+            "permission": "admin",
+            "grace_period_s": runtime.settings.compaction.grace_s,
+        }
+
+    return router
