@@ -64,6 +64,11 @@ class Gateway:
             app = self._local.app = build_app(self.runtime)
         return app
 
+    def warm(self) -> None:
+        """Import the routes and open DuckDB now, so the first request costs what any other does."""
+        self._app()
+        self.runtime.engine.connection()
+
     def handle(self, method: str, path: str, query: str, headers: dict[str, str], body: bytes) -> HttpResponse:
         context = None
         if path not in PUBLIC_PATHS:
@@ -289,9 +294,9 @@ def serve(runtime: LocalRuntime, host: str, port: int, workers: int = 8) -> None
     timer = trigger if isinstance(trigger, CompactionTimer) else None
     if timer is not None:
         timer.start()
-    app = AsgiApp(
-        Gateway(runtime).handle, runtime.settings.max_request_bytes, workers, runtime.settings.queue_timeout_s
-    )
+    gateway = Gateway(runtime)
+    gateway.warm()  # before the server says it is listening
+    app = AsgiApp(gateway.handle, runtime.settings.max_request_bytes, workers, runtime.settings.queue_timeout_s)
     try:
         run_http(app, host, port, token)
     finally:
