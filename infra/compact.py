@@ -8,10 +8,10 @@ task                     what it does                                  default s
 =======================  ============================================  ==================
 ``compaction``           merge an hour partition's small files         every 15 minutes
 ``continuous_queries``   run the continuous queries' closed windows    every minute
+``retention``            remove partitions the policies let expire     hourly, at minute 17
 =======================  ============================================  ==================
 
-The event is exactly ``{"task": "<task>"}``. Retention is not built: the handler refuses its task,
-so there is no rule for it; once it is, it is one more entry in ``DEFAULT_SCHEDULES``. The trigger
+The event is exactly ``{"task": "<task>"}``. The trigger
 route (``POST /api/v1/compaction/trigger``) invokes the same function asynchronously with no task:
 a compaction run (``allow_trigger``).
 
@@ -48,6 +48,8 @@ HANDLER = "handler.handler"
 DEFAULT_SCHEDULES: dict[str, events.Schedule] = {
     "compaction": events.Schedule.rate(Duration.minutes(15)),
     "continuous_queries": events.Schedule.rate(Duration.minutes(1)),
+    # Policies count in days; an hourly run removes an hour partition within the hour it expires.
+    "retention": events.Schedule.cron(minute="17"),
 }
 TASKS = tuple(DEFAULT_SCHEDULES)
 TIMEOUT = Duration.minutes(15)  # Lambda's longest: a job that runs out is finished by the next run

@@ -196,14 +196,14 @@ def _compact_handler_tasks() -> set[str]:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return {module.COMPACTION, module.CONTINUOUS_QUERIES}
+    return {module.COMPACTION, module.CONTINUOUS_QUERIES, module.RETENTION}
 
 
 def test_schedules_send_the_compact_function_only_tasks_it_runs(synth: Synth) -> None:
     function_arn = {"Fn::GetAtt": [synth.logical_id(synth.stack.compact.compact.function), "Arn"]}
     dlq_arn = {"Fn::GetAtt": [synth.logical_id(synth.stack.compact.dead_letter_queue), "Arn"]}
     rules = synth.of_type("AWS::Events::Rule")
-    assert len(rules) == len(TASKS) == 2
+    assert len(rules) == len(TASKS) == 3
     seen = {}
     for rule in rules.values():
         props = rule["Properties"]
@@ -215,8 +215,11 @@ def test_schedules_send_the_compact_function_only_tasks_it_runs(synth: Synth) ->
         event = json.loads(target["Input"])
         assert set(event) == {"task"}
         seen[event["task"]] = props["ScheduleExpression"]
-    # Retention is not built (the handler refuses its task): no rule for it.
-    assert seen == {"compaction": "rate(15 minutes)", "continuous_queries": "rate(1 minute)"}
+    assert seen == {
+        "compaction": "rate(15 minutes)",
+        "continuous_queries": "rate(1 minute)",
+        "retention": "cron(17 * * * ? *)",
+    }
     assert set(seen) <= _compact_handler_tasks()
     # EventBridge may invoke the function, and only its rules may.
     permissions = [
@@ -233,14 +236,14 @@ def test_schedules_send_the_compact_function_only_tasks_it_runs(synth: Synth) ->
 def test_a_schedule_for_a_task_the_function_does_not_run_is_refused() -> None:
     stack = Stack(App(), "Probe")
     storage = ArcsStorage(stack, "Storage")
-    with pytest.raises(ValueError, match="retention"):
+    with pytest.raises(ValueError, match="vacuum"):
         ArcsCompact(
             stack,
             "Compact",
             storage=storage,
             defaults=FunctionDefaults(environment={}),
             write_queue=sqs.Queue(stack, "Writes"),
-            schedules={"retention": events.Schedule.cron(hour="3", minute="17")},
+            schedules={"vacuum": events.Schedule.cron(hour="3", minute="17")},
         )
 
 
@@ -665,11 +668,11 @@ EXPECTED_RESOURCE_TYPES = {
     "AWS::Lambda::LayerVersion": 3,
     "AWS::Lambda::Function": 6,
     "AWS::Lambda::EventSourceMapping": 1,
-    "AWS::Lambda::Permission": 5,
+    "AWS::Lambda::Permission": 6,
     "AWS::IAM::Role": 7,
     "AWS::IAM::Policy": 6,
     "AWS::Logs::LogGroup": 7,
-    "AWS::Events::Rule": 2,
+    "AWS::Events::Rule": 3,
     "AWS::SecretsManager::Secret": 1,
     "Custom::ArcsBootstrapToken": 1,
     "AWS::ApiGateway::RestApi": 1,
