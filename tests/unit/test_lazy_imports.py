@@ -54,6 +54,12 @@ def loaded_modules(handler: str, part: str, tmp_path: Path, *extra: str) -> set[
             "AWS_SECRET_ACCESS_KEY": "testing",
         }
     )
+    # The layers hold no pandas, but the dev environment does (the clickbench extra brings it), and
+    # pyarrow and DuckDB import it whenever they find it: hide it, as the function's path would.
+    hidden = tmp_path / "without-pandas" / "pandas"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text('raise ImportError("pandas is not in the Lambda layers")\n')
+    env["PYTHONPATH"] = os.pathsep.join([str(hidden.parent), *filter(None, [os.environ.get("PYTHONPATH")])])
     done = subprocess.run(
         [sys.executable, "-c", PROBE, str(ROOT / "functions" / handler), part, *extra],
         capture_output=True,
