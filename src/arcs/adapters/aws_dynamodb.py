@@ -516,7 +516,7 @@ class DynamoCatalog(_Table):
 
     # --- continuous queries (docs/continuous_queries.md) ---------------------------------------
     def create_continuous_query(self, query: ContinuousQuery, processed_until_us: int) -> ContinuousQuery | None:
-        query = replace(query, query_id=self._next_cq_id())
+        query = replace(query, query_id=self._next_id(_CQ_COUNTER_PK))
         codes = self._transact(
             [
                 _put_op(self.table, _cq_values(query), "attribute_not_exists(pk)"),
@@ -530,12 +530,12 @@ class DynamoCatalog(_Table):
             return None
         raise StorageFault(f"DynamoDB creation of continuous query {query.name!r} cancelled: {codes}")
 
-    def _next_cq_id(self) -> int:
+    def _next_id(self, counter_pk: str) -> int:
         """An atomic counter: ids count up from 1 and are never handed out twice."""
         try:
             response = self.client.update_item(
                 TableName=self.table,
-                Key=_key(_CQ_COUNTER_PK, _NO_SORT),
+                Key=_key(counter_pk, _NO_SORT),
                 UpdateExpression="ADD next_id :one",
                 ExpressionAttributeValues=_item({":one": 1}),
                 ReturnValues="UPDATED_NEW",
@@ -727,7 +727,7 @@ class DynamoCatalog(_Table):
 
     # --- retention policies (docs/retention_and_delete.md) ---------------------------------------
     def create_retention_policy(self, policy: RetentionPolicy) -> RetentionPolicy | None:
-        policy = replace(policy, policy_id=self._next_policy_id())
+        policy = replace(policy, policy_id=self._next_id(_POLICY_COUNTER_PK))
         codes = self._transact(
             [
                 _put_op(self.table, _policy_values(policy), "attribute_not_exists(pk)"),
@@ -739,20 +739,6 @@ class DynamoCatalog(_Table):
         if "ConditionalCheckFailed" in codes:
             return None
         raise StorageFault(f"DynamoDB creation of retention policy {policy.name!r} cancelled: {codes}")
-
-    def _next_policy_id(self) -> int:
-        """An atomic counter: ids count up from 1 and are never handed out twice."""
-        try:
-            response = self.client.update_item(
-                TableName=self.table,
-                Key=_key(_POLICY_COUNTER_PK, _NO_SORT),
-                UpdateExpression="ADD next_id :one",
-                ExpressionAttributeValues=_item({":one": 1}),
-                ReturnValues="UPDATED_NEW",
-            )
-        except (ClientError, BotoCoreError) as exc:
-            raise self._fault("counter update", exc) from exc
-        return int(_plain(response["Attributes"])["next_id"])
 
     def get_retention_policy(self, policy_id: int) -> RetentionPolicy | None:
         item = self._get(_POLICY_PK, _cq_sort(policy_id))
