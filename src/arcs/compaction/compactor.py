@@ -166,15 +166,17 @@ class Compactor:
         self.catalog.release_lease(partition.name, job_id)
         return job
 
-    def _compact_leased(self, partition: Partition, job_id: str) -> CompactionJob | None:
-        self._fault("leased")
+    def _open_job(
+        self, partition: Partition, job_id: str, kind: JobKind, select: SelectInputs, minimum: int
+    ) -> tuple[CompactionJob, list[FileRecord]] | None:
+        """Under the lease: finish a crashed swap, pick the inputs, journal the job (None: too few)."""
         state = self.catalog.get_compaction_state(partition)
         if state is not None and not state.settled:
             self._finish(partition, state)  # a crashed job's swap: finish it before anything else
         base_version = 0 if state is None else state.version
         listed = self.catalog.list_files(partition.database, partition.measurement, partition.hour, partition.hour)
-        picked = self._pick(listed)
-        if len(picked) < self.config.min_files:
+        picked = select(listed)
+        if len(picked) < minimum:
             return None
         now = self._now()
         job = CompactionJob(
@@ -187,9 +189,18 @@ class Compactor:
             input_keys=tuple(f.key for f in picked),
             input_bytes=sum(f.size for f in picked),
             input_rows=sum(f.rows for f in picked),
+            kind=kind,
         )
         self.catalog.put_compaction_job(job)
         self._fault("journaled")
+        return job, picked
+
+    def _compact_leased(self, partition: Partition, job_id: str) -> CompactionJob | None:
+        self._fault("leased")
+        opened = self._open_job(partition, job_id, "compaction", self._pick, self.config.min_files)
+        if opened is None:
+            return None
+        job, picked = opened
         try:
             built = self._build(partition, job, picked)
         except Exception as exc:
@@ -239,29 +250,10 @@ class Compactor:
         self, partition: Partition, job_id: str, kind: JobKind, select: SelectInputs, build: BuildOutputs
     ) -> CompactionJob | None:
         self._fault("leased")
-        state = self.catalog.get_compaction_state(partition)
-        if state is not None and not state.settled:
-            self._finish(partition, state)
-        base_version = 0 if state is None else state.version
-        listed = self.catalog.list_files(partition.database, partition.measurement, partition.hour, partition.hour)
-        picked = select(listed)
-        if not picked:
+        opened = self._open_job(partition, job_id, kind, select, 1)
+        if opened is None:
             return None
-        now = self._now()
-        job = CompactionJob(
-            job_id,
-            partition,
-            "running",
-            now,
-            now,
-            base_version=base_version,
-            input_keys=tuple(f.key for f in picked),
-            input_bytes=sum(f.size for f in picked),
-            input_rows=sum(f.rows for f in picked),
-            kind=kind,
-        )
-        self.catalog.put_compaction_job(job)
-        self._fault("journaled")
+        job, picked = opened
         outputs: list[FileRecord] = []
         try:
             self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -281,7 +273,7 @@ class Compactor:
             self.catalog.put_compaction_job(failed)
             return failed
         self._fault("outputs-written")
-        state = CompactionState(base_version + 1, job_id, False, job.input_keys, tuple(outputs))
+        state = CompactionState(job.base_version + 1, job_id, False, job.input_keys, tuple(outputs))
         job = replace(
             job,
             output_keys=tuple(f.key for f in outputs),
