@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from arcs.allocator import keep_large_blocks_on_heap
 from arcs.ports import Catalog, DownloadStore, ObjectStore, TokenStore, WriteQueue
 from arcs.settings import Settings
 from arcs.tokens import TokenService
@@ -184,8 +185,10 @@ class Runtime:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Runtime:
+        """The process's runtime: built once per Lambda container or server process."""
         if settings.backend == "local":
             return local_runtime(settings)
+        keep_large_blocks_on_heap(settings.mmap_threshold_mb * 1024 * 1024)
         from arcs.adapters.aws import aws_runtime_parts
 
         store, catalog, token_store, queue, roots, s3_access, invoke = aws_runtime_parts(settings)
@@ -206,6 +209,7 @@ def local_runtime(settings: Settings) -> LocalRuntime:
     from arcs.adapters.spool import Spool
     from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase, SqliteTokenStore
 
+    keep_large_blocks_on_heap(settings.mmap_threshold_mb * 1024 * 1024)
     data_dir = settings.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     store = DirectoryStore(data_dir / "storage")

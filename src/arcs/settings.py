@@ -119,6 +119,8 @@ class Settings:
     cq_max_windows: int = 60
     # Retention (docs/retention_and_delete.md): the standalone server's timer; 0 turns it off.
     retention_interval_s: float = 3600.0
+    # Result-sized blocks stay mapped between queries (arcs.allocator); 0 keeps the C library's default.
+    mmap_threshold_mb: int = 256
     compaction: CompactionSettings = field(default_factory=lambda: CompactionSettings())
 
     @classmethod
@@ -150,6 +152,9 @@ class Settings:
         expiry_s = int(number(envvars.QUERY_RESULT_URL_EXPIRY_S, base.query_result_url_expiry_s))
         if not 1 <= expiry_s <= 7 * 24 * 3600:  # S3's longest presigned URL is 7 days
             raise ConfigError(f"{envvars.QUERY_RESULT_URL_EXPIRY_S} must be 1 to 604800 seconds, got {expiry_s}")
+        mmap_threshold_mb = int(number(envvars.MMAP_THRESHOLD_MB, base.mmap_threshold_mb))
+        if not 0 <= mmap_threshold_mb <= 2047:  # the allocator takes a C int of bytes
+            raise ConfigError(f"{envvars.MMAP_THRESHOLD_MB} must be 0 to 2047, got {mmap_threshold_mb}")
         threads = env.get(envvars.DUCKDB_THREADS)
         work_dir = env.get(envvars.WORK_DIR)
         return cls(
@@ -184,6 +189,7 @@ class Settings:
             cq_delay_s=number(envvars.CQ_DELAY_S, base.cq_delay_s),
             cq_max_windows=max(1, int(number(envvars.CQ_MAX_WINDOWS, base.cq_max_windows))),
             retention_interval_s=number(envvars.RETENTION_INTERVAL_S, base.retention_interval_s),
+            mmap_threshold_mb=mmap_threshold_mb,
             compaction=CompactionSettings.from_env(env, number),
         )
 

@@ -1,0 +1,59 @@
+"""The C allocator's handling of large blocks, tuned for a process that builds big results.
+
+glibc serves every block above its mmap threshold (128 KiB at first, raised up to 32 MiB as blocks
+are freed) with a fresh ``mmap``, and gives it back with ``munmap`` on free. A query result of tens
+of megabytes (the Arrow stream, its copy into a Python ``bytes``, the base64 of a Lambda response)
+thus faults every page in anew on each query: at 1 M rows that is most of the Arrow stream's cost
+(measured by ``benchmarks.serialization``: 22 M rows/s with glibc's default, 60 to 68 M with 256 MiB).
+Here blocks up to the threshold come from the heap, and the heap keeps up to as much free memory
+at its top instead of trimming it (glibc's trim threshold, 128 KiB by default): the next query's
+result reuses pages already mapped. The price is resident memory: up to the threshold stays with
+the process after a large result (256 MiB by default, ``ARCS_MMAP_THRESHOLD_MB``).
+
+Only glibc is tuned (Lambda's and the container's C library); elsewhere this does nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import os
+
+logger = logging.getLogger(__name__)
+
+#: glibc's ``mallopt`` parameters (``M_MMAP_THRESHOLD`` and ``M_TRIM_THRESHOLD`` in malloc.h).
+_M_MMAP_THRESHOLD = -3
+_M_TRIM_THRESHOLD = -1
+#: ``mallopt`` takes an ``int``.
+_LARGEST = 2**31 - 1
+
+
+def keep_large_blocks_on_heap(threshold_bytes: int) -> bool:
+    """Serve blocks up to ``threshold_bytes`` from the heap and keep as much of it when freed;
+    True when the allocator took the setting.
+
+    0 leaves the allocator as it is. Safe to call again (the last call wins).
+    """
+    if threshold_bytes > _LARGEST:
+        raise ValueError(f"an mmap threshold is at most {_LARGEST} bytes, got {threshold_bytes}")
+    if threshold_bytes <= 0 or not _glibc():
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        # Both, or a freed result at the heap's top is trimmed away and faults in again all the same.
+        accepted = bool(libc.mallopt(_M_MMAP_THRESHOLD, ctypes.c_int(threshold_bytes))) and bool(
+            libc.mallopt(_M_TRIM_THRESHOLD, ctypes.c_int(threshold_bytes))
+        )
+    except (OSError, AttributeError):
+        accepted = False
+    if not accepted:
+        logger.warning("the C allocator refused an mmap threshold of %d bytes; left as it was", threshold_bytes)
+    return accepted
+
+
+def _glibc() -> bool:
+    try:
+        return (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
+    except (ValueError, OSError, AttributeError):  # not a glibc system
+        return False
