@@ -16,7 +16,6 @@ Only glibc is tuned (Lambda's and the container's C library); elsewhere this doe
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 import os
 
@@ -40,7 +39,7 @@ def keep_large_blocks_on_heap(threshold_bytes: int) -> bool:
     if threshold_bytes <= 0 or not _glibc():
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc = ctypes.CDLL(None)  # the process's own symbols, libc's among them (find_library runs ldconfig)
         # Both, or a freed result at the heap's top is trimmed away and faults in again all the same.
         accepted = bool(libc.mallopt(_M_MMAP_THRESHOLD, ctypes.c_int(threshold_bytes))) and bool(
             libc.mallopt(_M_TRIM_THRESHOLD, ctypes.c_int(threshold_bytes))
