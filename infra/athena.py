@@ -16,7 +16,6 @@ from collections.abc import Mapping
 
 from aws_cdk import Stack
 from aws_cdk import aws_glue as glue
-from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 #: The API's stored types (API.md) as Athena (Hive) types.
@@ -65,7 +64,7 @@ class ArcsAthena(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        bucket: s3.IBucket,
+        bucket_name: str,
         prefix: str,
         database_name: str,
         tables: Mapping[str, Mapping[str, str]],
@@ -82,7 +81,7 @@ class ArcsAthena(Construct):
                 description="Arc Serverless data (Parquet, hour partitions) for Athena; see docs/athena.md",
             ),
         )
-        root = f"s3://{bucket.bucket_name}/{prefix + '/' if prefix else ''}"
+        root = f"s3://{bucket_name}/{prefix + '/' if prefix else ''}"
         self.tables: dict[str, glue.CfnTable] = {}
         for qualified, columns in sorted(tables.items()):
             database, _, measurement = qualified.partition(".")

@@ -1,10 +1,12 @@
 """The optional S3 Express One Zone directory bucket (context ``express_zone``, an AZ id such as
 ``use1-az4``): single-digit-millisecond reads for the functions placed near it (DESIGN.md §5).
 
-Directory buckets authorize with sessions (``s3express:CreateSession``), not per-object actions:
-the query function may only open read-only sessions; ingest and compaction read-write ones. The
-functions learn the bucket from ``ARCS_EXPRESS_BUCKET``. Encryption is SSE-S3, and a directory
-bucket cannot be public nor have ACLs.
+When it exists it holds the data files (docs/express.md): ingest writes them, compaction rewrites
+them, and the query function reads them and, for admins, deletes and rewrites them (a database
+drop, a delete, a retention policy run). Directory buckets authorize with sessions
+(``s3express:CreateSession``), not per-object actions, so those three functions open read-write
+sessions; the others never touch the bucket. The functions learn the bucket from
+``ARCS_EXPRESS_BUCKET``. Encryption is SSE-S3, and a directory bucket cannot be public nor have ACLs.
 """
 
 from __future__ import annotations
@@ -39,13 +41,9 @@ class ArcsExpress(Construct):
         self.bucket.apply_removal_policy(RemovalPolicy.RETAIN)  # it holds data, like the main bucket
         self.bucket_name = self.bucket.ref
 
-    def grant_sessions(self, function: lambda_.Function, role: iam.IRole, *, read_only: bool) -> None:
-        """Let ``function`` open sessions on the bucket (read-only ones only, if ``read_only``)."""
+    def grant_sessions(self, function: lambda_.Function, role: iam.IRole) -> None:
+        """Let ``function`` open read-write sessions on the bucket, and tell it the bucket's name."""
         role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["s3express:CreateSession"],
-                resources=[self.bucket.attr_arn],
-                conditions={"StringEquals": {"s3express:SessionMode": "ReadOnly"}} if read_only else None,
-            )
+            iam.PolicyStatement(actions=["s3express:CreateSession"], resources=[self.bucket.attr_arn])
         )
         function.add_environment(envvars.EXPRESS_BUCKET, self.bucket_name)

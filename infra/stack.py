@@ -84,12 +84,12 @@ class ArcsStack(Stack):
         )
         self.compact.allow_trigger(self.query.query.role)
         self.authorizer = ArcsAuthorizer(self, "Authorizer", storage=self.storage, defaults=defaults)
-        # Optional S3 Express One Zone: query reads it, ingest and compaction write it.
+        # Optional S3 Express One Zone, the data files' bucket then: ingest writes them, compaction
+        # rewrites them, the query function reads them and deletes or rewrites them for admins.
         self.express = ArcsExpress(self, "Express", zone_id=express_zone) if express_zone else None
         if self.express is not None:
-            self.express.grant_sessions(self.query.query.function, self.query.query.role, read_only=True)
-            for writer in (self.ingest.ingest, self.compact.compact):
-                self.express.grant_sessions(writer.function, writer.role, read_only=False)
+            for user in (self.ingest.ingest, self.compact.compact, self.query.query):
+                self.express.grant_sessions(user.function, user.role)
         self.bootstrap = ArcsBootstrap(self, "Bootstrap", storage=self.storage, defaults=defaults)
         self.api = ArcsApi(
             self,
@@ -101,7 +101,8 @@ class ArcsStack(Stack):
         self.athena = ArcsAthena(
             self,
             "Athena",
-            bucket=self.storage.bucket,
+            # Athena reads the data where it is: the directory bucket when there is one.
+            bucket_name=self.express.bucket_name if self.express is not None else self.storage.bucket.bucket_name,
             prefix=self.storage.prefix,
             database_name=glue_database or construct_id.lower().replace("-", "_"),
             tables=athena_tables or {},

@@ -36,6 +36,16 @@ _UNUSED_FILESYSTEMS = ("HTTPFileSystem", "HuggingFaceFileSystem")
 
 
 @dataclass(frozen=True, slots=True)
+class BucketEndpoint:
+    """A bucket DuckDB must reach at an endpoint of its own: an S3 Express directory bucket's zonal one."""
+
+    bucket: str
+    endpoint: str  # host[:port]
+    use_ssl: bool
+    url_style: str
+
+
+@dataclass(frozen=True, slots=True)
 class S3Access:
     region: str
     endpoint: str | None  # host:port for moto/LocalStack; None for AWS
@@ -44,6 +54,8 @@ class S3Access:
     key_id: str
     secret: str
     session_token: str | None
+    #: The data's directory bucket, if any: same credentials, its own secret scoped to that bucket.
+    express: BucketEndpoint | None = None
 
 
 def extension_directory(work_dir: Path, platform: str) -> Path:
@@ -188,19 +200,8 @@ class Engine:
 
     @staticmethod
     def _create_secret(conn: duckdb.DuckDBPyConnection, s3: S3Access) -> None:
-        options = {
-            "KEY_ID": s3.key_id,
-            "SECRET": s3.secret,
-            "REGION": s3.region,
-            "URL_STYLE": s3.url_style,
-            "USE_SSL": "true" if s3.use_ssl else "false",
-        }
-        if s3.session_token:
-            options["SESSION_TOKEN"] = s3.session_token
-        if s3.endpoint:
-            options["ENDPOINT"] = s3.endpoint
-        rendered = ", ".join(f"{key} '{value.replace(chr(39), chr(39) * 2)}'" for key, value in options.items())
-        conn.execute(f"CREATE OR REPLACE SECRET arcs_data (TYPE s3, {rendered})")
+        for statement in secret_statements(s3):
+            conn.execute(statement)
 
     def query_arrow(self, sql: str, params: Sequence[object] | None = None, max_rows: int | None = None) -> pa.Table:
         """Run ``sql``; more than ``max_rows`` result rows is an error, never a silent truncation."""
@@ -254,6 +255,41 @@ class Engine:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+def secret_statements(s3: S3Access) -> list[str]:
+    """The ``CREATE SECRET`` statements that give httpfs ``s3``'s credentials and endpoints.
+
+    DuckDB picks the secret whose scope is the longest prefix of a URL: the directory bucket's
+    scoped secret sends its requests to its own endpoint, every other bucket keeps the default one.
+    """
+    common = {"KEY_ID": s3.key_id, "SECRET": s3.secret, "REGION": s3.region}
+    if s3.session_token:
+        common["SESSION_TOKEN"] = s3.session_token
+    default = {**common, "URL_STYLE": s3.url_style, "USE_SSL": _flag(s3.use_ssl)}
+    if s3.endpoint:
+        default["ENDPOINT"] = s3.endpoint
+    statements = [_secret("arcs_data", default)]
+    if s3.express is not None:
+        express = s3.express
+        scoped = {
+            **common,
+            "ENDPOINT": express.endpoint,
+            "URL_STYLE": express.url_style,
+            "USE_SSL": _flag(express.use_ssl),
+            "SCOPE": f"s3://{express.bucket}/",
+        }
+        statements.append(_secret("arcs_express", scoped))
+    return statements
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _secret(name: str, options: dict[str, str]) -> str:
+    rendered = ", ".join(f"{key} '{value.replace(chr(39), chr(39) * 2)}'" for key, value in options.items())
+    return f"CREATE OR REPLACE SECRET {name} (TYPE s3, {rendered})"
 
 
 class _Opening:

@@ -31,7 +31,7 @@ RESULT_CACHE_MAX_BYTES = "ARCS_RESULT_CACHE_MAX_BYTES"
 CQ_TIMER_S = "ARCS_CQ_TIMER_S"  # standalone server: how often continuous queries run (0: never)
 CQ_DELAY_S = "ARCS_CQ_DELAY_S"  # a window runs once it closed this long ago (late data's grace)
 CQ_MAX_WINDOWS = "ARCS_CQ_MAX_WINDOWS"  # windows one continuous query catches up per run
-EXPRESS_BUCKET = "ARCS_EXPRESS_BUCKET"  # AWS: the optional S3 Express One Zone directory bucket (set by the stack)
+EXPRESS_BUCKET = "ARCS_EXPRESS_BUCKET"  # AWS: the optional S3 Express bucket of the data files (docs/express.md)
 RETENTION_INTERVAL_S = "ARCS_RETENTION_INTERVAL_S"  # standalone server: how often retention policies run (0: never)
 COMPACTION_INTERVAL_S = "ARCS_COMPACTION_INTERVAL_S"  # standalone server's compaction timer; 0 = off
 COMPACTION_MIN_AGE_S = "ARCS_COMPACTION_MIN_AGE_S"  # a partition is compacted this long after its hour ends

@@ -74,6 +74,11 @@ def parse_data_key(prefix: str, key: str) -> DataKey:
     return DataKey(match["db"], match["m"], hour, match["f"])
 
 
+def system_prefix(prefix: str) -> str:
+    """The key prefix of everything that is not a data file: ``{prefix}/_arcs/``."""
+    return _join(prefix, f"{SYSTEM_DIR}/")
+
+
 def system_key(prefix: str, *parts: str) -> str:
     """A key outside every data prefix (claim checks, manifests, quarantine)."""
     return _join(prefix, "/".join((SYSTEM_DIR, *parts)))

@@ -81,6 +81,8 @@ class Settings:
     backend: Backend = "local"
     data_dir: Path = Path("./data")
     bucket: str = ""
+    #: AWS: an S3 Express One Zone directory bucket for the data files (docs/express.md); "" = none.
+    express_bucket: str = ""
     prefix: str = ""
     queue_url: str = ""
     table: str = ""
@@ -161,6 +163,7 @@ class Settings:
             backend=backend,  # type: ignore[arg-type]
             data_dir=Path(text(envvars.DATA_DIR, str(base.data_dir))),
             bucket=text(envvars.BUCKET, ""),
+            express_bucket=text(envvars.EXPRESS_BUCKET, "").strip(),
             prefix=text(envvars.PREFIX, "").strip("/"),
             queue_url=text(envvars.QUEUE_URL, ""),
             table=text(envvars.TABLE, ""),
@@ -192,6 +195,11 @@ class Settings:
             mmap_threshold_mb=mmap_threshold_mb,
             compaction=CompactionSettings.from_env(env, number),
         )
+
+    @property
+    def data_bucket(self) -> str:
+        """The bucket holding the data files: the directory bucket when there is one."""
+        return self.express_bucket or self.bucket
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]

@@ -340,7 +340,9 @@ def test_athena_tables_that_cannot_exist_are_refused(tables: dict[str, dict[str,
     stack = Stack(App(), "Probe")
     storage = ArcsStorage(stack, "Storage")
     with pytest.raises(ValueError, match="athena_tables"):
-        ArcsAthena(stack, "Athena", bucket=storage.bucket, prefix="", database_name="probe", tables=tables)
+        ArcsAthena(
+            stack, "Athena", bucket_name=storage.bucket.bucket_name, prefix="", database_name="probe", tables=tables
+        )
 
 
 # --- IAM: each function reaches only what it needs ---------------------------------------------------
@@ -592,10 +594,10 @@ def test_cdk_nag_finds_nothing_unacknowledged_with_compact_and_athena(synth: Syn
 # --- S3 Express One Zone (optional) ----------------------------------------------------------------
 
 
-def test_express_bucket_is_read_by_query_and_written_by_ingest_and_compact(
-    layers_dir: Path,
-) -> None:
-    express = _synth({"layers_dir": str(layers_dir), "express_zone": "use1-az4"})
+def test_express_bucket_sessions_go_to_exactly_the_functions_that_use_the_data(layers_dir: Path) -> None:
+    express = _synth(
+        {"layers_dir": str(layers_dir), "express_zone": "use1-az4", "athena_tables": json.dumps(ATHENA_TABLES)}
+    )
     assert express.stack.express is not None
     bucket_id = express.logical_id(express.stack.express.bucket)
     bucket = express.resources[bucket_id]
@@ -603,24 +605,29 @@ def test_express_bucket_is_read_by_query_and_written_by_ingest_and_compact(
     assert bucket["DeletionPolicy"] == "Retain"
     assert bucket["Properties"]["LocationName"] == "use1-az4"
     assert bucket["Properties"]["DataRedundancy"] == "SingleAvailabilityZone"
-    sessions = {}
+    users = set()
     for name, function in express.functions().items():
         env = express.props(function.function)["Environment"]["Variables"]
         grants = [s for s in express.statements(function.role) if "s3express:CreateSession" in _actions([s])]
-        if name in ("query", "ingest", "compact"):
+        if grants or envvars.EXPRESS_BUCKET in env:
+            users.add(name)
             assert env[envvars.EXPRESS_BUCKET] == {"Ref": bucket_id}, name
-            [grant] = grants
-            assert grant["Resource"] == {"Fn::GetAtt": [bucket_id, "Arn"]}
-            sessions[name] = grant.get("Condition")
-        else:
-            assert envvars.EXPRESS_BUCKET not in env, name
-            assert grants == [], name
-    assert sessions == {
-        "query": {"StringEquals": {"s3express:SessionMode": "ReadOnly"}},
-        "ingest": None,
-        "compact": None,
-    }
+            # Read-write sessions (no SessionMode condition), on this bucket only, and no other action.
+            assert grants == [
+                {"Action": "s3express:CreateSession", "Effect": "Allow", "Resource": {"Fn::GetAtt": [bucket_id, "Arn"]}}
+            ], name
+    # ingest writes the data files, compact rewrites them, query reads them and (for admins)
+    # deletes and rewrites them; edge, authorizer and bootstrap never touch them.
+    assert users == {"ingest", "compact", "query"}
+    # Everything else the functions may do is what they may do without the directory bucket.
+    for name, function in express.functions().items():
+        allowed = [s for s in express.statements(function.role) if s["Effect"] == "Allow"]
+        assert _actions(allowed) - {"s3express:CreateSession"} == EXPECTED_ACTIONS[name], name
     assert "ExpressBucketName" in express.template["Outputs"]
+    # Athena's tables point at the data where it is: the directory bucket.
+    [table] = express.of_type("AWS::Glue::Table").values()
+    descriptor = table["Properties"]["TableInput"]["StorageDescriptor"]
+    assert descriptor["Location"] == {"Fn::Join": ["", ["s3://", {"Ref": bucket_id}, "/metrics/cpu-load/"]]}
     report = AwsSolutionsChecks().validate_scope(express.stack)
     assert [v.rule_name for v in report.violations] == []
 

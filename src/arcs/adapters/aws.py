@@ -19,6 +19,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from arcs.adapters.aws_dynamodb import TTL_ATTRIBUTE, DynamoCatalog, DynamoTokenStore
+from arcs.adapters.aws_express import ExpressStore, duckdb_endpoint
 from arcs.adapters.aws_s3 import S3Store, error_code
 from arcs.adapters.aws_sqs import SqsWriteQueue, claim_key, read_queued_body
 from arcs.errors import StorageFault
@@ -40,6 +41,7 @@ __all__ = [
     "AwsResources",
     "DynamoCatalog",
     "DynamoTokenStore",
+    "ExpressStore",
     "S3Store",
     "SqsWriteQueue",
     "aws_runtime_parts",
@@ -88,6 +90,8 @@ class AwsClients:
     s3: S3Client
     sqs: SQSClient
     dynamodb: DynamoDBClient
+    #: For an S3 Express directory bucket (docs/express.md); ``s3`` itself on an emulator.
+    s3_express: S3Client
 
     @classmethod
     def create(
@@ -113,7 +117,12 @@ class AwsClients:
                 lock,
             )
 
-        return cls(s3=lazy("s3", s3_config), sqs=lazy("sqs", config), dynamodb=lazy("dynamodb", config))
+        s3 = lazy("s3", s3_config)
+        # Directory buckets authorize with CreateSession, which botocore does only with the signer
+        # it picks itself (a forced s3v4 signs plain S3 requests). Emulators have no sessions and
+        # take directory bucket names as plain buckets: the path-style client serves them there.
+        express = s3 if endpoint_url else lazy("s3", config.merge(Config(s3={"addressing_style": "virtual"})))
+        return cls(s3=s3, sqs=lazy("sqs", config), dynamodb=lazy("dynamodb", config), s3_express=express)
 
     @classmethod
     def from_settings(cls, settings: Settings, session: boto3.Session | None = None) -> AwsClients:
@@ -122,6 +131,8 @@ class AwsClients:
     def close(self) -> None:
         for client in (self.s3, self.sqs, self.dynamodb):
             client.close()
+        if self.s3_express is not self.s3:
+            self.s3_express.close()
 
 
 class AwsResources(TypedDict):
@@ -193,12 +204,18 @@ def create_resources(
     table_name: str,
     max_receive_count: int = 5,
     visibility_timeout_s: int = 30,
+    express_bucket: str | None = None,
 ) -> AwsResources:
-    """Create (or bring up to date) the bucket, queues and table; safe to call again."""
+    """Create (or bring up to date) the bucket, queues and table; safe to call again.
+
+    ``express_bucket``: an emulator's stand-in for the directory bucket (a plain bucket there).
+    """
     if isinstance(clients, boto3.Session):
         clients = AwsClients.create(clients, region=clients.region_name or "us-east-1")
     try:
         _create_bucket(clients.s3, bucket)
+        if express_bucket:
+            _create_bucket(clients.s3, express_bucket)
         dlq_url, dlq_arn = _ensure_queue(clients.sqs, dlq_name, {"MessageRetentionPeriod": str(MAX_RETENTION_S)})
         redrive = {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(max_receive_count)}
         attributes: dict[QueueAttributeNameType, str] = {
@@ -241,6 +258,9 @@ def s3_access(session: boto3.Session, settings: Settings) -> S3Access:
         key_id=frozen.access_key,
         secret=frozen.secret_key,
         session_token=frozen.token,
+        express=duckdb_endpoint(settings.express_bucket, settings.aws_region, endpoint)
+        if settings.express_bucket
+        else None,
     )
 
 
@@ -264,7 +284,7 @@ def lambda_invoker(session: boto3.Session, settings: Settings) -> Callable[[str,
 def aws_runtime_parts(
     settings: Settings, session: boto3.Session | None = None
 ) -> tuple[
-    S3Store,
+    S3Store | ExpressStore,
     DynamoCatalog,
     DynamoTokenStore,
     SqsWriteQueue,
@@ -275,9 +295,13 @@ def aws_runtime_parts(
     """The adapters of the Lambda functions (and of ``arcs local``), from settings."""
     session = session or boto3.Session(region_name=settings.aws_region)
     clients = AwsClients.from_settings(settings, session)
-    store = S3Store(clients.s3, settings.bucket)
-    queue = SqsWriteQueue(clients.sqs, settings.queue_url, store, settings.prefix, settings.claim_check_bytes)
-    root = f"s3://{settings.bucket}/{settings.prefix + '/' if settings.prefix else ''}"
+    general = S3Store(clients.s3, settings.bucket)
+    store: S3Store | ExpressStore = general
+    if settings.express_bucket:
+        store = ExpressStore(S3Store(clients.s3_express, settings.express_bucket), general, settings.prefix)
+    queue = SqsWriteQueue(clients.sqs, settings.queue_url, general, settings.prefix, settings.claim_check_bytes)
+    # DuckDB may open the data files only: in the directory bucket when there is one.
+    root = f"s3://{settings.data_bucket}/{settings.prefix + '/' if settings.prefix else ''}"
     return (
         store,
         DynamoCatalog(clients.dynamodb, settings.table),

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
 # S3 answers 409 when two conditional writes of one key race; AWS says retry.
 _CONFLICT_RETRIES = 3
+#: How S3 Express One Zone directory bucket names end (``{base}--{az id}--x-s3``).
+DIRECTORY_BUCKET_SUFFIX = "--x-s3"
 
 
 def error_code(exc: ClientError) -> str:
@@ -31,6 +33,8 @@ class S3Store:
         self.client = client
         self.bucket = bucket
         self.list_page_size = list_page_size
+        # Directory buckets list only prefixes ending in "/", and in no particular order.
+        self.directory_bucket = bucket.endswith(DIRECTORY_BUCKET_SUFFIX)
 
     def _fault(self, action: str, key: str, exc: Exception) -> StorageFault:
         return StorageFault(f"S3 {action} s3://{self.bucket}/{key} failed: {exc}")
@@ -108,6 +112,16 @@ class S3Store:
             raise self._fault("presign", key, exc) from exc
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        """The objects under ``prefix``, in key order (a directory bucket's, once all are listed)."""
+        if not self.directory_bucket:
+            yield from self._list(prefix)
+            return
+        folder = prefix[: prefix.rfind("/") + 1]
+        yield from sorted(
+            (info for info in self._list(folder) if info.key.startswith(prefix)), key=lambda info: info.key
+        )
+
+    def _list(self, prefix: str) -> Iterator[ObjectInfo]:
         paginator = self.client.get_paginator("list_objects_v2")
         pages = paginator.paginate(
             Bucket=self.bucket, Prefix=prefix, PaginationConfig={"PageSize": self.list_page_size}

@@ -57,6 +57,8 @@ class EmulationConfig:
     queue_name: str = "arcs-writes"
     dlq_name: str = "arcs-writes-dlq"
     table: str = "arcs-local"
+    # The stack's optional S3 Express directory bucket: a plain bucket of that name here.
+    express_bucket: str = ""
     max_receive_count: int = 5
     # DESIGN §5: at least six times the ingest function's timeout, which is therefore a sixth of it.
     visibility_timeout_s: int = 30
@@ -82,6 +84,7 @@ class EmulationConfig:
             endpoint_url=env.get(envvars.AWS_ENDPOINT_URL) or None,
             moto_port=moto_port,
             region=env.get(envvars.AWS_REGION) or env.get("AWS_DEFAULT_REGION") or base.region,
+            express_bucket=(env.get(envvars.EXPRESS_BUCKET) or "").strip(),
             max_receive_count=whole(MAX_RECEIVE_COUNT, base.max_receive_count, 1),
             visibility_timeout_s=whole(VISIBILITY_TIMEOUT_S, base.visibility_timeout_s, 1),
             authorizer_cache_ttl_s=whole(AUTHORIZER_CACHE_TTL_S, base.authorizer_cache_ttl_s, 0),
@@ -178,9 +181,12 @@ def start_emulation(config: EmulationConfig, set_env: Callable[[str, str], Any] 
             table_name=config.table,
             max_receive_count=config.max_receive_count,
             visibility_timeout_s=config.visibility_timeout_s,
+            express_bucket=config.express_bucket or None,
         )
         for name, value in function_environment(resources, endpoint, config.region, work_dir).items():
             set_env(name, value)
+        if config.express_bucket:
+            set_env(envvars.EXPRESS_BUCKET, config.express_bucket)  # as the stack sets it on query, ingest, compact
         set_env(envvars.COMPACT_FUNCTION, COMPACT_FUNCTION)
         # The environment is final: now the functions may load, as in a fresh container.
         lambda_runtime.cache_clear()
@@ -290,6 +296,7 @@ def run_local(host: str, port: int, moto_port: int = 0, workers: int = 8) -> Non
                 "event": "emulator",
                 "endpoint": emulation.endpoint_url,
                 "bucket": resources["bucket"],
+                "express_bucket": emulation.config.express_bucket or None,
                 "queue_url": resources["queue_url"],
                 "dlq_url": resources["dlq_url"],
                 "table": resources["table"],
