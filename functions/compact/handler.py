@@ -8,7 +8,9 @@ database and measurement. The run stops starting jobs after ``ARCS_COMPACTION_TI
 (the stack sets it below the function's timeout); what is left waits for the next run, and a run
 cut short by the timeout is finished by the next one (docs/compaction.md). A continuous-queries
 run executes every active query's closed windows (docs/continuous_queries.md); a retention run
-applies every active retention policy (docs/retention_and_delete.md).
+applies every active retention policy and the rules derived from the continuous queries'
+``retention_days`` and ``delete_source_after_days`` (docs/retention_and_delete.md);
+``{"task": "retention", "dry_run": true}`` only counts what it would remove.
 """
 
 from __future__ import annotations
@@ -36,9 +38,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         logger.info("continuous queries ran", extra=summary.to_json())
         return {"task": CONTINUOUS_QUERIES, **summary.to_json()}
     if task == RETENTION:
-        from arcs.retention import run_summary
-
-        ran = run_summary(lambda_runtime().retention.run_due())
+        ran = lambda_runtime().retention.run_due(dry_run=event.get("dry_run") is True).to_json()
         logger.info("retention ran", extra=ran)
         return {"task": RETENTION, **ran}
     if task != COMPACTION:

@@ -1,7 +1,8 @@
-"""Retention: whole hour partitions older than a policy's cutoff are removed, atomically each.
+"""Retention: whole hour partitions older than a cutoff are removed, atomically each.
 
-The cutoff is ``now - retention_days - buffer_days``; an hour partition goes only once its end is
-at or before the cutoff, so no row newer than the cutoff is ever touched. Removing a partition is
+A policy's cutoff is ``now - retention_days - buffer_days``; continuous queries add rules derived
+from their definitions at run time (``arcs.cq_retention``). An hour partition goes only once its
+end is at or before the cutoff, so no row newer than the cutoff is ever touched. Removing a partition is
 a rewrite under its lease (``Compactor.rewrite``) whose inputs are all its files and whose outputs
 are none: one commit hides them all at once, and their objects are deleted after the grace period
 (docs/retention_and_delete.md).
@@ -15,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from arcs import layout
 from arcs.compaction.compactor import Compactor, PartitionBusy
@@ -31,6 +32,9 @@ from arcs.ports import (
     RetentionStatus,
 )
 
+if TYPE_CHECKING:
+    from arcs.cq_retention import DerivedRule
+
 logger = logging.getLogger(__name__)
 
 HOUR = timedelta(hours=1)
@@ -41,9 +45,13 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def cutoff(policy: RetentionPolicy, now: datetime) -> datetime:
+def days_cutoff(now: datetime, retention_days: int, buffer_days: int) -> datetime:
     """Rows older than this may go: the retention period plus the buffer before ``now``."""
-    return now - timedelta(days=policy.retention_days + policy.buffer_days)
+    return now - timedelta(days=retention_days + buffer_days)
+
+
+def cutoff(policy: RetentionPolicy, now: datetime) -> datetime:
+    return days_cutoff(now, policy.retention_days, policy.buffer_days)
 
 
 def expired(hour: datetime, limit: datetime) -> bool:
@@ -56,12 +64,103 @@ def last_expired_hour(limit: datetime) -> datetime:
     return layout.floor_hour(limit) - HOUR
 
 
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
 @dataclass(frozen=True, slots=True)
 class ExpiredPartition:
     partition: Partition
     files: int
     rows: int
     bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """What removing (or on a dry run, counting) the partitions older than one cutoff did."""
+
+    partitions: int = 0
+    files: int = 0
+    rows: int = 0
+    bytes: int = 0
+    #: Partitions it could not remove this time (another job held them, or an error): the next run retries.
+    skipped: tuple[str, ...] = ()
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DerivedRemoval:
+    """A rule derived from continuous queries, and what it removed: not recorded, reported."""
+
+    rule: DerivedRule
+    removal: Removal
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "rule": self.rule.field,
+            "continuous_query_ids": list(self.rule.query_ids),
+            "database": self.rule.database,
+            "measurement": self.rule.measurement,
+            "cutoff_time": _iso(self.rule.limit),
+            "limited_by": self.rule.limited_by,
+            "partitions_deleted": self.removal.partitions,
+            "files_deleted": self.removal.files,
+            "deleted_count": self.removal.rows,
+            "bytes_deleted": self.removal.bytes,
+            "skipped_partitions": list(self.removal.skipped),
+            "error_message": self.removal.error or None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionRun:
+    """One run over many policies and derived rules: the schedule's, or ``POST /api/v1/retention/run``."""
+
+    dry_run: bool
+    executions: list[RetentionExecution]
+    derived: list[DerivedRemoval]
+
+    @property
+    def complete(self) -> bool:
+        """Nothing was skipped and nothing failed."""
+        outcomes = [(e.skipped, e.error) for e in self.executions] + [
+            (d.removal.skipped, d.removal.error) for d in self.derived
+        ]
+        return not any(skipped or error for skipped, error in outcomes)
+
+    def to_json(self) -> dict[str, object]:
+        """Totals first, then what each policy and each derived rule removed (or would)."""
+        policies = [
+            {
+                "rule": "policy",
+                "policy_id": e.policy_id,
+                "execution_id": e.execution_id,
+                "status": e.status,
+                "cutoff_time": _iso(_EPOCH + timedelta(microseconds=e.cutoff_us)),
+                "partitions_deleted": e.partitions,
+                "files_deleted": e.files,
+                "deleted_count": e.rows,
+                "bytes_deleted": e.bytes,
+                "skipped_partitions": list(e.skipped),
+                "error_message": e.error or None,
+            }
+            for e in self.executions
+        ]
+        removals = [e.removal for e in self.derived]
+        return {
+            "dry_run": self.dry_run,
+            "policies": len(self.executions),
+            "derived_rules": len(self.derived),
+            "partitions_deleted": sum(e.partitions for e in self.executions) + sum(r.partitions for r in removals),
+            "rows_deleted": sum(e.rows for e in self.executions) + sum(r.rows for r in removals),
+            "skipped": sum(len(e.skipped) for e in self.executions) + sum(len(r.skipped) for r in removals),
+            "rules": [*policies, *(d.to_json() for d in self.derived)],
+        }
+
+
+def _every_database(database: str) -> bool:
+    return True
 
 
 def _no_build(picked: list[FileRecord], tmp: Path) -> Iterator[tuple[str, Path]]:
@@ -74,12 +173,13 @@ class Retention:
         self.compactor = compactor
         self._now = now
 
-    def expired_partitions(self, policy: RetentionPolicy, limit: datetime) -> list[ExpiredPartition]:
-        """The policy's hour partitions entirely older than ``limit``, oldest first."""
+    def expired_partitions(self, database: str, measurement: str | None, limit: datetime) -> list[ExpiredPartition]:
+        """The hour partitions of ``measurement`` (None: every one of ``database``) entirely older
+        than ``limit``, oldest first."""
         last = last_expired_hour(limit)
         found: list[ExpiredPartition] = []
-        for schema in self.catalog.list_schemas(policy.database):
-            if policy.measurement is not None and schema.measurement != policy.measurement:
+        for schema in self.catalog.list_schemas(database):
+            if measurement is not None and schema.measurement != measurement:
                 continue
             by_hour: dict[datetime, list[FileRecord]] = {}
             for record in self.catalog.list_files(schema.database, schema.measurement, last_hour=last):
@@ -92,15 +192,16 @@ class Retention:
                     )
         return found
 
-    def execute(self, policy: RetentionPolicy, *, dry_run: bool, kind: RetentionKind = "manual") -> RetentionExecution:
-        """Remove (or on a dry run, count) the policy's expired partitions, and record the execution."""
-        started_at = datetime.now(UTC)  # the history's clock, even where tests set the policy's
-        started = time.perf_counter()
-        limit = cutoff(policy, self._now())
+    def remove_expired(
+        self, database: str, measurement: str | None, limit: datetime | None, *, dry_run: bool
+    ) -> Removal:
+        """Remove (or on a dry run, count) the partitions entirely older than ``limit`` (None: none)."""
+        if limit is None:
+            return Removal()
         partitions = files = rows = size = 0
         skipped: list[str] = []
         error = ""
-        for item in self.expired_partitions(policy, limit):
+        for item in self.expired_partitions(database, measurement, limit):
             if dry_run:
                 partitions, files, rows, size = partitions + 1, files + item.files, rows + item.rows, size + item.bytes
                 continue
@@ -117,8 +218,16 @@ class Retention:
             if removed[0]:
                 partitions += 1
                 files, rows, size = files + removed[0], rows + removed[1], size + removed[2]
-        status: RetentionStatus = "dry_run" if dry_run else ("partial" if skipped else "succeeded")
-        if error and not partitions:
+        return Removal(partitions, files, rows, size, tuple(skipped), error)
+
+    def execute(self, policy: RetentionPolicy, *, dry_run: bool, kind: RetentionKind = "manual") -> RetentionExecution:
+        """Remove (or on a dry run, count) the policy's expired partitions, and record the execution."""
+        started_at = datetime.now(UTC)  # the history's clock, even where tests set the policy's
+        started = time.perf_counter()
+        limit = cutoff(policy, self._now())
+        removal = self.remove_expired(policy.database, policy.measurement, limit, dry_run=dry_run)
+        status: RetentionStatus = "dry_run" if dry_run else ("partial" if removal.skipped else "succeeded")
+        if removal.error and not removal.partitions:
             status = "failed"
         execution = RetentionExecution(
             execution_id=layout.sequence_id(),
@@ -127,14 +236,14 @@ class Retention:
             dry_run=dry_run,
             status=status,
             cutoff_us=(limit - _EPOCH) // timedelta(microseconds=1),
-            partitions=partitions,
-            files=files,
-            rows=rows,
-            bytes=size,
+            partitions=removal.partitions,
+            files=removal.files,
+            rows=removal.rows,
+            bytes=removal.bytes,
             started_at=started_at,
             duration_ms=(time.perf_counter() - started) * 1000,
-            skipped=tuple(skipped),
-            error=error,
+            skipped=removal.skipped,
+            error=removal.error,
         )
         self.catalog.put_retention_execution(execution)
         return execution
@@ -158,26 +267,44 @@ class Retention:
                 raise RuntimeError(job.error or f"retention job {job.job_id} ended {job.status}")
             files, rows, size = files + len(job.input_keys), rows + job.input_rows, size + job.input_bytes
 
-    def run_due(self) -> list[RetentionExecution]:
-        """The schedule's run: every active policy."""
-        return self.run_due_for([policy for policy in self.catalog.list_retention_policies() if policy.is_active])
+    def run_due(
+        self,
+        *,
+        dry_run: bool = False,
+        kind: RetentionKind = "scheduled",
+        scope: Callable[[str], bool] = _every_database,
+    ) -> RetentionRun:
+        """Every active policy and every rule derived from the continuous queries, of the databases
+        in ``scope``: the schedule's run, or a manual one."""
+        from arcs.cq_retention import derived_rules  # lazy: that module builds on this one's cutoff
 
-    def run_due_for(self, policies: list[RetentionPolicy]) -> list[RetentionExecution]:
-        """Finish crashed rewrites, apply ``policies``, delete what waited out its grace period."""
-        self.compactor.recover()
-        executions = [self.execute(policy, dry_run=False, kind="scheduled") for policy in policies]
-        self.compactor.sweep()
-        return executions
+        policies = [p for p in self.catalog.list_retention_policies() if p.is_active and scope(p.database)]
+        rules = [rule for rule in derived_rules(self.catalog, self._now()) if scope(rule.database)]
+        run = self.run_due_for(policies, rules, dry_run=dry_run, kind=kind)
+        if run.executions or run.derived:
+            logger.info("retention: %s", run.to_json())
+        return run
 
-
-def run_summary(executions: list[RetentionExecution]) -> dict[str, object]:
-    """What a scheduled run did, for its log line and the compact function's answer."""
-    return {
-        "policies": len(executions),
-        "partitions_deleted": sum(e.partitions for e in executions),
-        "rows_deleted": sum(e.rows for e in executions),
-        "skipped": sum(len(e.skipped) for e in executions),
-    }
+    def run_due_for(
+        self,
+        policies: list[RetentionPolicy],
+        rules: list[DerivedRule] | None = None,
+        *,
+        dry_run: bool = False,
+        kind: RetentionKind = "scheduled",
+    ) -> RetentionRun:
+        """Finish crashed rewrites, apply ``policies`` and ``rules``, delete what waited out its grace
+        period (a dry run only counts)."""
+        if not dry_run:
+            self.compactor.recover()
+        executions = [self.execute(policy, dry_run=dry_run, kind=kind) for policy in policies]
+        derived = [
+            DerivedRemoval(rule, self.remove_expired(rule.database, rule.measurement, rule.limit, dry_run=dry_run))
+            for rule in rules or []
+        ]
+        if not dry_run:
+            self.compactor.sweep()
+        return RetentionRun(dry_run, executions, derived)
 
 
 # --- a policy's fields, as the API sends them ---------------------------------------------------

@@ -322,7 +322,8 @@ def continuous_queries_timer(runtime: LocalRuntime) -> PeriodicTask | None:
 
 
 def retention_schedule(runtime: LocalRuntime) -> PeriodicTask | None:
-    """The standalone server's schedule of retention policies (``ARCS_RETENTION_INTERVAL_S``; 0 turns it off)."""
+    """The standalone server's retention schedule: policies and the continuous queries' derived rules
+    (``ARCS_RETENTION_INTERVAL_S``; 0 turns it off)."""
     every_s = runtime.settings.retention_interval_s
     if every_s <= 0:
         return None

@@ -370,3 +370,31 @@ def test_the_scheduled_function_refuses_a_task_it_does_not_know() -> None:
     context = FakeLambdaContext("arcs-cq", 1024, "arn:aws:lambda:us-east-1:123456789012:function:arcs-cq", 1e12)
     with pytest.raises(ValueError, match="unknown task 'vacuum'"):
         handler({"task": "vacuum"}, context)
+
+
+def test_retention_rules_follow_the_processed_mark_and_dry_runs_count_exactly(world: World) -> None:
+    """``delete_source_after_days`` stops at the mark; ``retention_days`` keeps the buffer; both
+    through the retention run, on either catalog."""
+    from arcs.retention import Retention
+
+    create(world, retention_days=1, delete_source_after_days=1)
+    write_source(world, T0, 6 * 60)  # six hour partitions, two hosts
+    world.drain()
+    world.service(delay_s=600).run_due(T0 + 3 * HOUR)  # the mark moves to T0 + 2 h
+    world.drain()
+    runtime = world.runtime
+    # A week and a day later: the destination's cutoff (1 d + the 7-day buffer) falls inside its
+    # second hour; the source's time cutoff is long past every hour, so the mark decides.
+    later = Retention(runtime.catalog, runtime.compactor, now=lambda: T0 + timedelta(days=8, minutes=90))
+    dry = later.run_due(dry_run=True)
+    counted = {(d.rule.field, d.removal.partitions, d.removal.rows) for d in dry.derived}
+    assert counted == {("retention_days", 1, 12), ("delete_source_after_days", 2, 240)}
+    assert world.rows("SELECT count(*) FROM cpu") == [(720,)]  # a dry run changes nothing
+    ran = later.run_due()
+    assert ran.complete and [d.rule.limit for d in ran.derived] == [T0 + timedelta(minutes=90), T0 + 2 * HOUR]
+    assert world.rows("SELECT count(*), min(time) FROM cpu") == [(480, T0 + 2 * HOUR)]
+    assert destination(world) == expected_buckets(2)[12:]  # the second hour's buckets
+    world.service(delay_s=600).run_due(T0 + 7 * HOUR)  # every hour processed: all of it may go
+    world.drain()
+    later.run_due()
+    assert world.rows("SELECT count(*) FROM cpu") == [(0,)]

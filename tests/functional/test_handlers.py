@@ -506,10 +506,16 @@ def test_compact_function_runs_retention_policies_on_its_retention_task(fn: Lamb
     body = json.dumps({"name": m, "database": "default", "measurement": m, "retention_days": 1, "buffer_days": 0})
     created = fn.handlers.query(fn.api_event("POST", "/api/v1/retention", body.encode()), context("arcs-query"))
     assert created["statusCode"] == 201, created
+    dry = fn.handlers.compact({"task": "retention", "dry_run": True}, context("arcs-compact"))
+    assert (dry["dry_run"], dry["partitions_deleted"], dry["rows_deleted"]) == (True, 1, 3)
+    assert fn.count(m) == 5  # a dry run only counts
     answer = fn.handlers.compact({"task": "retention"}, context("arcs-compact"))
     assert (answer["task"], answer["partitions_deleted"], answer["rows_deleted"]) == ("retention", 1, 3)
     assert fn.count(m) == 2
     policy_id = json.loads(created["body"])["policy"]["id"]
     path = f"/api/v1/retention/{policy_id}/executions"
     history = json.loads(fn.handlers.query(fn.api_event("GET", path), context("arcs-query"))["body"])
-    assert [(e["kind"], e["deleted_count"]) for e in history["executions"]] == [("scheduled", 3)]
+    assert [(e["kind"], e["dry_run"], e["deleted_count"]) for e in history["executions"]] == [
+        ("scheduled", False, 3),
+        ("scheduled", True, 3),
+    ]

@@ -72,7 +72,7 @@ def test_retention_removes_whole_partitions_ending_by_the_cutoff_and_nothing_new
     policy_ = policy()
     # The first hour ends one microsecond after this cutoff: nothing is old enough.
     early = retention(env, HOUR + timedelta(hours=1) - timedelta(microseconds=1))
-    assert early.expired_partitions(policy_, HOUR + timedelta(hours=1) - timedelta(microseconds=1)) == []
+    assert early.expired_partitions("db", "cpu", HOUR + timedelta(hours=1) - timedelta(microseconds=1)) == []
     nothing = early.execute(policy_, dry_run=False)
     assert (nothing.status, nothing.partitions) == ("succeeded", 0)
     assert env.rows() == before

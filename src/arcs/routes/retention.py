@@ -4,6 +4,10 @@ Permissions: listing, reading a policy and its executions need ``read``; creatin
 deleting and executing need ``admin``. Scopes apply to all of them: a policy of a database outside
 the caller's scopes is never listed and its id answers 404. Executing for real (not a dry run)
 needs ``"confirm": true``: it removes data for good.
+
+``POST /api/v1/retention/run`` (ours) runs what the schedule runs, now: every active policy and the
+rules derived from continuous queries, of the caller's databases (or the one named); a dry run
+answers what each would remove.
 """
 
 from __future__ import annotations
@@ -167,6 +171,25 @@ def retention_router(runtime: Runtime) -> Router:
             "policy_name": policy.name,
             **execution_json(execution),
         }
+
+    @router.post(f"{BASE}/run")
+    def run_schedule() -> dict[str, Any]:
+        caller = caller_with("admin")
+        document = request.json()
+        dry_run, confirm = _flag(document, "dry_run"), _flag(document, "confirm")
+        if not dry_run and not confirm:
+            raise BadRequest('a retention run deletes data for good: send "confirm": true (or "dry_run": true)')
+        database = document.get("database")
+        if database is not None:
+            if not isinstance(database, str):
+                raise BadRequest("'database' must be a database name (or absent: every database of the caller's)")
+            caller.require_database(check_database(database))
+        run = service().run_due(
+            dry_run=dry_run,
+            kind="manual",
+            scope=lambda name: caller.may_use(name) and (database is None or name == database),
+        )
+        return {"success": run.complete, **run.to_json()}
 
     @router.get(f"{BASE}/<policy_id>/executions")
     def list_executions(policy_id: str) -> dict[str, Any]:
