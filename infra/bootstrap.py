@@ -52,7 +52,7 @@ class ArcsBootstrap(Construct):
             layers=FUNCTION_LAYERS["bootstrap"],
         )
         self.secret.grant_read(self.bootstrap.role)
-        storage.table.grant_read_write_data(self.bootstrap.role)
+        storage.use_table(self.bootstrap, storage.tokens_table, write=True)
         self.token = CustomResource(
             self,
             "AdminTokenRecord",
