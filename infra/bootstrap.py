@@ -58,5 +58,7 @@ class ArcsBootstrap(Construct):
             "AdminTokenRecord",
             service_token=self.bootstrap.function.function_arn,
             resource_type="Custom::ArcsBootstrapToken",
-            properties={"SecretArn": self.secret.secret_arn},
+            # The tokens table too: a new one (a stack upgraded from the single table) gets the
+            # admin token again, since CloudFormation calls the handler only when these change.
+            properties={"SecretArn": self.secret.secret_arn, "TokensTable": storage.tokens_table.table_name},
         )

@@ -262,6 +262,8 @@ def test_admin_token_is_generated_into_secrets_manager_and_created_at_deploy(syn
     [custom] = synth.of_type("Custom::ArcsBootstrapToken").values()
     assert custom["Properties"]["ServiceToken"] == {"Fn::GetAtt": [synth.logical_id(boot.bootstrap.function), "Arn"]}
     assert custom["Properties"]["SecretArn"] == {"Ref": secret_id}
+    # A new tokens table makes CloudFormation call the handler again, which fills it.
+    assert custom["Properties"]["TokensTable"] == {"Ref": synth.logical_id(synth.stack.storage.tokens_table)}
     [read] = [s for s in synth.statements(boot.bootstrap.role) if "secretsmanager:GetSecretValue" in _actions([s])]
     assert read["Resource"] == {"Ref": secret_id}
     handler = synth.props(boot.bootstrap.function)
