@@ -55,7 +55,7 @@ def emulation(moto_server: MotoServer) -> Iterator[Emulation]:
             bucket=f"arcs-emu-{suffix}",
             queue_name=f"arcs-emu-{suffix}",
             dlq_name=f"arcs-emu-dlq-{suffix}",
-            table=f"arcs-emu-{suffix}",
+            table_prefix=f"arcs-emu-{suffix}",
         )
         assert (config.endpoint_url, config.max_receive_count, config.visibility_timeout_s) == (
             moto_server.endpoint,
