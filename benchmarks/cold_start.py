@@ -130,7 +130,9 @@ def child_environment(
             envvars.BACKEND: "aws",
             envvars.BUCKET: settings.bucket,
             envvars.QUEUE_URL: settings.queue_url,
-            envvars.TABLE: settings.table,
+            envvars.TOKENS_TABLE: settings.tokens_table,
+            envvars.CATALOG_TABLE: settings.catalog_table,
+            envvars.LEASES_TABLE: settings.leases_table,
             envvars.AWS_ENDPOINT_URL: settings.aws_endpoint_url or "",
             envvars.AWS_REGION: settings.aws_region,
             envvars.WORK_DIR: work_dir,
@@ -215,7 +217,9 @@ def main() -> None:
             backend="aws",
             bucket=made["bucket"],
             queue_url=made["queue_url"],
-            table=made["table"],
+            tokens_table=made["tokens_table"],
+            catalog_table=made["catalog_table"],
+            leases_table=made["leases_table"],
             aws_endpoint_url=endpoint,
         )
         event = json.dumps(query_event())

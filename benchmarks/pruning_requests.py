@@ -95,14 +95,16 @@ def main() -> None:
     endpoint, counter = start_moto()
     session = boto3.Session(aws_access_key_id="bench", aws_secret_access_key="bench", region_name="us-east-1")
     resources = create_resources(
-        AwsClients.create(session, endpoint_url=endpoint), "bench-data", "bench-q", "bench-dlq", "bench-catalog"
+        AwsClients.create(session, endpoint_url=endpoint), "bench-data", "bench-q", "bench-dlq", "bench"
     )
     settings = Settings(
         backend="aws",
         bucket="bench-data",
         prefix="arcs",
         queue_url=resources["queue_url"],
-        table="bench-catalog",
+        tokens_table=resources["tokens_table"],
+        catalog_table=resources["catalog_table"],
+        leases_table=resources["leases_table"],
         aws_endpoint_url=endpoint,
     )
     store, catalog, tokens, queue, roots, s3, _invoke = aws_runtime_parts(settings, session)

@@ -63,7 +63,7 @@ class ArcsAuthorizer(Construct):
             memory_size_mb=memory_size_mb,
             timeout=timeout,
         )
-        storage.table.grant_read_data(self.authorizer_function.role)
+        storage.use_table(self.authorizer_function, storage.tokens_table, write=False)
         self.authorizer = apigw.RequestAuthorizer(
             self,
             "RequestAuthorizer",

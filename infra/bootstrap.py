@@ -52,11 +52,13 @@ class ArcsBootstrap(Construct):
             layers=FUNCTION_LAYERS["bootstrap"],
         )
         self.secret.grant_read(self.bootstrap.role)
-        storage.table.grant_read_write_data(self.bootstrap.role)
+        storage.use_table(self.bootstrap, storage.tokens_table, write=True)
         self.token = CustomResource(
             self,
             "AdminTokenRecord",
             service_token=self.bootstrap.function.function_arn,
             resource_type="Custom::ArcsBootstrapToken",
-            properties={"SecretArn": self.secret.secret_arn},
+            # The tokens table too: a new one (a stack upgraded from the single table) gets the
+            # admin token again, since CloudFormation calls the handler only when these change.
+            properties={"SecretArn": self.secret.secret_arn, "TokensTable": storage.tokens_table.table_name},
         )

@@ -138,7 +138,9 @@ class ArcsCompact(Construct):
             )
         )
         write_queue.grant_send_messages(role)
-        storage.table.grant_read_write_data(role)
+        # Compaction, retention and continuous queries: the catalog, and the partitions' leases.
+        storage.use_table(self.compact, storage.catalog_table, write=True)
+        storage.use_table(self.compact, storage.leases_table, write=True)
 
         # A schedule whose invocation failed twice leaves its event here rather than vanishing.
         self.dead_letter_queue = sqs.Queue(

@@ -57,12 +57,12 @@ class FunctionDefaults:
     functions_dir: Path = FUNCTIONS_DIR
 
 
-def base_environment(*, bucket_name: str, table_name: str, prefix: str, token_cache_ttl_s: int) -> dict[str, str]:
-    """The variables every function needs to build its runtime on AWS."""
+def base_environment(*, bucket_name: str, prefix: str, token_cache_ttl_s: int) -> dict[str, str]:
+    """The variables every function needs to build its runtime on AWS; each table's name comes with
+    its grant (``ArcsStorage.use_table``)."""
     return {
         envvars.BACKEND: "aws",
         envvars.BUCKET: bucket_name,
-        envvars.TABLE: table_name,
         envvars.PREFIX: prefix,
         envvars.TOKEN_CACHE_TTL_S: str(token_cache_ttl_s),
         envvars.WORK_DIR: LAMBDA_WORK_DIR,

@@ -98,7 +98,8 @@ class ArcsIngest(Construct):
                 resources=[storage.bucket.arn_for_objects(f"{storage.claims_prefix}*")],
             )
         )
-        storage.table.grant_read_write_data(self.edge.role)
+        # Schemas (and the databases they register) are checked and extended at the edge.
+        storage.use_table(self.edge, storage.catalog_table, write=True)
         acknowledge(
             self.edge.role,
             f"AwsSolutions-IAM5[Resource::<{logical_ref(storage.bucket)}.Arn>/{storage.claims_prefix}*]",
@@ -136,4 +137,4 @@ class ArcsIngest(Construct):
             "The ingest function writes Parquet files under every database/measurement/hour prefix of the "
             "data bucket and deletes claim objects: object keys are data, not known at deploy time.",
         )
-        storage.table.grant_read_write_data(self.ingest.role)
+        storage.use_table(self.ingest, storage.catalog_table, write=True)

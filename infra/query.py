@@ -101,5 +101,7 @@ class ArcsQuery(Construct):
                 self.query.role, f"AwsSolutions-IAM5[Resource::<{logical_ref(storage.bucket)}.Arn>/{folder}*]", reason
             )
         write_queue.grant_send_messages(self.query.role)
-        # Databases, tokens, retention policies and continuous queries live in the catalog.
-        storage.table.grant_read_write_data(self.query.role)
+        # The token routes manage tokens; databases, retention policies and continuous queries live in
+        # the catalog; a delete rewrites partitions under their leases and lists compaction jobs.
+        for table in (storage.tokens_table, storage.catalog_table, storage.leases_table):
+            storage.use_table(self.query, table, write=True)

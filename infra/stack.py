@@ -52,7 +52,6 @@ class ArcsStack(Stack):
         defaults = FunctionDefaults(
             environment=base_environment(
                 bucket_name=self.storage.bucket.bucket_name,
-                table_name=self.storage.table.table_name,
                 prefix=self.storage.prefix,
                 token_cache_ttl_s=TOKEN_CACHE_TTL_S,
             ),
@@ -116,7 +115,9 @@ class ArcsStack(Stack):
             description="The bootstrap admin token: aws secretsmanager get-secret-value --secret-id <this>",
         )
         CfnOutput(self, "BucketName", value=self.storage.bucket.bucket_name)
-        CfnOutput(self, "TableName", value=self.storage.table.table_name)
+        CfnOutput(self, "TokensTableName", value=self.storage.tokens_table.table_name)
+        CfnOutput(self, "CatalogTableName", value=self.storage.catalog_table.table_name)
+        CfnOutput(self, "LeasesTableName", value=self.storage.leases_table.table_name)
         CfnOutput(self, "QueueUrl", value=self.ingest.queue.queue_url)
         CfnOutput(self, "DeadLetterQueueUrl", value=self.ingest.dead_letter_queue.queue_url)
         if self.express is not None:

@@ -1,4 +1,5 @@
-"""Where the data lives: the data bucket (Parquet, claim-check objects, handed-off results) and the catalog table."""
+"""Where the data lives: the data bucket (Parquet, claim-check objects, handed-off results) and the
+tokens, catalog and leases tables (docs/deploy.md says what each holds)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from arcs import envvars
+from infra.function import ArcsFunction
 from infra.nag import acknowledge, logical_ref
 
 # These mirror the core (infra imports only arcs.envvars); tests/infra checks they agree with
-# arcs.adapters.aws_sqs.claim_key, arcs.layout.result_key and arcs.adapters.aws_dynamodb.TTL_ATTRIBUTE.
+# arcs.adapters.aws_sqs.claim_key, arcs.layout.result_key and arcs.adapters.dynamo_table.TTL_ATTRIBUTE.
 SYSTEM_DIR = "_arcs"
 CLAIMS_DIR = "claims"
 RESULTS_DIR = "results"
@@ -89,19 +92,43 @@ class ArcsStorage(Construct):
             "objects, and the log volume would rival the data. Use CloudTrail S3 data events for audits.",
         )
 
-        self.table = dynamodb.Table(
+        # Tokens never expire by TTL (an expired token stays listed until deleted); write markers,
+        # commit records, run histories, leases and finished jobs do. "Catalog" keeps the logical id
+        # the one table of earlier versions had, so an update keeps the catalog's data in place.
+        self.tokens_table = self._table("Tokens", ttl=False)
+        self.catalog_table = self._table("Catalog", ttl=True)
+        self.leases_table = self._table("Leases", ttl=True)
+        self._env_names = {
+            "Tokens": envvars.TOKENS_TABLE,
+            "Catalog": envvars.CATALOG_TABLE,
+            "Leases": envvars.LEASES_TABLE,
+        }
+
+    def _table(self, construct_id: str, *, ttl: bool) -> dynamodb.Table:
+        return dynamodb.Table(
             self,
-            "Catalog",
+            construct_id,
             partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
             sort_key=dynamodb.Attribute(name="sk", type=dynamodb.AttributeType.STRING),
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-            time_to_live_attribute=TTL_ATTRIBUTE,
+            time_to_live_attribute=TTL_ATTRIBUTE if ttl else None,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
             ),
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
             removal_policy=RemovalPolicy.RETAIN,
         )
+
+    def use_table(self, function: ArcsFunction, table: dynamodb.Table, *, write: bool) -> None:
+        """Give ``function`` one table: its name in the environment, and reads (and writes) on it alone.
+
+        The only way a function gets a table, so its environment names exactly what IAM lets it use.
+        """
+        function.function.add_environment(self._env_names[table.node.id], table.table_name)
+        if write:
+            table.grant_read_write_data(function.role)
+        else:
+            table.grant_read_data(function.role)
 
     def grant_data_access(self, role: iam.IRole, actions: list[str], reason: str) -> None:
         """Object ``actions`` on every data key, plus listing the bucket; data keys are not known at deploy time."""

@@ -135,7 +135,9 @@ def smoke(arch: str, build_dir: Path = BUILD_DIR, python: str | None = None, tim
                 "HOME": tmp,  # empty: no extension DuckDB could have cached under ~/.duckdb
                 "ARCS_BACKEND": "aws",
                 "ARCS_BUCKET": resources["bucket"],
-                "ARCS_TABLE": resources["table"],
+                "ARCS_TOKENS_TABLE": resources["tokens_table"],
+                "ARCS_CATALOG_TABLE": resources["catalog_table"],
+                "ARCS_LEASES_TABLE": resources["leases_table"],
                 "ARCS_QUEUE_URL": resources["queue_url"],
                 "ARCS_PREFIX": "",
                 "ARCS_WORK_DIR": str(Path(tmp) / "work"),

@@ -69,7 +69,9 @@ class AwsEnv:
     bucket: str
     queue_url: str
     dlq_url: str
-    table: str
+    tokens_table: str
+    catalog_table: str
+    leases_table: str
     prefix: str
 
     @property
@@ -99,7 +101,9 @@ class AwsEnv:
             bucket=self.bucket,
             prefix=self.prefix,
             queue_url=self.queue_url,
-            table=self.table,
+            tokens_table=self.tokens_table,
+            catalog_table=self.catalog_table,
+            leases_table=self.leases_table,
             aws_endpoint_url=self.endpoint,
             aws_region=REGION,
         )
@@ -115,7 +119,7 @@ def aws(moto_server: MotoServer) -> AwsEnv:
         bucket=f"arcs-{suffix}",
         queue_name=f"arcs-writes-{suffix}",
         dlq_name=f"arcs-writes-dlq-{suffix}",
-        table_name=f"arcs-{suffix}",
+        table_prefix=f"arcs-{suffix}",
     )
     return AwsEnv(
         server=moto_server,
@@ -124,6 +128,8 @@ def aws(moto_server: MotoServer) -> AwsEnv:
         bucket=made["bucket"],
         queue_url=made["queue_url"],
         dlq_url=made["dlq_url"],
-        table=made["table"],
+        tokens_table=made["tokens_table"],
+        catalog_table=made["catalog_table"],
+        leases_table=made["leases_table"],
         prefix="arcs",
     )

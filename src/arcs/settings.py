@@ -85,7 +85,10 @@ class Settings:
     express_bucket: str = ""
     prefix: str = ""
     queue_url: str = ""
-    table: str = ""
+    # The DynamoDB tables (AWS); empty where a function is not given one.
+    tokens_table: str = ""
+    catalog_table: str = ""
+    leases_table: str = ""
     aws_endpoint_url: str | None = None
     aws_region: str = "us-east-1"
     bootstrap_token: str | None = None
@@ -166,7 +169,9 @@ class Settings:
             express_bucket=text(envvars.EXPRESS_BUCKET, "").strip(),
             prefix=text(envvars.PREFIX, "").strip("/"),
             queue_url=text(envvars.QUEUE_URL, ""),
-            table=text(envvars.TABLE, ""),
+            tokens_table=text(envvars.TOKENS_TABLE, ""),
+            catalog_table=text(envvars.CATALOG_TABLE, ""),
+            leases_table=text(envvars.LEASES_TABLE, ""),
             aws_endpoint_url=env.get(envvars.AWS_ENDPOINT_URL) or None,
             aws_region=env.get(envvars.AWS_REGION) or env.get("AWS_DEFAULT_REGION") or base.aws_region,
             bootstrap_token=env.get(envvars.BOOTSTRAP_TOKEN) or None,

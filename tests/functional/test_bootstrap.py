@@ -18,7 +18,6 @@ import pytest
 
 from arcs.emulation import load_handler
 from arcs.emulation.functions import FakeLambdaContext, Handler
-from arcs.emulation.local import function_environment
 from arcs.runtime import lambda_app, lambda_runtime
 from tests.conftest import ACCESS_KEY, SECRET_KEY, AwsEnv
 
@@ -61,10 +60,19 @@ def responses() -> Iterator[Responses]:
 
 @pytest.fixture
 def bootstrap(aws: AwsEnv, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Handler]:
-    resources = {"bucket": aws.bucket, "queue_url": aws.queue_url, "table": aws.table}
-    env = function_environment(resources, aws.endpoint, aws.region, str(tmp_path / "work"))  # type: ignore[arg-type]
+    # The stack's bootstrap function gets the tokens table only (infra/bootstrap.py).
+    env = {
+        "ARCS_BACKEND": "aws",
+        "ARCS_BUCKET": aws.bucket,
+        "ARCS_TOKENS_TABLE": aws.tokens_table,
+        "AWS_ENDPOINT_URL": aws.endpoint,
+        "AWS_REGION": aws.region,
+        "ARCS_WORK_DIR": str(tmp_path / "work"),
+    }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
+    for name in ("ARCS_CATALOG_TABLE", "ARCS_LEASES_TABLE", "ARCS_QUEUE_URL"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
     for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "ARCS_BOOTSTRAP_TOKEN"):

@@ -99,7 +99,8 @@ def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Env]:
         db.close()
         return
     aws: AwsEnv = request.getfixturevalue("aws")
-    yield Env("aws", S3Store(aws.s3, aws.bucket), DynamoCatalog(aws.dynamodb, aws.table), aws.prefix, tmp_path / "work")
+    catalog = DynamoCatalog(aws.dynamodb, aws.catalog_table, aws.leases_table)
+    yield Env("aws", S3Store(aws.s3, aws.bucket), catalog, aws.prefix, tmp_path / "work")
 
 
 def batch(times_us: list[int], hosts: list[str], values: list[float], measurement: str = "cpu") -> WriteBatch:

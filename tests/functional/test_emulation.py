@@ -55,7 +55,7 @@ def emulation(moto_server: MotoServer) -> Iterator[Emulation]:
             bucket=f"arcs-emu-{suffix}",
             queue_name=f"arcs-emu-{suffix}",
             dlq_name=f"arcs-emu-dlq-{suffix}",
-            table=f"arcs-emu-{suffix}",
+            table_prefix=f"arcs-emu-{suffix}",
         )
         assert (config.endpoint_url, config.max_receive_count, config.visibility_timeout_s) == (
             moto_server.endpoint,
@@ -101,10 +101,13 @@ def name(prefix: str) -> str:
 def test_the_environment_is_the_stacks_and_the_admin_token_works(emulation: Emulation) -> None:
     settings = lambda_runtime().settings
     assert settings.backend == "aws"
-    assert (settings.bucket, settings.queue_url, settings.table) == (
-        emulation.resources["bucket"],
-        emulation.resources["queue_url"],
-        emulation.resources["table"],
+    resources = emulation.resources
+    assert (settings.bucket, settings.queue_url) == (resources["bucket"], resources["queue_url"])
+    # One process, one runtime for every handler: all three tables (the stack gives each function its own).
+    assert (settings.tokens_table, settings.catalog_table, settings.leases_table) == (
+        resources["tokens_table"],
+        resources["catalog_table"],
+        resources["leases_table"],
     )
     assert settings.aws_endpoint_url == emulation.endpoint_url
     assert settings.work_dir is not None and str(settings.work_dir) == emulation.work_dir

@@ -179,7 +179,9 @@ def fn(aws: AwsEnv, handlers: Handlers, monkeypatch: pytest.MonkeyPatch, tmp_pat
         queue_arn=queue_arn,
         dlq_url=aws.dlq_url,
         dlq_arn="",
-        table=aws.table,
+        tokens_table=aws.tokens_table,
+        catalog_table=aws.catalog_table,
+        leases_table=aws.leases_table,
     )
     for name, value in function_environment(resources, aws.endpoint, aws.region, str(tmp_path / "work")).items():
         monkeypatch.setenv(name, value)

@@ -22,6 +22,7 @@ from arcs.adapters.aws import (
     SqsWriteQueue,
     create_resources,
     read_queued_body,
+    table_names,
 )
 from arcs.adapters.local_storage import DirectoryStore
 from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase, SqliteTokenStore
@@ -74,8 +75,8 @@ def ports(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ports]:
     yield Ports(
         "aws",
         S3Store(aws.s3, aws.bucket, list_page_size=2),
-        DynamoCatalog(aws.dynamodb, aws.table, page_size=2),
-        DynamoTokenStore(aws.dynamodb, aws.table, page_size=2),
+        DynamoCatalog(aws.dynamodb, aws.catalog_table, aws.leases_table, page_size=2),
+        DynamoTokenStore(aws.dynamodb, aws.tokens_table, page_size=2),
     )
 
 
@@ -393,7 +394,8 @@ def test_compaction_commit_swaps_inputs_for_outputs_atomically_and_once(ports: P
 def test_one_compaction_commit_swaps_more_files_than_a_transaction_could_hold(ports: Ports) -> None:
     catalog = ports.catalog
     if isinstance(catalog, DynamoCatalog):
-        catalog = DynamoCatalog(catalog.client, catalog.table)  # DynamoDB's own page size: 2 would take minutes
+        # DynamoDB's own page size: 2 would take minutes.
+        catalog = DynamoCatalog(catalog.client, catalog.table, catalog.leases.table)
     part = Partition("db", "cpu", H0)
     inputs = [file_record("db", "cpu", H0, f"{n:032x}-0000") for n in range(1100)]
     catalog.put_files(inputs)
@@ -632,7 +634,7 @@ def test_create_resources_is_idempotent(aws: AwsEnv) -> None:
         bucket=aws.bucket,
         queue_name=aws.queue_url.rsplit("/", 1)[1],
         dlq_name=aws.dlq_url.rsplit("/", 1)[1],
-        table_name=aws.table,
+        table_prefix=aws.catalog_table.removesuffix("-catalog"),
         max_receive_count=3,
     )
     assert (again["queue_url"], again["dlq_url"]) == (aws.queue_url, aws.dlq_url)
@@ -641,8 +643,19 @@ def test_create_resources_is_idempotent(aws: AwsEnv) -> None:
     redrive = json.loads(attributes["RedrivePolicy"])
     assert redrive["deadLetterTargetArn"] == again["dlq_arn"]
     assert int(redrive["maxReceiveCount"]) == 3
-    ttl = aws.dynamodb.describe_time_to_live(TableName=aws.table)["TimeToLiveDescription"]
-    assert (ttl.get("TimeToLiveStatus"), ttl.get("AttributeName")) == ("ENABLED", "expires_at")
+    assert (again["tokens_table"], again["catalog_table"], again["leases_table"]) == (
+        aws.tokens_table,
+        aws.catalog_table,
+        aws.leases_table,
+    )
+    # Markers, runs, leases and jobs expire; tokens never do by TTL (an expired token stays listed).
+    for table, status in (
+        (aws.catalog_table, ("ENABLED", "expires_at")),
+        (aws.leases_table, ("ENABLED", "expires_at")),
+        (aws.tokens_table, ("DISABLED", None)),
+    ):
+        ttl = aws.dynamodb.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
+        assert (ttl.get("TimeToLiveStatus"), ttl.get("AttributeName")) == status, table
 
 
 def test_create_resources_from_a_session(aws: AwsEnv) -> None:
@@ -653,7 +666,8 @@ def test_create_resources_from_a_session(aws: AwsEnv) -> None:
     finally:
         clients.close()
     assert made["queue_url"].endswith("/q-second")
-    assert made["table"] == "t-second"
+    assert (made["tokens_table"], made["catalog_table"], made["leases_table"]) == table_names("t-second")
+    assert table_names("t-second") == ("t-second-tokens", "t-second-catalog", "t-second-leases")
 
 
 def test_backend_failures_become_storage_faults(aws: AwsEnv) -> None:
@@ -668,6 +682,35 @@ def test_backend_failures_become_storage_faults(aws: AwsEnv) -> None:
         DynamoCatalog(aws.dynamodb, "no-such-table").get_schema("db", "cpu")
     with pytest.raises(StorageFault):
         DynamoTokenStore(aws.dynamodb, "no-such-table").list()
+    with pytest.raises(StorageFault):
+        DynamoCatalog(aws.dynamodb, aws.catalog_table, "no-such-table").acquire_lease("p", "me", 60)
+
+
+def test_a_table_a_function_was_not_given_fails_plainly(aws: AwsEnv) -> None:
+    # The edge and ingest functions get the catalog table only (docs/deploy.md).
+    catalog = DynamoCatalog(aws.dynamodb, aws.catalog_table)
+    assert catalog.list_databases() == []
+    with pytest.raises(StorageFault, match="no DynamoDB table is configured"):
+        catalog.acquire_lease("p", "me", 60)
+    with pytest.raises(StorageFault, match="no DynamoDB table is configured"):
+        DynamoTokenStore(aws.dynamodb, "").list()
+
+
+def _keys(aws: AwsEnv, table: str) -> set[str]:
+    return {item["pk"]["S"] for item in aws.dynamodb.scan(TableName=table)["Items"]}
+
+
+def test_each_kind_of_item_lives_in_its_own_table(aws: AwsEnv) -> None:
+    catalog = DynamoCatalog(aws.dynamodb, aws.catalog_table, aws.leases_table)
+    tokens = DynamoTokenStore(aws.dynamodb, aws.tokens_table)
+    catalog.create_database("db")
+    assert catalog.acquire_lease("db.cpu.h", "job1", 60)
+    started = datetime(2024, 3, 2, tzinfo=UTC)
+    catalog.put_compaction_job(CompactionJob("job1", Partition("db", "cpu", H0), "running", started, started))
+    tokens.put(token("t1", "look", 0))
+    assert _keys(aws, aws.catalog_table) == {"DATABASES"}
+    assert _keys(aws, aws.leases_table) == {"LEASE#db.cpu.h", "CJOBS", "CJOBS#ACTIVE"}
+    assert _keys(aws, aws.tokens_table) == {"TOKENS", "TOKENLOOKUP#look"}
     queue = SqsWriteQueue(aws.sqs, aws.queue_url + "-gone", S3Store(aws.s3, aws.bucket), aws.prefix, 1024)
     with pytest.raises(StorageFault):
         queue.enqueue("w1", b"x")

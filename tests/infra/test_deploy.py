@@ -185,7 +185,8 @@ def test_compact_function_runs_long_with_duckdb_disk_and_the_write_path(synth: S
     assert props["EphemeralStorage"] == {"Size": 10240}
     assert props["MemorySize"] >= 2048
     env = props["Environment"]["Variables"]
-    assert set(env) >= {envvars.BUCKET, envvars.TABLE, envvars.WORK_DIR}
+    assert set(env) >= {envvars.BUCKET, envvars.CATALOG_TABLE, envvars.LEASES_TABLE, envvars.WORK_DIR}
+    assert envvars.TOKENS_TABLE not in env
     # Continuous queries write their results through the write queue.
     assert env[envvars.QUEUE_URL] == {"Ref": synth.logical_id(synth.stack.ingest.queue)}
 
@@ -261,6 +262,8 @@ def test_admin_token_is_generated_into_secrets_manager_and_created_at_deploy(syn
     [custom] = synth.of_type("Custom::ArcsBootstrapToken").values()
     assert custom["Properties"]["ServiceToken"] == {"Fn::GetAtt": [synth.logical_id(boot.bootstrap.function), "Arn"]}
     assert custom["Properties"]["SecretArn"] == {"Ref": secret_id}
+    # A new tokens table makes CloudFormation call the handler again, which fills it.
+    assert custom["Properties"]["TokensTable"] == {"Ref": synth.logical_id(synth.stack.storage.tokens_table)}
     [read] = [s for s in synth.statements(boot.bootstrap.role) if "secretsmanager:GetSecretValue" in _actions([s])]
     assert read["Resource"] == {"Ref": secret_id}
     handler = synth.props(boot.bootstrap.function)
@@ -402,6 +405,15 @@ EXPECTED_ACTIONS = {
     | _SEND
     | {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"},
 }
+#: The tables each function may read (r) or read and write (rw); none other.
+EXPECTED_TABLES = {
+    "edge": {"catalog": "rw"},
+    "ingest": {"catalog": "rw"},
+    "query": {"tokens": "rw", "catalog": "rw", "leases": "rw"},
+    "authorizer": {"tokens": "r"},
+    "bootstrap": {"tokens": "rw"},
+    "compact": {"catalog": "rw", "leases": "rw"},
+}
 #: The one explicit deny: a claim check stands for an acknowledged write until ingest commits it.
 EXPECTED_DENIES = {"compact": [(["s3:DeleteObject"], "/_arcs/claims/*")]}
 
@@ -411,7 +423,15 @@ def test_each_function_has_exactly_the_permissions_it_needs(synth: Synth) -> Non
     assert set(functions) == set(EXPECTED_ACTIONS)
     bucket = synth.logical_id(synth.stack.storage.bucket)
     bucket_arn = {"Fn::GetAtt": [bucket, "Arn"]}
-    table = {"Fn::GetAtt": [synth.logical_id(synth.stack.storage.table), "Arn"]}
+    storage = synth.stack.storage
+    tables = {
+        json.dumps({"Fn::GetAtt": [synth.logical_id(table), "Arn"]}): name
+        for name, table in (
+            ("tokens", storage.tokens_table),
+            ("catalog", storage.catalog_table),
+            ("leases", storage.leases_table),
+        )
+    }
     queue = {"Fn::GetAtt": [synth.logical_id(synth.stack.ingest.queue), "Arn"]}
     for name, function in functions.items():
         statements = synth.statements(function.role)
@@ -421,16 +441,23 @@ def test_each_function_has_exactly_the_permissions_it_needs(synth: Synth) -> Non
         assert [(sorted(_actions([s])), s["Resource"]) for s in denied] == [
             (actions, {"Fn::Join": ["", [bucket_arn, prefix]]}) for actions, prefix in EXPECTED_DENIES.get(name, [])
         ], name
+        granted: dict[str, set[str]] = {}
         for statement in allowed:
             actions = _actions([statement])
             if any(a.startswith("dynamodb:") for a in actions):
-                assert statement["Resource"] == [table], name  # the catalog, no index or other table
+                assert all(a.startswith("dynamodb:") for a in actions), name
+                for resource in statement["Resource"]:  # whole tables: no index, nothing else
+                    granted.setdefault(tables[json.dumps(resource)], set()).update(actions)
             if any(a.startswith("s3:") for a in actions):
                 assert bucket in json.dumps(statement["Resource"]), name  # the data bucket only
             if any(a.startswith("sqs:") for a in actions) and name != "ingest":
                 assert statement["Resource"] == queue, name  # senders: the write queue only
             if statement["Resource"] == "*":
                 assert actions == _XRAY, name  # X-Ray alone has no resource-level permissions
+        expected = {
+            table: _DDB_READ | (_DDB_WRITE if mode == "rw" else set()) for table, mode in EXPECTED_TABLES[name].items()
+        }
+        assert granted == expected, name
 
 
 def test_only_the_query_function_invokes_and_only_the_compact_function(synth: Synth) -> None:
@@ -668,7 +695,7 @@ def test_cdk_json_runs_the_app_as_a_module_from_the_lock() -> None:
 EXPECTED_RESOURCE_TYPES = {
     "AWS::S3::Bucket": 1,
     "AWS::S3::BucketPolicy": 1,
-    "AWS::DynamoDB::Table": 1,
+    "AWS::DynamoDB::Table": 3,  # tokens, catalog, leases
     "AWS::SQS::Queue": 3,
     "AWS::SQS::QueuePolicy": 3,
     "AWS::CloudWatch::Alarm": 1,

@@ -23,8 +23,8 @@ from infra.stack import ArcsStack
 from infra.storage import ArcsStorage
 
 from arcs import envvars, layout
-from arcs.adapters.aws_dynamodb import TTL_ATTRIBUTE
 from arcs.adapters.aws_sqs import SQS_MAX_MESSAGE_BYTES, claim_key
+from arcs.adapters.dynamo_table import TTL_ATTRIBUTE
 
 pytestmark = pytest.mark.infra
 
@@ -212,8 +212,21 @@ def test_handed_off_results_expire_after_a_day_where_the_core_writes_them(synth:
     assert results["Status"] == "Enabled"
 
 
-def test_table_keys_billing_ttl_and_recovery(synth: Synth) -> None:
-    table = synth.props(synth.stack.storage.table)
+def _tables(synth: Synth) -> dict[str, Any]:
+    storage = synth.stack.storage
+    return {"tokens": storage.tokens_table, "catalog": storage.catalog_table, "leases": storage.leases_table}
+
+
+def test_three_tables_and_nothing_else(synth: Synth) -> None:
+    assert set(synth.of_type("AWS::DynamoDB::Table")) == {synth.logical_id(t) for t in _tables(synth).values()}
+    # The catalog keeps the logical id of the single table of earlier versions: an update keeps its data.
+    assert synth.logical_id(synth.stack.storage.catalog_table).startswith("StorageCatalog")
+
+
+@pytest.mark.parametrize("name", ["tokens", "catalog", "leases"])
+def test_table_keys_billing_ttl_and_recovery(synth: Synth, name: str) -> None:
+    construct = _tables(synth)[name]
+    table = synth.props(construct)
     assert table["KeySchema"] == [
         {"AttributeName": "pk", "KeyType": "HASH"},
         {"AttributeName": "sk", "KeyType": "RANGE"},
@@ -223,9 +236,15 @@ def test_table_keys_billing_ttl_and_recovery(synth: Synth) -> None:
         {"AttributeName": "sk", "AttributeType": "S"},
     ]
     assert table["BillingMode"] == "PAY_PER_REQUEST"
-    assert table["TimeToLiveSpecification"] == {"AttributeName": TTL_ATTRIBUTE, "Enabled": True}
+    if name == "tokens":
+        assert "TimeToLiveSpecification" not in table  # an expired token stays listed until deleted
+    else:
+        assert table["TimeToLiveSpecification"] == {"AttributeName": TTL_ATTRIBUTE, "Enabled": True}
     assert TTL_ATTRIBUTE == "expires_at"
     assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert table["SSESpecification"] == {"SSEEnabled": True}  # AWS managed key
+    resource = synth.resources[synth.logical_id(construct)]
+    assert (resource["DeletionPolicy"], resource["UpdateReplacePolicy"]) == ("Retain", "Retain")
 
 
 # --- functions -------------------------------------------------------------------------------------
@@ -268,9 +287,24 @@ def test_handlers_point_at_the_function_folders(synth: Synth) -> None:
         assert sum(p.stat().st_size for p in asset.rglob("*")) < 256 * 1024, name
 
 
+#: The tables each function's environment names: what its code really calls (docs/deploy.md).
+FUNCTION_TABLES = {
+    "edge": {envvars.CATALOG_TABLE},  # schemas, checked and extended before a write is queued
+    "ingest": {envvars.CATALOG_TABLE},  # write markers, commits, file records
+    "query": {envvars.TOKENS_TABLE, envvars.CATALOG_TABLE, envvars.LEASES_TABLE},  # + token routes, delete
+    "authorizer": {envvars.TOKENS_TABLE},
+    "bootstrap": {envvars.TOKENS_TABLE},
+    "compact": {envvars.CATALOG_TABLE, envvars.LEASES_TABLE},
+}
+
+
 def test_environment_uses_only_arcs_envvars_names(synth: Synth) -> None:
     bucket = {"Ref": synth.logical_id(synth.stack.storage.bucket)}
-    table = {"Ref": synth.logical_id(synth.stack.storage.table)}
+    tables = {
+        envvars.TOKENS_TABLE: {"Ref": synth.logical_id(synth.stack.storage.tokens_table)},
+        envvars.CATALOG_TABLE: {"Ref": synth.logical_id(synth.stack.storage.catalog_table)},
+        envvars.LEASES_TABLE: {"Ref": synth.logical_id(synth.stack.storage.leases_table)},
+    }
     queue = {"Ref": synth.logical_id(synth.stack.ingest.queue)}
     envs = {name: synth.props(f.function)["Environment"]["Variables"] for name, f in _functions(synth).items()}
     for name, env in envs.items():
@@ -279,7 +313,9 @@ def test_environment_uses_only_arcs_envvars_names(synth: Synth) -> None:
         assert envvars.AWS_ENDPOINT_URL not in env  # emulators only
         assert env[envvars.BACKEND] == "aws"
         assert env[envvars.BUCKET] == bucket
-        assert env[envvars.TABLE] == table
+        # Exactly the tables the function uses (tests/infra/test_deploy.py pins its grants on them).
+        named = {variable: env[variable] for variable in tables if variable in env}
+        assert named == {variable: tables[variable] for variable in FUNCTION_TABLES[name]}, name
         assert env[envvars.PREFIX] == ""
         assert env[envvars.TOKEN_CACHE_TTL_S] == "60"
         assert env[envvars.WORK_DIR].startswith("/tmp/")
@@ -364,6 +400,47 @@ def test_grants_are_what_each_function_needs(synth: Synth) -> None:
     writes = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
     assert not writes & actions["authorizer"]
     assert not any(action.startswith(("s3:", "sqs:")) for action in actions["authorizer"])
+
+
+def _table_actions(synth: Synth, role: Any) -> dict[str, set[str]]:
+    """Table name ("tokens", "catalog", "leases") -> the DynamoDB actions the role has on it."""
+    names = {synth.logical_id(table): name for name, table in _tables(synth).items()}
+    found: dict[str, set[str]] = {}
+    for statement in _statements(synth, role):
+        actions = {a for a in _actions([statement]) if a.startswith("dynamodb:")}
+        if not actions:
+            continue
+        assert statement["Effect"] == "Allow"
+        resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        for resource in resources:
+            found.setdefault(names[resource["Fn::GetAtt"][0]], set()).update(actions)
+    return found
+
+
+def test_each_function_reads_and_writes_only_its_tables(synth: Synth) -> None:
+    access = {name: _table_actions(synth, f.role) for name, f in _functions(synth).items()}
+    writes = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
+    reads = {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:BatchGetItem"}
+    writers = {
+        "edge": {"catalog"},
+        "ingest": {"catalog"},
+        "query": {"tokens", "catalog", "leases"},
+        "authorizer": set(),
+        "bootstrap": {"tokens"},
+        "compact": {"catalog", "leases"},
+    }
+    readers = {**writers, "authorizer": {"tokens"}}
+    for name, tables in access.items():
+        assert set(tables) == readers[name], name
+        for table, actions in tables.items():
+            assert reads <= actions, (name, table)
+            assert bool(writes & actions) == (table in writers[name]), (name, table)
+    # The authorizer reads tokens on every request: it can neither write them nor touch the catalog.
+    assert not writes & access["authorizer"]["tokens"]
+    assert "catalog" not in access["authorizer"] and "leases" not in access["authorizer"]
+    # Ingest and the edge never see tokens or leases; compaction never sees tokens.
+    for name in ("edge", "ingest", "compact"):
+        assert "tokens" not in access[name], name
 
 
 # --- API Gateway -----------------------------------------------------------------------------------
@@ -551,7 +628,7 @@ def test_compact_settings_parse_as_the_runtime_reads_them(synth: Synth) -> None:
 
     env = synth.props(synth.stack.compact.compact.function)["Environment"]["Variables"]
     plain = {name: value for name, value in env.items() if isinstance(value, str)}
-    settings = Settings.from_env({**plain, envvars.BUCKET: "b", envvars.TABLE: "t", envvars.QUEUE_URL: "q"})
+    settings = Settings.from_env({**plain, envvars.BUCKET: "b", envvars.CATALOG_TABLE: "t", envvars.QUEUE_URL: "q"})
     assert settings.compaction.time_budget_s == float(env[envvars.COMPACTION_TIME_BUDGET_S])
     assert settings.compaction.lease_s == float(env[envvars.COMPACTION_LEASE_S])
     assert settings.compaction.memory_limit == env[envvars.COMPACTION_MEMORY_LIMIT]

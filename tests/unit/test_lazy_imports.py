@@ -45,7 +45,9 @@ def loaded_modules(handler: str, part: str, tmp_path: Path, *extra: str) -> set[
         {
             "ARCS_BACKEND": "aws",
             "ARCS_BUCKET": "lazy-bucket",
-            "ARCS_TABLE": "lazy-table",
+            "ARCS_TOKENS_TABLE": "lazy-tokens",
+            "ARCS_CATALOG_TABLE": "lazy-catalog",
+            "ARCS_LEASES_TABLE": "lazy-leases",
             "ARCS_QUEUE_URL": "http://127.0.0.1:9/123456789012/lazy",
             "ARCS_WORK_DIR": str(tmp_path / "work"),
             "AWS_ENDPOINT_URL": "http://127.0.0.1:9",

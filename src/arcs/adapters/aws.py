@@ -1,7 +1,8 @@
 """The AWS adapters in one import, the boto3 clients they use, and idempotent resource creation.
 
 ``create_resources`` builds what the CDK app builds for real (bucket, queue with its dead-letter
-queue, table): ``arcs local`` and the tests call it against a moto server.
+queue, the tokens, catalog and leases tables): ``arcs local`` and the tests call it against a moto
+server.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from arcs.adapters.aws_dynamodb import TTL_ATTRIBUTE, DynamoCatalog, DynamoTokenStore
 from arcs.adapters.aws_express import ExpressStore, duckdb_endpoint
 from arcs.adapters.aws_s3 import S3Store, error_code
 from arcs.adapters.aws_sqs import SqsWriteQueue, claim_key, read_queued_body
+from arcs.adapters.dynamo_catalog import DynamoCatalog
+from arcs.adapters.dynamo_table import TTL_ATTRIBUTE
+from arcs.adapters.dynamo_tokens import DynamoTokenStore
 from arcs.errors import StorageFault
 from arcs.ports import ObjectStore
 
@@ -50,6 +53,7 @@ __all__ = [
     "lambda_invoker",
     "queued_write_from_sqs",
     "read_queued_body",
+    "table_names",
 ]
 
 # SQS keeps messages 4 days unless told otherwise; an accepted write must outlive any outage.
@@ -141,7 +145,14 @@ class AwsResources(TypedDict):
     queue_arn: str
     dlq_url: str
     dlq_arn: str
-    table: str
+    tokens_table: str
+    catalog_table: str
+    leases_table: str
+
+
+def table_names(prefix: str) -> tuple[str, str, str]:
+    """The tokens, catalog and leases tables ``create_resources`` makes for one name prefix."""
+    return f"{prefix}-tokens", f"{prefix}-catalog", f"{prefix}-leases"
 
 
 def _create_bucket(s3: S3Client, bucket: str) -> None:
@@ -170,7 +181,7 @@ def _ensure_queue(sqs: SQSClient, name: str, attributes: dict[QueueAttributeName
     return url, arn
 
 
-def _ensure_table(dynamodb: DynamoDBClient, table: str) -> None:
+def _ensure_table(dynamodb: DynamoDBClient, table: str, *, ttl: bool) -> None:
     try:
         dynamodb.create_table(
             TableName=table,
@@ -188,9 +199,11 @@ def _ensure_table(dynamodb: DynamoDBClient, table: str) -> None:
         if error_code(exc) != "ResourceInUseException":
             raise
     dynamodb.get_waiter("table_exists").wait(TableName=table, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
-    ttl = dynamodb.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
+    if not ttl:
+        return
+    status = dynamodb.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
     # Enabling TTL twice is an error on AWS, so look first.
-    if ttl.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING"):
+    if status.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING"):
         dynamodb.update_time_to_live(
             TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
         )
@@ -201,12 +214,12 @@ def create_resources(
     bucket: str,
     queue_name: str,
     dlq_name: str,
-    table_name: str,
+    table_prefix: str,
     max_receive_count: int = 5,
     visibility_timeout_s: int = 30,
     express_bucket: str | None = None,
 ) -> AwsResources:
-    """Create (or bring up to date) the bucket, queues and table; safe to call again.
+    """Create (or bring up to date) the bucket, queues and tables (``table_names``); safe to call again.
 
     ``express_bucket``: an emulator's stand-in for the directory bucket (a plain bucket there).
     """
@@ -225,7 +238,11 @@ def create_resources(
             "RedrivePolicy": json.dumps(redrive),
         }
         queue_url, queue_arn = _ensure_queue(clients.sqs, queue_name, attributes)
-        _ensure_table(clients.dynamodb, table_name)
+        tokens, catalog, leases = table_names(table_prefix)
+        # Tokens never expire by TTL (an expired token stays listed); markers, runs and leases do.
+        _ensure_table(clients.dynamodb, tokens, ttl=False)
+        _ensure_table(clients.dynamodb, catalog, ttl=True)
+        _ensure_table(clients.dynamodb, leases, ttl=True)
     except (ClientError, BotoCoreError) as exc:
         raise StorageFault(f"cannot create the AWS resources: {exc}") from exc
     return AwsResources(
@@ -234,7 +251,9 @@ def create_resources(
         queue_arn=queue_arn,
         dlq_url=dlq_url,
         dlq_arn=dlq_arn,
-        table=table_name,
+        tokens_table=tokens,
+        catalog_table=catalog,
+        leases_table=leases,
     )
 
 
@@ -292,7 +311,10 @@ def aws_runtime_parts(
     Callable[[], S3Access],
     Callable[[str, bytes], None],
 ]:
-    """The adapters of the Lambda functions (and of ``arcs local``), from settings."""
+    """The adapters of the Lambda functions (and of ``arcs local``), from settings.
+
+    A table the settings leave empty (the function was not given it) fails on first use.
+    """
     session = session or boto3.Session(region_name=settings.aws_region)
     clients = AwsClients.from_settings(settings, session)
     general = S3Store(clients.s3, settings.bucket)
@@ -304,8 +326,8 @@ def aws_runtime_parts(
     root = f"s3://{settings.data_bucket}/{settings.prefix + '/' if settings.prefix else ''}"
     return (
         store,
-        DynamoCatalog(clients.dynamodb, settings.table),
-        DynamoTokenStore(clients.dynamodb, settings.table),
+        DynamoCatalog(clients.dynamodb, settings.catalog_table, settings.leases_table),
+        DynamoTokenStore(clients.dynamodb, settings.tokens_table),
         queue,
         [root],
         functools.partial(s3_access, session, settings),

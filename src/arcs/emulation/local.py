@@ -1,10 +1,12 @@
 """``arcs local``: the serverless topology on a local AWS emulator, the Lambda handlers unchanged.
 
 A moto server on loopback (or the emulator ``AWS_ENDPOINT_URL`` names, e.g. LocalStack) holds
-the bucket, the write queue with its dead-letter queue, and the table; the process environment is
-set as the CDK stack sets the functions' environment, and only then are the handlers loaded from
-``functions/``. API Gateway is ``arcs.emulation.gateway`` behind uvicorn, the SQS event source
-``arcs.emulation.poller``.
+the bucket, the write queue with its dead-letter queue, and the tokens, catalog and leases tables;
+the process environment is set as the CDK stack sets the functions' environment, and only then
+are the handlers loaded from ``functions/``. The handlers share one process, hence one runtime
+(``lambda_runtime``), so the environment names all three tables; the stack gives each function
+only the ones it uses (docs/deploy.md), and its IAM policies enforce that. API Gateway is
+``arcs.emulation.gateway`` behind uvicorn, the SQS event source ``arcs.emulation.poller``.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ class EmulationConfig:
     bucket: str = "arcs-local"
     queue_name: str = "arcs-writes"
     dlq_name: str = "arcs-writes-dlq"
-    table: str = "arcs-local"
+    table_prefix: str = "arcs-local"  # the tables are ``arcs.adapters.aws.table_names`` of it
     # The stack's optional S3 Express directory bucket: a plain bucket of that name here.
     express_bucket: str = ""
     max_receive_count: int = 5
@@ -100,7 +102,9 @@ def function_environment(resources: AwsResources, endpoint_url: str, region: str
         envvars.BACKEND: "aws",
         envvars.BUCKET: resources["bucket"],
         envvars.QUEUE_URL: resources["queue_url"],
-        envvars.TABLE: resources["table"],
+        envvars.TOKENS_TABLE: resources["tokens_table"],
+        envvars.CATALOG_TABLE: resources["catalog_table"],
+        envvars.LEASES_TABLE: resources["leases_table"],
         envvars.AWS_ENDPOINT_URL: endpoint_url,
         envvars.AWS_REGION: region,
         envvars.WORK_DIR: work_dir,
@@ -178,7 +182,7 @@ def start_emulation(config: EmulationConfig, set_env: Callable[[str, str], Any] 
             bucket=config.bucket,
             queue_name=config.queue_name,
             dlq_name=config.dlq_name,
-            table_name=config.table,
+            table_prefix=config.table_prefix,
             max_receive_count=config.max_receive_count,
             visibility_timeout_s=config.visibility_timeout_s,
             express_bucket=config.express_bucket or None,
@@ -299,7 +303,7 @@ def run_local(host: str, port: int, moto_port: int = 0, workers: int = 8) -> Non
                 "express_bucket": emulation.config.express_bucket or None,
                 "queue_url": resources["queue_url"],
                 "dlq_url": resources["dlq_url"],
-                "table": resources["table"],
+                "tables": [resources["tokens_table"], resources["catalog_table"], resources["leases_table"]],
             }
         ),
         flush=True,
