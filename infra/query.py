@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from aws_cdk import Duration
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 from layers.build import FUNCTION_LAYERS
 
 from arcs import envvars
 from infra.function import API_TIMEOUT, ArcsFunction, FunctionDefaults
-from infra.nag import acknowledge, logical_ref
 from infra.storage import ArcsStorage
 
 #: 1,769 MB is one vCPU; DuckDB reading S3 wants threads well above the vCPU count.
@@ -69,37 +67,17 @@ class ArcsQuery(Construct):
                 envvars.QUEUE_URL: write_queue.queue_url,
             },
         )
-        # Reads for queries (DuckDB's httpfs: GET, HEAD); deletes for DELETE /api/v1/databases/{name}
-        # (admin only), which removes a dropped database's objects. It never writes data files: its
-        # only object writes are under two system prefixes (below).
+        # Reads for queries (DuckDB's httpfs: GET, HEAD). The admin routes change data too:
+        # DELETE /api/v1/databases/{name} removes a dropped database's objects, POST /api/v1/delete
+        # writes each affected file again without the deleted rows, and results too big to answer
+        # inline, like a continuous query's manual-execute claim checks, are written under _arcs/.
         storage.grant_data_access(
             self.query.role,
-            ["s3:GetObject", "s3:DeleteObject"],
-            "Queries read Parquet files under any database/measurement/hour prefix of the data bucket and an "
-            "admin's database delete removes them; which ones a caller may touch is enforced by the SQL "
-            "sandbox, token permissions and scopes.",
+            ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+            "Queries read Parquet files under any database/measurement/hour prefix of the data bucket; an "
+            "admin's delete rewrites them and a database drop removes them (keys are made at run time); "
+            "which data a caller may touch is enforced by the SQL sandbox, token permissions and scopes.",
         )
-        # A result bigger than a Lambda response is written under the results prefix and fetched with
-        # a presigned GET, which the GetObject above signs for; a continuous query's results bigger
-        # than an SQS message travel as claim-check objects, as the edge's writes do.
-        for folder, reason in (
-            (
-                storage.results_prefix,
-                "Handed-off query results have one random key each, all under the results prefix: the prefix "
-                "is the narrowest resource there is.",
-            ),
-            (
-                storage.claims_prefix,
-                "Claim-check objects (a manually executed continuous query's results too big for an SQS "
-                "message) have one key per write, all under the claims prefix: the narrowest resource there is.",
-            ),
-        ):
-            self.query.role.add_to_principal_policy(
-                iam.PolicyStatement(actions=["s3:PutObject"], resources=[storage.bucket.arn_for_objects(f"{folder}*")])
-            )
-            acknowledge(
-                self.query.role, f"AwsSolutions-IAM5[Resource::<{logical_ref(storage.bucket)}.Arn>/{folder}*]", reason
-            )
         write_queue.grant_send_messages(self.query.role)
         # The token routes manage tokens; databases, retention policies and continuous queries live in
         # the catalog; a delete rewrites partitions under their leases and lists compaction jobs.

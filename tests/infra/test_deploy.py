@@ -382,9 +382,9 @@ EXPECTED_ACTIONS = {
         "s3:DeleteObject",
         "s3:ListBucket",
     },
-    # PutObject only under _arcs/results/ (handed-off results) and _arcs/claims/ (a continuous query's
-    # manual execute writes through the write path); InvokeFunction only on the compact function (the
-    # compaction trigger). tests/infra/test_stack.py pins the resources.
+    # PutObject: the delete API rewrites data files, big results and a manual execute's claim checks
+    # go under _arcs/; InvokeFunction only on the compact function (the compaction trigger).
+    # tests/infra/test_stack.py pins the resources.
     "query": _LOGS
     | _XRAY
     | _DDB_READ

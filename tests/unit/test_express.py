@@ -316,7 +316,9 @@ def test_listings_are_in_key_order_from_folder_prefixes_whatever_the_directory_b
 
 def test_the_runtime_puts_data_in_the_directory_bucket_and_lets_duckdb_read_only_there() -> None:
     session = boto3.Session(aws_access_key_id="AK", aws_secret_access_key="SK", region_name="us-east-1")
-    settings = Settings(backend="aws", bucket=GENERAL, express_bucket=EXPRESS, prefix="arcs", queue_url="q", catalog_table="t")
+    settings = Settings(
+        backend="aws", bucket=GENERAL, express_bucket=EXPRESS, prefix="arcs", queue_url="q", catalog_table="t"
+    )
     store, _, _, queue, roots, _, _ = aws_runtime_parts(settings, session)
     assert isinstance(store, ExpressStore)
     assert (store.data.bucket, store.general.bucket) == (EXPRESS, GENERAL)
