@@ -19,7 +19,7 @@ import duckdb
 import pyarrow.parquet as pq
 
 from clickbench.generate import generate_hits, to_parquet_layout
-from clickbench.load import load_into_data_dir
+from clickbench.load import LOADER_VERSION, load_into_data_dir
 
 CHUNK_ROWS = 1_000_000
 PARTITIONS = 100
@@ -58,6 +58,10 @@ class Dataset:
 def prepare(rows: int, work_dir: Path, seed: int = 1, log: bool = True) -> Dataset:
     dataset = Dataset(rows, work_dir / str(rows))
     if dataset.ready:
+        if (dataset.root / "LOADER").is_file() and (dataset.root / "LOADER").read_text().strip() == LOADER_VERSION:
+            return dataset
+        shutil.rmtree(dataset.arcs_data, ignore_errors=True)  # generated data kept, loaded again
+        _load(dataset, log)
         return dataset
     shutil.rmtree(dataset.root, ignore_errors=True)
     chunks = dataset.root / "chunks"
@@ -88,6 +92,13 @@ def prepare(rows: int, work_dir: Path, seed: int = 1, log: bool = True) -> Datas
     con.close()
     shutil.rmtree(chunks)
     shutil.rmtree(dataset.root / "spill", ignore_errors=True)
+    _load(dataset, log)
+    (dataset.root / "READY").write_text(f"{rows}\n")
+    return dataset
+
+
+def _load(dataset: Dataset, log: bool) -> None:
+    """hits.parquet into our storage layout, marked with the loader's version (a new one loads again)."""
     report = load_into_data_dir([dataset.single], dataset.arcs_data)
     if log:
         print(
@@ -96,5 +107,4 @@ def prepare(rows: int, work_dir: Path, seed: int = 1, log: bool = True) -> Datas
             flush=True,
         )
     (dataset.root / "LOAD_SECONDS").write_text(f"{report.seconds:.3f}\n")
-    (dataset.root / "READY").write_text(f"{rows}\n")
-    return dataset
+    (dataset.root / "LOADER").write_text(LOADER_VERSION + "\n")

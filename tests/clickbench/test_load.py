@@ -68,3 +68,24 @@ def test_hourly_puts_each_row_in_its_event_hour(hits_file: Path, tmp_path: Path)
     assert len(files) > 100  # 30 days of hours
     assert con.execute("SELECT count(*) FROM stored").fetchone() == (ROWS,)
     assert con.execute("SELECT count(*) FROM stored WHERE epoch(time)::BIGINT <> EventTime").fetchone() == (0,)
+
+
+def test_placed_splits_into_files_in_order_with_the_input_codec(hits_file: Path, tmp_path: Path) -> None:
+    from clickbench.load import load_hits
+
+    from arcs.runtime import local_runtime
+    from arcs.settings import Settings
+
+    runtime = local_runtime(Settings(data_dir=tmp_path))
+    try:
+        report = load_hits([hits_file], runtime.catalog, runtime.store, row_group_rows=250, rows_per_file=1000)
+    finally:
+        runtime.sqlite.close()
+    (tmp_path / "SOURCE").write_text(str(hits_file))
+    files, con = _stored(tmp_path)
+    assert report.files == len(files) == ROWS // 1000
+    assert [pq.ParquetFile(path).metadata.num_rows for path in files] == [1000] * (ROWS // 1000)
+    stored = [row[0] for row in con.execute("SELECT WatchID FROM stored").fetchall()]
+    assert stored == [row[0] for row in con.execute("SELECT WatchID FROM source").fetchall()]
+    input_codec = pq.ParquetFile(hits_file).metadata.row_group(0).column(0).compression
+    assert {pq.ParquetFile(path).metadata.row_group(0).column(0).compression for path in files} == {input_codec}
