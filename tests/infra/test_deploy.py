@@ -539,6 +539,7 @@ API_ROUTES = [
     ("DELETE", "/api/v1/retention/1", QUERY),
     ("POST", "/api/v1/retention/1/execute", QUERY),
     ("GET", "/api/v1/retention/1/executions", QUERY),
+    ("POST", "/api/v1/retention/run", QUERY),
     ("GET", "/api/v1/continuous_queries", QUERY),
     ("POST", "/api/v1/continuous_queries", QUERY),
     ("GET", "/api/v1/continuous_queries/1", QUERY),
