@@ -8,7 +8,8 @@ delete) drops that token from this process's cache at once; other processes (the
 containers, other workers) see it when their entry expires, within ``ARCS_TOKEN_CACHE_TTL_S``.
 
 What each route family needs (``Principal.require``; ``admin`` implies every permission and
-every database):
+every database, so an admin token cannot carry database scopes: it could mint an unscoped token
+anyway, and a scope it ignores would be a false promise):
 
 | route family                                                 | needs     | database scope checked             |
 |--------------------------------------------------------------|-----------|------------------------------------|
@@ -17,10 +18,14 @@ every database):
 | writes: `/api/v1/write/*`, `/write`, `/api/v2/write`         | write     | the target database                |
 | queries: `/api/v1/query*` (also `SHOW`), estimates           | read      | every database the SQL reads       |
 | listings: `/api/v1/measurements`, `GET /api/v1/databases*`   | read      | the one named; lists only in-scope |
-| deleting data: `/api/v1/delete`, retention policies and runs | delete    | the database named                 |
+| retention policies: list, get, executions                    | read      | the policy's; lists only in-scope  |
+| deleting data: `/api/v1/delete`, retention changes and runs  | admin     | -                                  |
 | continuous queries: list, get, executions                    | read      | the query's; lists only in-scope   |
-| continuous queries: create, change, delete, execute          | admin     | the query's                        |
+| continuous queries: create, change, delete, execute          | admin     | -                                  |
 | `/api/v1/auth/tokens*`, `POST`/`DELETE /api/v1/databases`    | admin     | -                                  |
+
+``delete`` is accepted, as Arc's tokens have it, but no route asks for less than ``admin`` to
+remove data (API.md), so it grants nothing beyond ``read`` here.
 """
 
 from __future__ import annotations
@@ -148,6 +153,14 @@ def check_scopes(value: object) -> tuple[str, ...]:
     return () if "*" in value else tuple(dict.fromkeys(value))
 
 
+def check_admin_unscoped(permissions: tuple[str, ...], databases: tuple[str, ...]) -> None:
+    if "admin" in permissions and databases:
+        raise BadRequest(
+            "an admin token cannot be scoped to databases (it manages tokens, so it reaches every database):"
+            " give a scoped token read and write instead"
+        )
+
+
 def check_name(value: object) -> str:
     if not isinstance(value, str) or not 1 <= len(value) <= MAX_NAME_CHARS or _CONTROL.search(value):
         raise BadRequest(f"name must be a string of 1 to {MAX_NAME_CHARS} characters without control characters")
@@ -246,6 +259,7 @@ class TokenService:
     ) -> tuple[TokenRecord, str]:
         check_name(name)
         check_description(description)
+        check_admin_unscoped(permissions, databases)
         secret = secret or new_secret()
         record = _with_secret(
             TokenRecord(
@@ -348,6 +362,7 @@ class TokenService:
             )
             if after == before:
                 return before
+            check_admin_unscoped(after.permissions, after.databases)
             self._keep_an_admin(before, after, "change")
             self.store.put(after)
             self._forget(token_id)

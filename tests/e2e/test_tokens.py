@@ -153,6 +153,7 @@ def test_new_tokens_default_to_read_write_on_every_database(client: Client) -> N
         ({"name": "x", "expires_in": "999999w"}, "expires_in"),
         ({"name": "x", "description": 1}, "description"),
         ({"name": "x", "permission": ["admin"]}, "permission"),
+        ({"name": "x", "permissions": ["admin"], "databases": ["prod"]}, "admin"),  # admin reaches every database
     ],
 )
 def test_bad_fields_are_400_naming_the_field(client: Client, body: dict[str, Any], field: str) -> None:

@@ -363,3 +363,18 @@ def test_update_fields() -> None:
         TokenFields.for_update({"name": None}, NOW)
     with pytest.raises(BadRequest, match="revoked"):
         TokenFields.for_update({"revoked": False}, NOW)
+
+
+def test_an_admin_token_cannot_be_scoped(service: TokenService) -> None:
+    # admin manages tokens, so it could mint an unscoped one: a scope on it would promise nothing
+    with pytest.raises(BadRequest, match="admin token cannot be scoped"):
+        service.create("scoped-admin", permissions=("admin",), databases=("prod",))
+    scoped, _ = service.create("scoped-reader", permissions=("read",), databases=("prod",))
+    with pytest.raises(BadRequest, match="admin token cannot be scoped"):
+        service.update(scoped.token_id, TokenFields(permissions=("read", "admin")))
+    admin, _ = service.create("admin", permissions=("admin",))
+    with pytest.raises(BadRequest, match="admin token cannot be scoped"):
+        service.update(admin.token_id, TokenFields(databases=("prod",)))
+    assert service.get(scoped.token_id) == scoped and service.get(admin.token_id) == admin  # both unchanged
+    widened = service.update(scoped.token_id, TokenFields(permissions=("admin",), databases=()))
+    assert (widened.permissions, widened.databases) == (("admin",), ())
