@@ -95,22 +95,15 @@ def query_event() -> dict[str, Any]:
     return event
 
 
-#: In the dev environment but not in the layers; pyarrow and DuckDB import them when present.
-NOT_IN_LAYERS = ("numpy", "pandas")
-
-
 def hide_packages_the_layers_lack(scratch: Path) -> Path:
-    """A directory to put first on the child's path where each of ``NOT_IN_LAYERS`` fails to import."""
-    from layers.build import locked_requirements
+    """A directory to put first on the child's path where each of ``NOT_IN_LAYERS`` fails to import,
+    once ``uv.lock``'s runtime closure is checked not to ship them."""
+    from layers.build import NOT_IN_LAYERS, hide_packages_the_layers_lack, locked_requirements
 
     shipped = {requirement.split("==")[0].strip().lower() for requirement in locked_requirements()}
     if leaked := shipped.intersection(NOT_IN_LAYERS):
         raise SystemExit(f"the layers now ship {sorted(leaked)}: stop hiding them from the child")
-    for name in NOT_IN_LAYERS:
-        package = scratch / name
-        package.mkdir(parents=True)
-        (package / "__init__.py").write_text(f"raise ImportError('{name} is not in the Lambda layers')\n")
-    return scratch
+    return hide_packages_the_layers_lack(scratch)
 
 
 def child_environment(

@@ -138,6 +138,39 @@ def locked_requirements() -> list[str]:
     return sorted(line.strip() for line in out.splitlines() if line.strip() and not line.startswith("#"))
 
 
+#: In the dev environment (the clickbench extra brings them), never in the layers; pyarrow and
+#: DuckDB import them whenever they can, so a probe of the function's imports must not see them.
+NOT_IN_LAYERS = ("numpy", "pandas")
+
+_ABSENT_PACKAGES = """\
+# Written by layers.build.hide_packages_the_layers_lack: these import as packages that are not installed.
+import sys
+
+
+class _NotInTheLayers:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in {names!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}} (not in the Lambda layers)", name=name)
+        return None
+
+
+sys.meta_path.insert(0, _NotInTheLayers())
+"""
+
+
+def hide_packages_the_layers_lack(directory: Path) -> Path:
+    """A directory that, first on a child's ``PYTHONPATH``, makes each of ``NOT_IN_LAYERS`` fail to
+    import exactly as a package that is not installed does (via ``sitecustomize``).
+
+    Not a stand-in package whose ``__init__`` raises: while it runs, a half-made module sits in
+    ``sys.modules``, and a second thread importing it meanwhile (DuckDB opens on its own thread and
+    looks for pandas) gets that module instead of an ImportError.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "sitecustomize.py").write_text(_ABSENT_PACKAGES.format(names=set(NOT_IN_LAYERS)))
+    return directory
+
+
 def _dist_name(requirement: str) -> str:
     return requirement.split("==")[0].split(";")[0].strip().lower().replace("_", "-")
 

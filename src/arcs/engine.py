@@ -9,12 +9,14 @@ as it cannot change afterwards) and the configuration is locked.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
 import shutil
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +83,21 @@ def extension_directory(work_dir: Path, platform: str) -> Path:
     return target_dir
 
 
+#: Engines with a connection open or being opened: closed when the interpreter exits.
+_LIVE_ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_engines() -> None:
+    """A process must not exit while DuckDB runs threads of its own (a connection still opening on
+    its daemon thread, the database's workers): C++ teardown then aborts the process ("terminate
+    called without an active exception"), and a start that failed with a clear error would end in
+    SIGABRT instead. Closing waits for an opening to finish and stops the workers."""
+    for engine in list(_LIVE_ENGINES):
+        with contextlib.suppress(Exception):  # exiting: nothing left to tell
+            engine.close()
+
+
 class Engine:
     def __init__(
         self,
@@ -119,6 +136,7 @@ class Engine:
                         conn.close()
                         raise
                     self._conn = conn
+                    _LIVE_ENGINES.add(self)
         return self._conn
 
     def open_in_background(self) -> None:
@@ -130,6 +148,7 @@ class Engine:
         """
         with self._lock:
             if self._conn is None and self._opening is None:
+                _LIVE_ENGINES.add(self)
                 self._opening = _Opening(self._open)
 
     def _open(self) -> duckdb.DuckDBPyConnection:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from layers.build import hide_packages_the_layers_lack
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,21 +57,19 @@ def loaded_modules(handler: str, part: str, tmp_path: Path, *extra: str) -> set[
             "AWS_SECRET_ACCESS_KEY": "testing",
         }
     )
-    # The layers hold no pandas, but the dev environment does (the clickbench extra brings it), and
-    # pyarrow and DuckDB import it whenever they find it: hide it, as the function's path would.
-    hidden = tmp_path / "without-pandas" / "pandas"
-    hidden.mkdir(parents=True)
-    (hidden / "__init__.py").write_text('raise ImportError("pandas is not in the Lambda layers")\n')
-    env["PYTHONPATH"] = os.pathsep.join([str(hidden.parent), *filter(None, [os.environ.get("PYTHONPATH")])])
+    # The layers hold neither pandas nor numpy, but the dev environment does (the clickbench extra),
+    # and pyarrow and DuckDB import them whenever they find them: hide them, as the function's path would.
+    hidden = hide_packages_the_layers_lack(tmp_path / "not-in-layers")
+    env["PYTHONPATH"] = os.pathsep.join([str(hidden), *filter(None, [os.environ.get("PYTHONPATH")])])
     done = subprocess.run(
         [sys.executable, "-c", PROBE, str(ROOT / "functions" / handler), part, *extra],
         capture_output=True,
         text=True,
         env=env,
         cwd=ROOT,
-        check=True,
         timeout=120,
     )
+    assert done.returncode == 0, f"the probe exited with {done.returncode}: {done.stderr[-4000:]}"
     return set(json.loads(done.stdout))
 
 
