@@ -89,3 +89,22 @@ def test_placed_splits_into_files_in_order_with_the_input_codec(hits_file: Path,
     assert stored == [row[0] for row in con.execute("SELECT WatchID FROM source").fetchall()]
     input_codec = pq.ParquetFile(hits_file).metadata.row_group(0).column(0).compression
     assert {pq.ParquetFile(path).metadata.row_group(0).column(0).compression for path in files} == {input_codec}
+
+
+def test_the_narrowed_copy_keeps_the_rows_in_order_with_the_original_widths(hits_file: Path, tmp_path: Path) -> None:
+    from clickbench.widths import _narrow, _original_widths
+
+    load_into_data_dir([hits_file], tmp_path, layout_kind="placed")
+    files = sorted((tmp_path / "storage").rglob("*.parquet"))
+    con = duckdb.connect(config={"preserve_insertion_order": False})
+    widths = _original_widths(con, hits_file)
+    assert widths["RegionID"] == "INTEGER" and widths["ResolutionWidth"] == "SMALLINT" and "EventDate" not in widths
+    narrowed = _narrow(con, files, widths, tmp_path / "narrowed.parquet")
+    kinds = dict(con.execute(f"SELECT column_name, column_type FROM (DESCRIBE '{narrowed}')").fetchall())
+    assert {name: kinds[name] for name in widths} == widths and kinds["UserID"] == "BIGINT"
+    assert len(files) == 1  # so row numbers within the file say the order
+    in_order = (
+        f"SELECT * FROM read_parquet('{files[0]}', file_row_number = true)"
+        f" EXCEPT ALL SELECT * FROM read_parquet('{narrowed}', file_row_number = true)"
+    )
+    assert con.execute(f"SELECT count(*) FROM ({in_order})").fetchone() == (0,)
