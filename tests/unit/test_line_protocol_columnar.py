@@ -78,6 +78,9 @@ def test_known_bodies_agree(body: str) -> None:
         "cpu v=1 1\ncpu v=0x10 2",
         "cpu v=1i 1\ncpu v=0x10i 2",
         "cpu v=1 1\ncpu v=1 0x10",
+        "cpu v=1i 1\ncpu v=0X10i 2",
+        "cpu,host=xeon v=1i 1\ncpu,host=xeon v=0x10i 2",  # an x elsewhere too
+        "cpu,host=XEON v=1 1\ncpu,host=XEON v=1 0X10",
         "cpu v=1 1\ncpu v=inf 2",
         "cpu v=1 1\ncpu v=NaN 2",
         "cpu v=1u 1\ncpu v=18446744073709551615u 2",
