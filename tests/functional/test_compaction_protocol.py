@@ -419,7 +419,7 @@ def test_a_partition_bigger_than_the_memory_limit_compacts_streamed_into_target_
         in_memory += table.nbytes
         env.ingest(WriteBatch(f"big{n}", "db", (MeasurementRows("cpu", table, ("host", "region")),)))
     assert in_memory > 2 * limit_mb * 1024 * 1024  # the partition does not fit in the merge's memory
-    config = {"memory_limit": f"{limit_mb}MB", "threads": 1, "target_file_bytes": 2 * 1024 * 1024}
+    config = {"memory_limit": f"{limit_mb}MB", "threads": 1, "target_file_bytes": 256 * 1024}
     (job,) = env.compactor(**config).run().jobs
     assert job.status == "settled", job.error
     outputs = env.catalog.list_files("db", "cpu", HOUR, HOUR)
@@ -429,5 +429,10 @@ def test_a_partition_bigger_than_the_memory_limit_compacts_streamed_into_target_
         parquet = pq.ParquetFile(io.BytesIO(env.store.get(output.key)))
         groups = [parquet.metadata.row_group(i).num_rows for i in range(parquet.metadata.num_row_groups)]
         assert max(groups) == 122_880 or len(groups) == 1
+        first = parquet.metadata.row_group(0)
+        encodings = {first.column(i).path_in_schema: first.column(i).encodings for i in range(first.num_columns)}
+        # dictionaries for strings only; delta encoding for times and integers
+        assert {"time", "requests"} == {name for name, used in encodings.items() if "DELTA_BINARY_PACKED" in used}
+        assert {"host", "region"} == {name for name, used in encodings.items() if "RLE_DICTIONARY" in used}
         assert output.min_time_us > previous_max  # the files follow each other in time
         previous_max = output.max_time_us

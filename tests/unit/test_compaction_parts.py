@@ -10,7 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arcs import layout
@@ -72,6 +72,7 @@ def test_quarantine_and_hour_prefixes() -> None:
 keys = st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["a", "b", None])), max_size=60)
 
 
+@settings(deadline=None)  # the first example also pays for loading Arrow's kernels
 @given(rows=keys, cuts=st.lists(st.integers(0, 60), max_size=6))
 def test_first_of_each_group_keeps_one_row_per_run_of_equal_keys_across_batches(
     rows: list[tuple[int, str | None]], cuts: list[int]
