@@ -211,8 +211,8 @@ def _micros(value: object) -> int:
 
 
 def _is_whole(kind: pa.DataType) -> bool:
-    return pa.types.is_integer(kind) or pa.types.is_timestamp(kind)
+    return bool(pa.types.is_integer(kind) or pa.types.is_timestamp(kind))
 
 
 def _is_text(kind: pa.DataType) -> bool:
-    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_dictionary(kind)
+    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_dictionary(kind))
