@@ -26,6 +26,7 @@ from pathlib import Path
 
 import duckdb
 
+from arcs.rewriter import quote_identifier, quote_literal
 from arcs.sql_compat import define_macros
 from clickbench.dataset import Dataset
 from clickbench.generate import scale_query
@@ -37,12 +38,12 @@ _INTEGER_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "UTINYINT", "USMALLINT", "UI
 
 
 def _files_sql(files: list[Path]) -> str:
-    return "[" + ", ".join(f"'{file}'" for file in files) + "]"
+    return "[" + ", ".join(quote_literal(str(file)) for file in files) + "]"
 
 
 def _original_widths(con: duckdb.DuckDBPyConnection, single: Path) -> dict[str, str]:
     """The integer columns ``hits.parquet`` holds narrower than int64, with their types."""
-    described = con.execute(f"DESCRIBE SELECT * FROM read_parquet('{single}')").fetchall()
+    described = con.execute(f"DESCRIBE SELECT * FROM read_parquet({quote_literal(str(single))})").fetchall()
     return {
         str(name): str(kind)
         for name, kind, *_ in described
@@ -55,16 +56,18 @@ def _narrow(con: duckdb.DuckDBPyConnection, stored: list[Path], widths: dict[str
     columns = con.execute(f"DESCRIBE SELECT * FROM read_parquet({_files_sql(stored)})").fetchall()
     items = []
     for name, *_ in columns:
-        quoted = '"' + str(name).replace('"', '""') + '"'
+        quoted = quote_identifier(str(name))
         kind = widths.get(str(name))
         items.append(f"CAST({quoted} AS {kind}) AS {quoted}" if kind else quoted)
     codec = con.execute(
-        f"SELECT compression FROM parquet_metadata('{stored[0]}') WHERE path_in_schema = 'URL' LIMIT 1"
+        f"SELECT compression FROM parquet_metadata({quote_literal(str(stored[0]))})"
+        " WHERE path_in_schema = 'URL' LIMIT 1"
     ).fetchone()
     con.execute("SET preserve_insertion_order = true")  # the rows in their order, as stored
     con.execute(
         f"COPY (SELECT {', '.join(items)} FROM read_parquet({_files_sql(stored)}, file_row_number := false))"
-        f" TO '{target}' (FORMAT parquet, COMPRESSION {codec[0] if codec else 'snappy'}, ROW_GROUP_SIZE 122880)"
+        f" TO {quote_literal(str(target))}"
+        f" (FORMAT parquet, COMPRESSION {codec[0] if codec else 'snappy'}, ROW_GROUP_SIZE 122880)"
     )
     con.execute("SET preserve_insertion_order = false")
     return target
@@ -101,7 +104,7 @@ def main() -> None:
     views = {
         "baseline": baseline_view.replace("CREATE VIEW", "CREATE OR REPLACE VIEW"),
         "stored": f"CREATE OR REPLACE VIEW hits AS SELECT * FROM read_parquet({_files_sql(stored)})",
-        "narrowed": f"CREATE OR REPLACE VIEW hits AS SELECT * FROM read_parquet('{narrowed}')",
+        "narrowed": f"CREATE OR REPLACE VIEW hits AS SELECT * FROM read_parquet({quote_literal(str(narrowed))})",
     }
     numbers = [int(n) for n in args.queries.split(",")]
     print(f"DuckDB {duckdb.__version__} alone, {args.rows:,} rows, hot, best of {args.tries}; seconds")
