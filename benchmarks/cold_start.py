@@ -95,9 +95,9 @@ def query_event() -> dict[str, Any]:
     return event
 
 
-def hide_packages_the_layers_lack(scratch: Path) -> Path:
-    """A directory to put first on the child's path where each of ``NOT_IN_LAYERS`` fails to import,
-    once ``uv.lock``'s runtime closure is checked not to ship them."""
+def checked_hiding_dir(scratch: Path) -> Path:
+    """``layers.build.hide_packages_the_layers_lack``'s directory, once ``uv.lock``'s runtime
+    closure is checked not to ship any of ``NOT_IN_LAYERS`` (else hiding them would mislead)."""
     from layers.build import NOT_IN_LAYERS, hide_packages_the_layers_lack, locked_requirements
 
     shipped = {requirement.split("==")[0].strip().lower() for requirement in locked_requirements()}
@@ -218,7 +218,7 @@ def main() -> None:
         event = json.dumps(query_event())
         with tempfile.TemporaryDirectory(prefix="arcs-cold-") as scratch:
             pycache = None if args.no_bytecode_cache else f"{scratch}/pycache"
-            hidden = hide_packages_the_layers_lack(Path(scratch) / "hidden")
+            hidden = checked_hiding_dir(Path(scratch) / "hidden")
             # The warm-up writes the .pyc files and fills the page cache.
             run_once(settings, event, f"{scratch}/warmup", pycache, hidden)
             results = [
