@@ -157,9 +157,11 @@ def test_new_tokens_default_to_read_write_on_every_database(client: Client) -> N
     ],
 )
 def test_bad_fields_are_400_naming_the_field(client: Client, body: dict[str, Any], field: str) -> None:
+    before = client.http.get(TOKENS).json()["tokens"]
     response = client.http.post(TOKENS, json=body)
     assert response.status_code == 400, response.text
     assert response.json()["success"] is False and field in response.json()["error"]
+    assert client.http.get(TOKENS).json()["tokens"] == before  # nothing stored
 
 
 def test_bad_updates_are_400_and_change_nothing(client: Client) -> None:
