@@ -7,9 +7,16 @@ DATA_DIR ?= ./data
 
 .PHONY: setup serve local test lint format bench-ingest bench-compaction layers layers-check synth clickbench clean
 
+NATIVE_LIBRARY := src/arcs/native/_arcs_native.so
+
 setup:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
 	@$(UV) sync --all-extras --frozen --quiet
+	@$(MAKE) --no-print-directory --quiet $(NATIVE_LIBRARY)
+
+# arcs.native's C library for this machine (Zig's compiler, from uv.lock); rebuilt when its sources change.
+$(NATIVE_LIBRARY): $(wildcard src/arcs/native/*.c) layers/native.py
+	@$(UV) run --no-sync python -m layers.native >/dev/null
 
 serve: setup
 	$(UV) run arcs serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)

@@ -7,7 +7,8 @@ Three layers, each a ``python/`` tree (Lambda puts ``/opt/python`` on ``sys.path
   work directory at run time, so the package is shipped as the wheel has it.
 - ``deps``: every other locked runtime dependency (pyarrow, msgpack, zstandard, boto3, Powertools),
   trimmed of what no function imports.
-- ``core``: the ``arcs`` package itself (changes most often, so it is the smallest to redeploy).
+- ``core``: the ``arcs`` package itself (changes most often, so it is the smallest to redeploy),
+  with the C library of ``arcs.native`` compiled for the layer's architecture (``layers/native.py``).
 
 Wheels are the exact versions ``uv export --frozen`` reads from ``uv.lock``, for CPython 3.12 on
 manylinux 2.28 (duckdb 1.5.5 ships no older tag; Lambda's Amazon Linux 2023 has glibc 2.34).
@@ -29,6 +30,8 @@ import zipfile
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from layers import native
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUILD_DIR = REPO_ROOT / "layers" / "build"
@@ -320,7 +323,10 @@ def build(arch: str = DEFAULT_ARCH, build_dir: Path = BUILD_DIR, python: str | N
         if groups[name]:
             install(groups[name], root, arch)
         else:
-            shutil.copytree(CORE_SOURCE, root / "arcs", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            # This machine's native library stays behind; the layer gets one built for its architecture.
+            ignored = shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "*.c")
+            shutil.copytree(CORE_SOURCE, root / "arcs", ignore=ignored)
+            native.build(arch, root / "arcs" / "native")
         trim(root)
         if python:
             compile_bytecode(root, python)

@@ -165,7 +165,16 @@ def main() -> None:
     links = list(Path(os.environ["ARCS_WORK_DIR"]).rglob("httpfs.duckdb_extension"))
     assert len(links) == 1, links
     assert any(str(links[0].resolve()).startswith(d) for d in layer_dirs), links[0].resolve()
-    print(f"smoke ok: python {sys.version.split()[0]}, duckdb {duckdb.__version__}, {len(parquet)} parquet file(s)")
+
+    # The JSON above was written by the core layer's own native library (built for this architecture).
+    from arcs import native
+
+    assert native.library() is not None
+    assert any(str(native.LIBRARY_PATH).startswith(d) for d in layer_dirs), native.LIBRARY_PATH
+    print(
+        f"smoke ok: python {sys.version.split()[0]}, duckdb {duckdb.__version__}, {len(parquet)} parquet file(s),"
+        " native library loaded"
+    )
 
 
 if __name__ == "__main__":

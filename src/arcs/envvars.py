@@ -49,3 +49,4 @@ COMPACTION_LEASE_S = "ARCS_COMPACTION_LEASE_S"
 COMPACTION_SORT = "ARCS_COMPACTION_SORT"  # "time" or "tags" (tags, then time)
 COMPACTION_TIME_BUDGET_S = "ARCS_COMPACTION_TIME_BUDGET_S"  # a run starts no job after this; 0 = none
 COMPACT_FUNCTION = "ARCS_COMPACT_FUNCTION"  # AWS: the compact function the trigger route invokes
+NATIVE = "ARCS_NATIVE"  # "0": skip the C library of arcs.native (same results, slower)

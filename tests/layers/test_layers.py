@@ -133,6 +133,12 @@ def test_built_layers_fit_lambda_and_run_the_functions_alone(tmp_path: Path) -> 
         assert "python/arcs/engine.py" in names
         assert "python/arcs/__pycache__/engine.cpython-312.pyc" in names  # /opt is read-only in Lambda
         assert not [n for n in names if not n.startswith("python/")]  # nothing beside python/
+        # arcs.native's library, compiled for the layer's architecture (ELF e_machine), without its source.
+        assert not [n for n in names if n.endswith(".c")]
+        with zipfile.ZipFile(tmp_path / arch / "core.zip") as archive:
+            library = archive.read("python/arcs/native/_arcs_native.so")
+        assert library[:4] == b"\x7fELF"
+        assert int.from_bytes(library[18:20], "little") == {"arm64": 183, "x86_64": 62}[arch]
     # Reproducible: another build (elsewhere) of the same lock gives the same zips, byte for byte.
     again = build("arm64", tmp_path / "again", python)
     for name in again.layers:

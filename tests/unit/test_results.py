@@ -1,5 +1,9 @@
 """The JSON result document: equal, after parsing, to the former value-by-value implementation.
 
+Every test runs on both paths of ``results``: rows interleaved by the C library of
+``arcs.native``, and by Arrow's kernels alone (where the library is missing); and the two give the
+same bytes.
+
 ``legacy_json_document`` is that implementation, kept here as the reference (and for the
 benchmark): Python values per column, zipped into rows, serialized by Powertools' ``json.dumps``.
 The comparison keeps types apart (an int is not a float) and compares floats by ``repr``.
@@ -21,9 +25,34 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arcs import results
+from arcs import native, results
+from arcs.envvars import NATIVE
 from arcs.query import QueryResult
 from arcs.results import to_arrow_stream, to_json_document
+
+
+@pytest.fixture(scope="module", autouse=True, params=["native", "arrow"])
+def json_path(request: pytest.FixtureRequest) -> Any:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(NATIVE, "1" if request.param == "native" else "0")
+        native.library.cache_clear()
+        assert (native.library() is not None) == (request.param == "native"), "run `make setup` to build it"
+        yield request.param
+    native.library.cache_clear()
+
+
+def _both_paths(table: pa.Table) -> tuple[bytes, bytes]:
+    """The document from each path, with the one field that differs between calls (the clock) blanked."""
+    documents = []
+    for setting in ("1", "0"):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(NATIVE, setting)
+            native.library.cache_clear()
+            document = to_json_document(QueryResult(table, 1.5))
+        documents.append(re.sub(rb'"timestamp":"[^"]*"', b'"timestamp":""', document))
+    native.library.cache_clear()
+    return documents[0], documents[1]
+
 
 # --- the reference: the implementation results.py replaced ---------------------------------------
 
@@ -215,6 +244,15 @@ def test_batch_boundaries_anywhere(table: pa.Table, batch_rows: int) -> None:
         patch.setattr(results, "_BATCH_ROWS", batch_rows)
         patch.setattr(results, "_CONSTANTS", {})
         assert_same_as_legacy(table)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tables(), st.integers(0, 3), st.integers(0, 3))
+def test_both_paths_write_the_same_bytes(table: pa.Table, skip: int, cut: int) -> None:
+    """Also over a slice of the table: every column's arrays then start at an offset."""
+    assert len(set(_both_paths(table))) == 1
+    part = table.slice(min(skip, table.num_rows), max(table.num_rows - skip - cut, 0))
+    assert len(set(_both_paths(part))) == 1
 
 
 @settings(max_examples=200, deadline=None)

@@ -1,0 +1,53 @@
+"""The few loops no vectorized kernel offers, in C (``json_rows.c``), loaded through ctypes.
+
+The library is built by ``layers/native.py`` (``make setup`` for this machine, the layer build for
+Lambda). Where it is missing, :func:`library` is None and callers take their Arrow-only path, which
+gives the same bytes more slowly; ``ARCS_NATIVE=0`` chooses that path on purpose.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+from pathlib import Path
+
+from arcs.envvars import NATIVE
+
+LIBRARY_PATH = Path(__file__).with_name("_arcs_native.so")
+
+
+class TextColumn(ctypes.Structure):
+    """``arcs_text_column``: one column's JSON text (an Arrow large-string array) and its wrapping."""
+
+    _fields_ = [
+        ("offsets", ctypes.c_void_p),
+        ("data", ctypes.c_void_p),
+        ("validity", ctypes.c_void_p),
+        ("validity_offset", ctypes.c_int64),
+        ("before", ctypes.c_char_p),
+        ("before_length", ctypes.c_int64),
+        ("after", ctypes.c_char_p),
+        ("after_length", ctypes.c_int64),
+    ]
+
+
+@functools.cache
+def library() -> ctypes.CDLL | None:
+    """The loaded library, or None when it was not built (or ``ARCS_NATIVE=0``)."""
+    if os.environ.get(NATIVE, "1") == "0" or not LIBRARY_PATH.exists():
+        return None
+    loaded = ctypes.CDLL(str(LIBRARY_PATH))
+    columns = ctypes.POINTER(TextColumn)
+    loaded.arcs_json_rows_size.argtypes = [columns, ctypes.c_int32, ctypes.c_int64, ctypes.c_int32]
+    loaded.arcs_json_rows_size.restype = ctypes.c_int64
+    loaded.arcs_json_rows_write.argtypes = [
+        columns,
+        ctypes.c_int32,
+        ctypes.c_int64,
+        ctypes.c_int32,
+        ctypes.c_void_p,
+        ctypes.c_int64,
+    ]
+    loaded.arcs_json_rows_write.restype = ctypes.c_int64
+    return loaded
