@@ -41,6 +41,8 @@ _PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 _FIRST_SECOND = -62_167_219_200  # 0000-01-01T00:00:00Z
 _END_SECOND = 253_402_300_800  # 10000-01-01T00:00:00Z
 _TIMESTAMP_WIDTH = {"s": 19, "ms": 23, "us": 26, "ns": 29}
+_FRACTION_DIGITS = {"s": 0, "ms": 3, "us": 6, "ns": 9}
+_INT64_WIDTH = 20  # "-9223372036854775808"
 #: Control characters and their JSON escapes (backslashes and quotes are escaped before them).
 _CONTROL_ESCAPES = {code: f"\\u{code:04x}" for code in range(32)} | {
     8: "\\b",
@@ -91,7 +93,7 @@ def _native_document(native: ctypes.CDLL, table: pa.Table, head: bytes, tail: by
     for batch in table.to_batches(max_chunksize=_BATCH_ROWS):
         if not batch.num_rows:
             continue
-        texts = [_json_text(column) for column in batch.columns]
+        texts = [_json_text(column, native) for column in batch.columns]
         columns = (TextColumn * len(texts))(*(_text_column(*text) for text in texts))
         size = native.arcs_json_rows_size(columns, len(texts), batch.num_rows, bool(batches))
         batches.append((columns, texts, batch.num_rows, size))  # the texts own the memory the columns point at
@@ -199,13 +201,18 @@ def _text(strings: pa.Array) -> memoryview:
     return memoryview(data)[start:end] if data is not None else memoryview(b"")
 
 
-def _json_text(column: pa.Array) -> tuple[pa.Array, str, str]:
-    """The column's values as JSON text (a large string array, NULL for null), and what goes around each."""
+def _json_text(column: pa.Array, native: ctypes.CDLL | None = None) -> tuple[pa.Array, str, str]:
+    """The column's values as JSON text (a large string array, NULL for null), and what goes around each.
+
+    With ``native``, integers and timestamps are formatted by its loops instead of Arrow's casts.
+    """
     kind = column.type
     if pa.types.is_dictionary(kind):
-        return _json_text(_cast(column, kind.value_type))
+        return _json_text(_cast(column, kind.value_type), native)
     if pa.types.is_null(kind):
         return pa.nulls(len(column), pa.large_string()), "", ""
+    if native is not None and pa.types.is_integer(kind) and kind != pa.uint64():  # every other fits an int64
+        return _native_integers(native, _cast(column, pa.int64())), "", ""
     if pa.types.is_boolean(kind) or pa.types.is_integer(kind):
         return _cast(column, pa.large_string()), "", ""
     if pa.types.is_floating(kind):
@@ -213,7 +220,7 @@ def _json_text(column: pa.Array) -> tuple[pa.Array, str, str]:
     if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
         return _escaped(_cast(column, pa.large_string())), '"', '"'
     if pa.types.is_timestamp(kind):
-        return _timestamps(column)
+        return _timestamps(column, native)
     if pa.types.is_date32(kind):
         # Python's dates end at 0001 and 9999 (the former rendering failed beyond): Arrow's ISO text for all.
         return _cast(column, pa.large_string()), '"', '"'
@@ -288,16 +295,19 @@ def _replace(strings: pa.Array, pattern: str, replacement: str, most: int | None
     )
 
 
-def _timestamps(column: pa.Array) -> tuple[pa.Array, str, str]:
+def _timestamps(column: pa.Array, native: ctypes.CDLL | None) -> tuple[pa.Array, str, str]:
     """RFC 3339 in UTC with the unit's fraction: a zone-less timestamp is UTC, a zoned one is shown in UTC."""
     unit = column.type.unit
     column = _cast(column, pa.timestamp(unit))  # the UTC wall clock; no copy
-    low, high = _bounds(_cast(column, pa.int64()))
+    counts = _cast(column, pa.int64())  # no copy either
+    low, high = _bounds(counts)
     per_second = _PER_SECOND[unit]
     if not (_FIRST_SECOND * per_second <= low and high < _END_SECOND * per_second):
         options = _compute.StrftimeOptions("%Y-%m-%dT%H:%M:%SZ")
         text = _call("strftime", _cast(column, pa.timestamp(unit, tz="UTC")), options=options)
         return _cast(text, pa.large_string()), '"', '"'
+    if native is not None:
+        return _native_timestamps(native, counts, _FRACTION_DIGITS[unit]), '"', 'Z"'
     text = _cast(column, pa.large_string())  # "YYYY-MM-DD HH:MM:SS.ffffff"
     width = _TIMESTAMP_WIDTH[unit]
     raw = _text(text)
@@ -311,6 +321,35 @@ def _timestamps(column: pa.Array) -> tuple[pa.Array, str, str]:
     else:
         text = _replace(text, " ", "T", 1)
     return text, '"', 'Z"'
+
+
+def _native_integers(native: ctypes.CDLL, values: pa.Array) -> pa.Array:
+    """An int64 array's decimal text, by ``arcs.native``."""
+    count = len(values)
+    offsets, data = pa.allocate_buffer(8 * (count + 1)), pa.allocate_buffer(_INT64_WIDTH * count)
+    native.arcs_format_int64(_address(values), count, offsets.address, data.address)
+    return _with_validity_of(values, offsets, data)
+
+
+def _native_timestamps(native: ctypes.CDLL, counts: pa.Array, fraction_digits: int) -> pa.Array:
+    """RFC 3339 text without the zone of int64 counts since the epoch (years 0 to 9999), by ``arcs.native``."""
+    count = len(counts)
+    offsets = pa.allocate_buffer(8 * (count + 1))
+    data = pa.allocate_buffer(native.arcs_timestamp_width(fraction_digits) * count)
+    if native.arcs_format_timestamps(_address(counts), count, fraction_digits, offsets.address, data.address) < 0:
+        raise ValueError(f"no timestamp format with {fraction_digits} fraction digits")
+    return _with_validity_of(counts, offsets, data)
+
+
+def _address(values: pa.Array) -> int:
+    """Where the first value of a fixed-width array is."""
+    return values.buffers()[1].address + values.offset * values.type.bit_width // 8  # type: ignore[no-any-return]
+
+
+def _with_validity_of(values: pa.Array, offsets: pa.Buffer, data: pa.Buffer) -> pa.Array:
+    """Text of ``values``, one per value, null where they are (a fresh bitmap: the text starts at offset 0)."""
+    validity = _call("is_valid", values).buffers()[1] if values.null_count else None
+    return pa.LargeStringArray.from_buffers(len(values), offsets, data, validity, values.null_count)
 
 
 def _bounds(values: pa.Array) -> tuple[int, int]:

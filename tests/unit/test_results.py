@@ -370,3 +370,18 @@ def test_many_rows_in_many_batches() -> None:
 def test_arrow_stream_round_trips() -> None:
     table = pa.table({"t": pa.array([1, None], pa.timestamp("us", tz="UTC")), "s": ["a", None]})
     assert pa.ipc.open_stream(to_arrow_stream(table)).read_all().equals(table)
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
+def test_any_value_behind_a_null_is_harmless(unit: str) -> None:
+    """Native loops format every slot, nulls too: the extremes of int64 there stay in their slots."""
+    extremes = [-(2**63), 2**63 - 1, -1]
+    stored = pa.array(extremes * 2 + [5], pa.int64()).buffers()[1]
+    validity = pa.array([False] * 6 + [True]).buffers()[1]
+    for kind in (pa.int64(), pa.timestamp(unit, tz="UTC")):
+        column = pa.Array.from_buffers(kind, 7, [validity, stored], null_count=6)
+        document = _strict_loads(to_json_document(QueryResult(pa.table({"v": column}), 1.0)))
+        epoch = {"s": "05", "ms": "00.005", "us": "00.000005", "ns": "00.000000005"}[unit]
+        shown = 5 if kind == pa.int64() else f"1970-01-01T00:00:{epoch}Z"
+        assert document["data"] == [[None]] * 6 + [[shown]]
+        assert len(set(_both_paths(pa.table({"v": column}).slice(1)))) == 1

@@ -1,4 +1,5 @@
-"""The few loops no vectorized kernel offers, in C (``json_rows.c``), loaded through ctypes.
+"""The few loops no vectorized kernel offers, in C, loaded through ctypes: the JSON text of
+integers and timestamps (``json_values.c``) and the interleaving of a result's rows (``json_rows.c``).
 
 The library is built by ``layers/native.py`` (``make setup`` for this machine, the layer build for
 Lambda). Where it is missing, :func:`library` is None and callers take their Arrow-only path, which
@@ -50,4 +51,11 @@ def library() -> ctypes.CDLL | None:
         ctypes.c_int64,
     ]
     loaded.arcs_json_rows_write.restype = ctypes.c_int64
+    values, offsets, data = ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p
+    loaded.arcs_format_int64.argtypes = [values, ctypes.c_int64, offsets, data]
+    loaded.arcs_format_int64.restype = ctypes.c_int64
+    loaded.arcs_timestamp_width.argtypes = [ctypes.c_int32]
+    loaded.arcs_timestamp_width.restype = ctypes.c_int64
+    loaded.arcs_format_timestamps.argtypes = [values, ctypes.c_int64, ctypes.c_int32, offsets, data]
+    loaded.arcs_format_timestamps.restype = ctypes.c_int64
     return loaded
