@@ -1,10 +1,12 @@
 """Query results on the wire: the JSON document of API.md and the Arrow IPC stream.
 
-JSON is built column-wise with Arrow's vectorized kernels, never value by value in Python: each
-column becomes the JSON text of its values (numbers cast to text, strings escaped only where a
-quote, backslash or control character occurs), then one ``binary_join_element_wise`` per batch
-of rows writes every row as ``[a,"b",...],`` with the brackets, commas and quotes as literals,
-and the rows' data buffers are spliced into the document as they are.
+JSON is built column-wise, never value by value in Python: each column becomes the JSON text of
+its values (numbers cast to text, strings escaped only where a quote, backslash or control
+character occurs), then the rows are interleaved with their brackets, commas and quotes. With the
+C library of ``arcs.native`` (built by ``make setup`` and into the Lambda layer), it formats
+integers and timestamps and writes the rows straight into the returned bytes; without it, Arrow's
+casts format them and one ``binary_join_element_wise`` per batch of rows writes every row as
+``[a,"b",...],`` whose data buffers are spliced into the document. Both give the same bytes.
 
 The JSON contract (API.md): ``{"success": true, "columns": [...], "data": [[...], ...],
 "row_count": N, "execution_time_ms": F, "timestamp": "RFC3339"}``; timestamps are RFC 3339 UTC
@@ -21,7 +23,7 @@ import ctypes
 import json
 import math
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pyarrow as pa
 
@@ -59,6 +61,17 @@ _ROW_END = "],["
 _NULL_AS_TEXT = _compute.JoinOptions(null_handling="replace", null_replacement="null")
 _EXPONENT = _compute.MatchSubstringOptions("e")
 _CONSTANTS: dict[str, pa.Array] = {}
+
+
+class JsonText(NamedTuple):
+    """A column's values as JSON text (a large string array, NULL for null) and what goes around each."""
+
+    text: pa.Array
+    before: str
+    after: str
+    escape: bool = False  # raw strings that arcs.native escapes as it writes them
+
+
 # A bytes object made empty and filled in place before anyone else sees it (as C extensions do).
 _uninitialized_bytes = ctypes.pythonapi.PyBytes_FromStringAndSize
 _uninitialized_bytes.restype = ctypes.py_object
@@ -89,7 +102,7 @@ def _native_document(native: ctypes.CDLL, table: pa.Table, head: bytes, tail: by
     Each batch's columns become their JSON text as on the Arrow path; the C loop then copies every
     value, with its quotes, commas and brackets, straight into the document.
     """
-    batches: list[tuple[ctypes.Array[TextColumn], list[tuple[pa.Array, str, str]], int, int]] = []
+    batches: list[tuple[ctypes.Array[TextColumn], list[JsonText], int, int]] = []
     for batch in table.to_batches(max_chunksize=_BATCH_ROWS):
         if not batch.num_rows:
             continue
@@ -109,7 +122,7 @@ def _native_document(native: ctypes.CDLL, table: pa.Table, head: bytes, tail: by
     return document  # type: ignore[no-any-return]
 
 
-def _text_column(text: pa.Array, before: str, after: str) -> TextColumn:
+def _text_column(text: pa.Array, before: str, after: str, escape: bool) -> TextColumn:
     validity, offsets, data = text.buffers()
     return TextColumn(
         offsets=offsets.address + 8 * text.offset,
@@ -120,6 +133,7 @@ def _text_column(text: pa.Array, before: str, after: str) -> TextColumn:
         before_length=len(before.encode()),
         after=after.encode(),
         after_length=len(after.encode()),
+        escape=escape,
     )
 
 
@@ -161,7 +175,7 @@ def _json_batch(batch: pa.RecordBatch) -> pa.Array:
     arguments: list[pa.Array] = []
     literal = ""
     for column in batch.columns:
-        text, opener, closer = _json_text(column)
+        text, opener, closer, _ = _json_text(column)
         if text.null_count and (opener or closer):
             text = _call("binary_join_element_wise", _constant(opener, rows), text, _constant(closer, rows), _EMPTY)
             opener = closer = ""
@@ -201,7 +215,7 @@ def _text(strings: pa.Array) -> memoryview:
     return memoryview(data)[start:end] if data is not None else memoryview(b"")
 
 
-def _json_text(column: pa.Array, native: ctypes.CDLL | None = None) -> tuple[pa.Array, str, str]:
+def _json_text(column: pa.Array, native: ctypes.CDLL | None = None) -> JsonText:
     """The column's values as JSON text (a large string array, NULL for null), and what goes around each.
 
     With ``native``, integers and timestamps are formatted by its loops instead of Arrow's casts.
@@ -210,22 +224,25 @@ def _json_text(column: pa.Array, native: ctypes.CDLL | None = None) -> tuple[pa.
     if pa.types.is_dictionary(kind):
         return _json_text(_cast(column, kind.value_type), native)
     if pa.types.is_null(kind):
-        return pa.nulls(len(column), pa.large_string()), "", ""
+        return JsonText(pa.nulls(len(column), pa.large_string()), "", "")
     if native is not None and pa.types.is_integer(kind) and kind != pa.uint64():  # every other fits an int64
-        return _native_integers(native, _cast(column, pa.int64())), "", ""
+        return JsonText(_native_integers(native, _cast(column, pa.int64())), "", "")
     if pa.types.is_boolean(kind) or pa.types.is_integer(kind):
-        return _cast(column, pa.large_string()), "", ""
+        return JsonText(_cast(column, pa.large_string()), "", "")
     if pa.types.is_floating(kind):
-        return _floats(_cast(column, pa.float64())), "", ""  # a float32 is shown as the double it is, as before
+        # A float32 is shown as the double it is, as before.
+        return JsonText(_floats(_cast(column, pa.float64())), "", "")
     if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
-        return _escaped(_cast(column, pa.large_string())), '"', '"'
+        if native is not None:
+            return JsonText(_cast(column, pa.large_string()), '"', '"', escape=True)
+        return JsonText(_escaped(_cast(column, pa.large_string())), '"', '"')
     if pa.types.is_timestamp(kind):
         return _timestamps(column, native)
     if pa.types.is_date32(kind):
         # Python's dates end at 0001 and 9999 (the former rendering failed beyond): Arrow's ISO text for all.
-        return _cast(column, pa.large_string()), '"', '"'
+        return JsonText(_cast(column, pa.large_string()), '"', '"')
     fragments = [None if v is None else _fragment(v) for v in _python_values(column)]
-    return pa.array(fragments, pa.large_string()), "", ""
+    return JsonText(pa.array(fragments, pa.large_string()), "", "")
 
 
 def _floats(values: pa.Array) -> pa.Array:
@@ -295,7 +312,7 @@ def _replace(strings: pa.Array, pattern: str, replacement: str, most: int | None
     )
 
 
-def _timestamps(column: pa.Array, native: ctypes.CDLL | None) -> tuple[pa.Array, str, str]:
+def _timestamps(column: pa.Array, native: ctypes.CDLL | None) -> JsonText:
     """RFC 3339 in UTC with the unit's fraction: a zone-less timestamp is UTC, a zoned one is shown in UTC."""
     unit = column.type.unit
     column = _cast(column, pa.timestamp(unit))  # the UTC wall clock; no copy
@@ -305,9 +322,9 @@ def _timestamps(column: pa.Array, native: ctypes.CDLL | None) -> tuple[pa.Array,
     if not (_FIRST_SECOND * per_second <= low and high < _END_SECOND * per_second):
         options = _compute.StrftimeOptions("%Y-%m-%dT%H:%M:%SZ")
         text = _call("strftime", _cast(column, pa.timestamp(unit, tz="UTC")), options=options)
-        return _cast(text, pa.large_string()), '"', '"'
+        return JsonText(_cast(text, pa.large_string()), '"', '"')
     if native is not None:
-        return _native_timestamps(native, counts, _FRACTION_DIGITS[unit]), '"', 'Z"'
+        return JsonText(_native_timestamps(native, counts, _FRACTION_DIGITS[unit]), '"', 'Z"')
     text = _cast(column, pa.large_string())  # "YYYY-MM-DD HH:MM:SS.ffffff"
     width = _TIMESTAMP_WIDTH[unit]
     raw = _text(text)
@@ -320,7 +337,7 @@ def _timestamps(column: pa.Array, native: ctypes.CDLL | None) -> tuple[pa.Array,
         text = pa.LargeStringArray.from_buffers(len(text), text.buffers()[1], pa.py_buffer(data))
     else:
         text = _replace(text, " ", "T", 1)
-    return text, '"', 'Z"'
+    return JsonText(text, '"', 'Z"')
 
 
 def _native_integers(native: ctypes.CDLL, values: pa.Array) -> pa.Array:

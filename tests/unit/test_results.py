@@ -385,3 +385,18 @@ def test_any_value_behind_a_null_is_harmless(unit: str) -> None:
         shown = 5 if kind == pa.int64() else f"1970-01-01T00:00:{epoch}Z"
         assert document["data"] == [[None]] * 6 + [[shown]]
         assert len(set(_both_paths(pa.table({"v": column}).slice(1)))) == 1
+
+
+def test_escapes_at_every_position_of_a_word() -> None:
+    """The native scan reads 8 bytes at a time: a character to escape anywhere in or after a word."""
+    values = [
+        "a" * before + special + "b" * after
+        for special in ('"', "\\", "\n", "\x00", "\x1f", "\x7f", " ", "é", "😀", '\\"\n')
+        for before in range(18)
+        for after in (0, 1, 7, 8, 9)
+    ]
+    document = _strict_loads(to_json_document(QueryResult(pa.table({"s": values}), 1.0)))
+    assert [row[0] for row in document["data"]] == values
+    text = to_json_document(QueryResult(pa.table({"s": values}), 1.0)).decode()
+    assert all(json.dumps(value, ensure_ascii=False) in text for value in values)
+    assert len(set(_both_paths(pa.table({"s": values})))) == 1

@@ -30,6 +30,7 @@ class TextColumn(ctypes.Structure):
         ("before_length", ctypes.c_int64),
         ("after", ctypes.c_char_p),
         ("after_length", ctypes.c_int64),
+        ("escape", ctypes.c_int64),
     ]
 
 

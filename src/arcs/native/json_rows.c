@@ -12,7 +12,9 @@
 #include <string.h>
 
 /* One column: the JSON text of its values as an Arrow large-string array, and what goes around
- * each non-null value (the quotes of strings, "Z\"" after a timestamp). A null value is `null`. */
+ * each non-null value (the quotes of strings, "Z\"" after a timestamp). A null value is `null`.
+ * With escape set the values are raw UTF-8 strings, escaped on the way (quotes, backslashes and
+ * control characters; the rest is copied as it is). */
 typedef struct {
     const int64_t *offsets;  /* offsets[i]..offsets[i+1] is row i's text in data */
     const uint8_t *data;
@@ -22,9 +24,70 @@ typedef struct {
     int64_t before_length;
     const uint8_t *after;
     int64_t after_length;
+    int64_t escape;
 } arcs_text_column;
 
 static const uint8_t NULL_TEXT[4] = {'n', 'u', 'l', 'l'};
+
+/* How each byte is written inside a JSON string: 0 as it is, else the escape's second character
+ * ('u' for the \u00XX form). */
+static const uint8_t ESCAPE[256] = {
+    'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'b', 't', 'n', 'u', 'f', 'r', 'u', 'u',
+    'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u', 'u',
+    0, 0, '"', ['\\'] = '\\',
+};
+static const uint8_t HEX[16] = {'0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'a', 'b', 'c', 'd', 'e', 'f'};
+
+/* Whether any of the 8 bytes needs escaping (exact): one below 0x20, a quote or a backslash. */
+static inline int word_needs_escape(uint64_t word) {
+    const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+    uint64_t quotes = word ^ (ones * '"'), backslashes = word ^ (ones * '\\');
+    uint64_t below_space = (word - ones * 0x20) & ~word;
+    uint64_t is_quote = (quotes - ones) & ~quotes, is_backslash = (backslashes - ones) & ~backslashes;
+    return ((below_space | is_quote | is_backslash) & highs) != 0;
+}
+
+/* The first byte of text[start, end) that needs escaping, or end. */
+static inline int64_t next_to_escape(const uint8_t *text, int64_t start, int64_t end) {
+    int64_t at = start;
+    for (; at + 8 <= end; at += 8) {
+        uint64_t word;
+        memcpy(&word, text + at, sizeof word);
+        if (word_needs_escape(word)) break;
+    }
+    for (; at < end; at++) {
+        if (ESCAPE[text[at]]) return at;
+    }
+    return end;
+}
+
+static int64_t escaped_length(const uint8_t *text, int64_t length) {
+    int64_t size = length;
+    for (int64_t at = next_to_escape(text, 0, length); at < length; at = next_to_escape(text, at + 1, length)) {
+        size += ESCAPE[text[at]] == 'u' ? 5 : 1;
+    }
+    return size;
+}
+
+static uint8_t *put_escaped(uint8_t *out, const uint8_t *text, int64_t length) {
+    int64_t done = 0;
+    for (int64_t at = next_to_escape(text, 0, length); at < length; at = next_to_escape(text, done, length)) {
+        memcpy(out, text + done, (size_t)(at - done));
+        out += at - done;
+        uint8_t escape = ESCAPE[text[at]];
+        *out++ = '\\';
+        *out++ = escape;
+        if (escape == 'u') {
+            *out++ = '0';
+            *out++ = '0';
+            *out++ = HEX[text[at] >> 4];
+            *out++ = HEX[text[at] & 15];
+        }
+        done = at + 1;
+    }
+    if (length > done) memcpy(out, text + done, (size_t)(length - done));
+    return out + (length - done);
+}
 
 static inline int is_valid(const arcs_text_column *column, int64_t row) {
     if (column->validity == NULL) return 1;
@@ -42,6 +105,17 @@ int64_t arcs_json_rows_size(const arcs_text_column *columns, int32_t column_coun
     for (int32_t c = 0; c < column_count; c++) {
         const arcs_text_column *column = &columns[c];
         int64_t wrapped = column->before_length + column->after_length;
+        if (column->escape) {
+            for (int64_t row = 0; row < row_count; row++) {
+                if (is_valid(column, row)) {
+                    int64_t start = column->offsets[row];
+                    size += escaped_length(column->data + start, column->offsets[row + 1] - start) + wrapped;
+                } else {
+                    size += (int64_t)sizeof NULL_TEXT;
+                }
+            }
+            continue;
+        }
         if (column->validity == NULL) {
             size += column->offsets[row_count] - column->offsets[0] + row_count * wrapped;
             continue;
@@ -80,8 +154,8 @@ int64_t arcs_json_rows_write(const arcs_text_column *columns, int32_t column_cou
                 continue;
             }
             at = put(at, column->before, column->before_length);
-            int64_t start = column->offsets[row];
-            at = put(at, column->data + start, column->offsets[row + 1] - start);
+            int64_t start = column->offsets[row], length = column->offsets[row + 1] - start;
+            at = column->escape ? put_escaped(at, column->data + start, length) : put(at, column->data + start, length);
             at = put(at, column->after, column->after_length);
         }
         *at++ = ']';
