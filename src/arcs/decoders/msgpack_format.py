@@ -1,8 +1,10 @@
 """MessagePack bodies (Arc's fast path).
 
-Two decoders: msgspec, about twice as fast on row-shaped bodies, decodes first; msgpack, the
-reference, decodes whatever msgspec refuses or would read differently, and every body that turns
-out to be a bad request, so errors are worded the same whichever decoder saw the body first.
+The common columnar body is read by ``arcs.native`` straight into Arrow (``msgpack_native``)
+when the library is there. Otherwise, and for every body it leaves, two decoders: msgspec,
+about twice as fast on row-shaped bodies, decodes first; msgpack, the reference, decodes
+whatever msgspec refuses or would read differently, and every body that turns out to be a bad
+request, so errors are worded the same whichever decoder saw the body first.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ import msgspec
 
 from arcs.batch import MeasurementRows
 from arcs.decoders.columns import shorten
+from arcs.decoders.msgpack_native import decode_columnar
 from arcs.decoders.shapes import rows_from_objects
 from arcs.errors import BadRequest
+from arcs.native import library
 
 
 def _ext(code: int, data: memoryview) -> msgpack.ExtType:
@@ -27,6 +31,11 @@ _FAST = msgspec.msgpack.Decoder(ext_hook=_ext)
 
 
 def decode_msgpack(body: bytes, now_micros: int, precision: str | None) -> list[MeasurementRows]:
+    native = library()
+    if native is not None:
+        rows = decode_columnar(native, body, now_micros, precision)
+        if rows is not None:
+            return rows
     try:
         document = _FAST.decode(body)
     except (msgspec.DecodeError, ValueError, TypeError, RecursionError):

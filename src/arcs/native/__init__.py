@@ -1,5 +1,6 @@
 """The few loops no vectorized kernel offers, in C, loaded through ctypes: the JSON text of
-integers and timestamps (``json_values.c``) and the interleaving of a result's rows (``json_rows.c``).
+integers and timestamps (``json_values.c``), the interleaving of a result's rows (``json_rows.c``)
+and MessagePack columnar bodies read into Arrow buffers (``msgpack_columns.c``).
 
 The library is built by ``layers/native.py`` (``make setup`` for this machine, the layer build for
 Lambda). Where it is missing, :func:`library` is None and callers take their Arrow-only path, which
@@ -34,6 +35,40 @@ class TextColumn(ctypes.Structure):
     ]
 
 
+class MsgpackSpan(ctypes.Structure):
+    """``arcs_msgpack_span``: where a string is in the body (offset -1: absent)."""
+
+    _fields_ = [("offset", ctypes.c_int64), ("length", ctypes.c_int64)]
+
+
+class MsgpackColumn(ctypes.Structure):
+    """``arcs_msgpack_column``: a column found by the scan."""
+
+    _fields_ = [
+        ("name", MsgpackSpan),
+        ("kind", ctypes.c_int64),  # MSGPACK_KINDS
+        ("count", ctypes.c_int64),
+        ("string_bytes", ctypes.c_int64),
+        ("array_offset", ctypes.c_int64),
+    ]
+
+
+class MsgpackDocument(ctypes.Structure):
+    """``arcs_msgpack_document``: the parts of a columnar document found by the scan."""
+
+    _fields_ = [
+        ("measurement", MsgpackSpan),
+        ("precision", MsgpackSpan),
+        ("tags_offset", ctypes.c_int64),
+        ("tag_count", ctypes.c_int64),
+        ("column_count", ctypes.c_int64),
+    ]
+
+
+#: ``kind`` codes of msgpack_columns.c.
+MSGPACK_INT64, MSGPACK_FLOAT64, MSGPACK_STRING, MSGPACK_BOOL = 1, 2, 3, 4
+
+
 @functools.cache
 def library() -> ctypes.CDLL | None:
     """The loaded library, or None when it was not built (or ``ARCS_NATIVE=0``)."""
@@ -59,4 +94,29 @@ def library() -> ctypes.CDLL | None:
     loaded.arcs_timestamp_width.restype = ctypes.c_int64
     loaded.arcs_format_timestamps.argtypes = [values, ctypes.c_int64, ctypes.c_int32, offsets, data]
     loaded.arcs_format_timestamps.restype = ctypes.c_int64
+    body = ctypes.c_char_p
+    loaded.arcs_msgpack_scan.argtypes = [
+        body,
+        ctypes.c_int64,
+        ctypes.POINTER(MsgpackDocument),
+        ctypes.POINTER(MsgpackColumn),
+        ctypes.c_int64,
+    ]
+    loaded.arcs_msgpack_scan.restype = ctypes.c_int64
+    loaded.arcs_msgpack_tags.argtypes = [
+        body,
+        ctypes.c_int64,
+        ctypes.POINTER(MsgpackDocument),
+        ctypes.POINTER(MsgpackSpan),
+    ]
+    loaded.arcs_msgpack_tags.restype = ctypes.c_int64
+    loaded.arcs_msgpack_fill.argtypes = [
+        body,
+        ctypes.c_int64,
+        ctypes.POINTER(MsgpackColumn),
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+    ]
+    loaded.arcs_msgpack_fill.restype = ctypes.c_int64
     return loaded

@@ -1,0 +1,253 @@
+/*
+ * MessagePack columnar bodies read straight into Arrow buffers: Arc's fast write path.
+ *
+ * Only the common document is taken: one map of "m", "columns", "tags" and "precision", whose
+ * columns are arrays holding one kind of scalar each (integers, floats, strings or booleans,
+ * no nils). Anything else - other keys or shapes, nils, mixed kinds, integers beyond int64,
+ * extensions, repeated keys, trailing or missing bytes - is answered "not mine" and the Python
+ * decoders read the body (and word its errors). Every read is bounds-checked: the body is
+ * hostile until proven otherwise.
+ *
+ * Two passes: arcs_msgpack_scan finds the document's parts and each column's kind, length and
+ * string bytes; the caller allocates exactly that, and arcs_msgpack_fill writes one column.
+ */
+#include <stdint.h>
+#include <string.h>
+
+enum { NOT_MINE = 1 };
+enum { KIND_INT64 = 1, KIND_FLOAT64 = 2, KIND_STRING = 3, KIND_BOOL = 4 };
+
+/* Where a string is in the body (offset -1: absent). */
+typedef struct {
+    int64_t offset;
+    int64_t length;
+} arcs_msgpack_span;
+
+typedef struct {
+    arcs_msgpack_span name;
+    int64_t kind;
+    int64_t count;
+    int64_t string_bytes; /* strings: their bytes summed */
+    int64_t array_offset; /* the array's first element */
+} arcs_msgpack_column;
+
+typedef struct {
+    arcs_msgpack_span measurement;
+    arcs_msgpack_span precision;
+    int64_t tags_offset; /* the tags array's first element, or -1 */
+    int64_t tag_count;
+    int64_t column_count;
+} arcs_msgpack_document;
+
+typedef struct {
+    const uint8_t *at;
+    const uint8_t *end;
+} cursor;
+
+static inline int has(const cursor *c, int64_t bytes) { return c->end - c->at >= bytes; }
+
+static inline uint64_t big_endian(const uint8_t *at, int bytes) {
+    uint64_t value = 0;
+    for (int i = 0; i < bytes; i++) value = value << 8 | at[i];
+    return value;
+}
+
+/* A string's span; 0, or NOT_MINE when the next value is not a complete string. */
+static int read_string(cursor *c, const uint8_t *body, arcs_msgpack_span *span) {
+    if (!has(c, 1)) return NOT_MINE;
+    uint8_t head = *c->at;
+    int size_bytes;
+    uint64_t length;
+    if ((head & 0xe0) == 0xa0) {
+        size_bytes = 0;
+        length = head & 0x1f;
+    } else if (head >= 0xd9 && head <= 0xdb) {
+        size_bytes = 1 << (head - 0xd9);
+        if (!has(c, 1 + size_bytes)) return NOT_MINE;
+        length = big_endian(c->at + 1, size_bytes);
+    } else {
+        return NOT_MINE;
+    }
+    c->at += 1 + size_bytes;
+    if ((uint64_t)(c->end - c->at) < length) return NOT_MINE;
+    span->offset = c->at - body;
+    span->length = (int64_t)length;
+    c->at += length;
+    return 0;
+}
+
+/* A container's element count (fixed, 16- or 32-bit), given its three head bytes. */
+static int read_container(cursor *c, uint8_t fixed_base, uint8_t head16, uint64_t *count) {
+    if (!has(c, 1)) return NOT_MINE;
+    uint8_t head = *c->at;
+    if ((head & 0xf0) == fixed_base) {
+        *count = head & 0x0f;
+        c->at += 1;
+    } else if (head == head16 || head == head16 + 1) {
+        int size_bytes = head == head16 ? 2 : 4;
+        if (!has(c, 1 + size_bytes)) return NOT_MINE;
+        *count = big_endian(c->at + 1, size_bytes);
+        c->at += 1 + size_bytes;
+    } else {
+        return NOT_MINE;
+    }
+    /* Every element takes at least a byte: a count beyond the body is a lie, refused early. */
+    return *count > (uint64_t)(c->end - c->at) ? NOT_MINE : 0;
+}
+
+static int kind_of(uint8_t head) {
+    if (head <= 0x7f || head >= 0xe0 || (head >= 0xcc && head <= 0xd3)) return KIND_INT64;
+    if (head == 0xca || head == 0xcb) return KIND_FLOAT64;
+    if ((head & 0xe0) == 0xa0 || (head >= 0xd9 && head <= 0xdb)) return KIND_STRING;
+    if (head == 0xc2 || head == 0xc3) return KIND_BOOL;
+    return 0; /* nil, binary, extensions, containers, the unused 0xc1 */
+}
+
+/* One scalar of the column's kind: its value (integers, floats as bits, booleans), or its
+ * string's span. NOT_MINE for another kind, a truncated value or an integer beyond int64. */
+static int read_scalar(cursor *c, const uint8_t *body, int kind, uint64_t *value, arcs_msgpack_span *span) {
+    if (!has(c, 1)) return NOT_MINE;
+    uint8_t head = *c->at;
+    if (kind_of(head) != kind) return NOT_MINE;
+    if (kind == KIND_STRING) return read_string(c, body, span);
+    if (kind == KIND_BOOL) {
+        *value = head == 0xc3;
+        c->at += 1;
+        return 0;
+    }
+    if (head <= 0x7f || head >= 0xe0) {
+        *value = (uint64_t)(int64_t)(int8_t)head; /* positive and negative fixints */
+        c->at += 1;
+        return 0;
+    }
+    int bytes;
+    if (head == 0xca) bytes = 4;
+    else if (head == 0xcb) bytes = 8;
+    else bytes = 1 << ((head - 0xcc) & 3); /* uint8..uint64 0xcc-0xcf, int8..int64 0xd0-0xd3 */
+    if (!has(c, 1 + bytes)) return NOT_MINE;
+    uint64_t raw = big_endian(c->at + 1, bytes);
+    c->at += 1 + bytes;
+    if (head == 0xca) {
+        uint32_t bits = (uint32_t)raw;
+        float single;
+        memcpy(&single, &bits, sizeof single);
+        double widened = single;
+        memcpy(value, &widened, sizeof widened);
+    } else if (head == 0xcb) {
+        *value = raw;
+    } else if (head <= 0xcf) {
+        if (raw > (uint64_t)INT64_MAX) return NOT_MINE; /* Python's path says why */
+        *value = raw;
+    } else {
+        int shift = 64 - 8 * bytes; /* sign-extend the int8..int64 */
+        *value = (uint64_t)((int64_t)(raw << shift) >> shift);
+    }
+    return 0;
+}
+
+static int key_is(const uint8_t *body, const arcs_msgpack_span *key, const char *name) {
+    size_t length = strlen(name);
+    return (size_t)key->length == length && memcmp(body + key->offset, name, length) == 0;
+}
+
+/* The column array at the cursor: its kind, length and string bytes; the cursor moves past it. */
+static int scan_column(cursor *c, const uint8_t *body, arcs_msgpack_column *column) {
+    uint64_t count;
+    if (read_container(c, 0x90, 0xdc, &count) || count == 0 || !has(c, 1)) return NOT_MINE;
+    column->array_offset = c->at - body;
+    column->kind = kind_of(*c->at);
+    column->count = (int64_t)count;
+    column->string_bytes = 0;
+    if (column->kind == 0) return NOT_MINE;
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t value;
+        arcs_msgpack_span span = {0, 0};
+        if (read_scalar(c, body, (int)column->kind, &value, &span)) return NOT_MINE;
+        column->string_bytes += span.length;
+    }
+    return 0;
+}
+
+/* The document's parts and up to max_columns columns' descriptions; 0, or NOT_MINE. */
+int64_t arcs_msgpack_scan(const uint8_t *body, int64_t length, arcs_msgpack_document *document,
+                          arcs_msgpack_column *columns, int64_t max_columns) {
+    cursor c = {body, body + length};
+    uint64_t keys;
+    document->measurement.offset = document->precision.offset = document->tags_offset = -1;
+    document->tag_count = 0;
+    document->column_count = -1;
+    if (read_container(&c, 0x80, 0xde, &keys)) return NOT_MINE;
+    for (uint64_t k = 0; k < keys; k++) {
+        arcs_msgpack_span key;
+        if (read_string(&c, body, &key)) return NOT_MINE;
+        if (key_is(body, &key, "m") && document->measurement.offset < 0) {
+            if (read_string(&c, body, &document->measurement)) return NOT_MINE;
+        } else if (key_is(body, &key, "precision") && document->precision.offset < 0) {
+            if (read_string(&c, body, &document->precision)) return NOT_MINE;
+        } else if (key_is(body, &key, "tags") && document->tags_offset < 0) {
+            uint64_t count;
+            if (read_container(&c, 0x90, 0xdc, &count)) return NOT_MINE;
+            document->tags_offset = c.at - body;
+            document->tag_count = (int64_t)count;
+            for (uint64_t t = 0; t < count; t++) {
+                arcs_msgpack_span tag;
+                if (read_string(&c, body, &tag)) return NOT_MINE;
+            }
+        } else if (key_is(body, &key, "columns") && document->column_count < 0) {
+            uint64_t count;
+            if (read_container(&c, 0x80, 0xde, &count) || count == 0 || count > (uint64_t)max_columns) return NOT_MINE;
+            document->column_count = (int64_t)count;
+            for (uint64_t i = 0; i < count; i++) {
+                if (read_string(&c, body, &columns[i].name)) return NOT_MINE;
+                for (uint64_t j = 0; j < i; j++) {
+                    const arcs_msgpack_span *other = &columns[j].name;
+                    if (other->length == columns[i].name.length &&
+                        memcmp(body + other->offset, body + columns[i].name.offset, (size_t)other->length) == 0)
+                        return NOT_MINE; /* a repeated name: a map decoder keeps the last, silently */
+                }
+                if (scan_column(&c, body, &columns[i])) return NOT_MINE;
+            }
+        } else {
+            return NOT_MINE; /* another key, or one said twice */
+        }
+    }
+    if (document->column_count < 0 || c.at != c.end) return NOT_MINE;
+    return 0;
+}
+
+/* The tags array's spans (tag_count of them, as scanned). */
+int64_t arcs_msgpack_tags(const uint8_t *body, int64_t length, const arcs_msgpack_document *document,
+                          arcs_msgpack_span *tags) {
+    cursor c = {body + document->tags_offset, body + length};
+    for (int64_t t = 0; t < document->tag_count; t++) {
+        if (read_string(&c, body, &tags[t])) return NOT_MINE;
+    }
+    return 0;
+}
+
+/* One scanned column's Arrow buffers: values (8 bytes each for integers and floats; a bitmap for
+ * booleans), or int32 offsets (count + 1) and data for strings. */
+int64_t arcs_msgpack_fill(const uint8_t *body, int64_t length, const arcs_msgpack_column *column, uint8_t *values,
+                          int32_t *offsets, uint8_t *data) {
+    cursor c = {body + column->array_offset, body + length};
+    int kind = (int)column->kind;
+    int64_t written = 0;
+    if (kind == KIND_STRING) offsets[0] = 0;
+    if (kind == KIND_BOOL) memset(values, 0, (size_t)((column->count + 7) / 8));
+    for (int64_t i = 0; i < column->count; i++) {
+        uint64_t value = 0;
+        arcs_msgpack_span span = {0, 0};
+        if (read_scalar(&c, body, kind, &value, &span)) return NOT_MINE;
+        if (kind == KIND_STRING) {
+            if (written + span.length > column->string_bytes) return NOT_MINE;
+            if (span.length > 0) memcpy(data + written, body + span.offset, (size_t)span.length);
+            written += span.length;
+            offsets[i + 1] = (int32_t)written;
+        } else if (kind == KIND_BOOL) {
+            values[i >> 3] |= (uint8_t)(value << (i & 7));
+        } else {
+            memcpy(values + 8 * i, &value, sizeof value);
+        }
+    }
+    return 0;
+}

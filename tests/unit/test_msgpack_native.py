@@ -1,0 +1,221 @@
+"""MessagePack columnar bodies read by arcs.native: the same tables, or the same errors, as the Python decoders.
+
+The native reader takes only the common body and hands every other one back (``None``); these
+tests check that it takes what it should, leaves what it must, never reads past a body, and that
+``decode_msgpack`` answers every body as the Python decoders alone (``ARCS_NATIVE=0``) do.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from arcs import native
+from arcs.decoders import msgpack_format
+from arcs.decoders.msgpack_native import decode_columnar
+from arcs.envvars import NATIVE
+from arcs.errors import BadRequest
+from arcs.names import MAX_COLUMNS
+
+NOW = 1_700_000_000_000_000
+GOOD = {
+    "m": "cpu",
+    "columns": {
+        "time": [1_700_000_000_000_000_000 + i for i in range(3)],
+        "host": ["a", "b", "ü"],
+        "usage": [0.5, 1.5, -2.25],
+        "count": [1, -200, 70_000],
+        "up": [True, False, True],
+    },
+    "tags": ["host"],
+    "precision": "ns",
+}
+
+
+@pytest.fixture(scope="module")
+def library() -> Any:
+    loaded = native.library()
+    assert loaded is not None, "run `make setup` to build arcs.native"
+    return loaded
+
+
+def _outcome(body: bytes, with_native: bool) -> Any:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(NATIVE, "1" if with_native else "0")
+        native.library.cache_clear()
+        try:
+            parts = msgpack_format.decode_msgpack(body, NOW, None)
+        except BadRequest as exc:
+            return ("error", exc.message)
+        finally:
+            native.library.cache_clear()
+    return [(p.measurement, p.tags, p.table.schema, p.table.to_pylist()) for p in parts]
+
+
+def _same_either_way(body: bytes) -> Any:
+    with_native = _outcome(body, True)
+    assert with_native == _outcome(body, False)
+    return with_native
+
+
+def test_the_common_body_takes_the_native_path(library: Any) -> None:
+    body = msgpack.packb(GOOD)
+    rows = decode_columnar(library, body, NOW, None)
+    assert rows is not None
+    [part] = rows
+    assert part.measurement == "cpu"
+    assert part.tags == ("host",)
+    assert [str(t) for t in part.table.schema.types] == [
+        "timestamp[us, tz=UTC]",
+        "string",
+        "double",
+        "int64",
+        "bool",
+    ]
+    assert part.table.column("host").to_pylist() == ["a", "b", "ü"]
+    assert part.table.column("count").to_pylist() == [1, -200, 70_000]
+    _same_either_way(body)
+
+
+def _with_column(values: list[Any], **extra: Any) -> dict[str, Any]:
+    return {"m": "cpu", "columns": {"time": [1, 2, 3][: len(values)], "v": values}, **extra}
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [0, 127, -1, -32],  # fixints
+        [128, 255, 256, 65_535],  # uint8, uint16
+        [65_536, 2**32 - 1, 2**32, 2**63 - 1],  # uint32, uint64
+        [-33, -128, -129, -32_768],  # int8, int16
+        [-32_769, -(2**31), -(2**31) - 1, -(2**63)],  # int32, int64
+        [0.1, -0.0, 1e308, 5e-324],
+        ["", "x" * 31, "y" * 32, "z" * 300, "w" * 70_000],  # fixstr, str8, str16, str32
+        [True, False],
+    ],
+)
+def test_every_encoding_of_a_kind(library: Any, values: list[Any]) -> None:
+    document = {"m": "cpu", "columns": {"v": values}}
+    body = msgpack.packb(document)
+    assert decode_columnar(library, body, NOW, None) is not None
+    [(_m, _tags, _schema, rows)] = _same_either_way(body)
+    assert [row["v"] for row in rows] == values
+
+
+def test_float32_is_the_double_it_widens_to(library: Any) -> None:
+    body = msgpack.packb({"m": "cpu", "columns": {"v": [0.1, 3.5]}}, use_single_float=True)
+    assert body.count(b"\xca") == 2
+    assert decode_columnar(library, body, NOW, None) is not None
+    [(_m, _t, _s, rows)] = _same_either_way(body)
+    assert rows[0]["v"] == struct.unpack(">f", struct.pack(">f", 0.1))[0]
+
+
+def test_wide_containers(library: Any) -> None:
+    """map16/array16 heads (16 keys or more; 16 values or more)."""
+    columns = {f"c{i}": list(range(20)) for i in range(17)}
+    body = msgpack.packb({"m": "cpu", "columns": columns})
+    assert b"\xde\x00\x11" in body
+    assert b"\xdc\x00\x14" in body
+    assert decode_columnar(library, body, NOW, None) is not None
+    _same_either_way(body)
+
+
+def _invalid_utf8() -> bytes:
+    # {"m": "cpu", "columns": {"v": ["\xff"]}} with a raw, invalid string byte
+    return b"\x82\xa1m\xa3cpu\xa7columns\x81\xa1v\x91\xa1\xff"
+
+
+LEFT_TO_PYTHON = {
+    "nil in a column": msgpack.packb(_with_column([1, None, 3])),
+    "mixed kinds": msgpack.packb(_with_column([1, 2.5, 3])),
+    "bool among ints": msgpack.packb(_with_column([1, True])),
+    "beyond int64": msgpack.packb(_with_column([2**63, 1])),
+    "binary values": msgpack.packb(_with_column([b"\x00"]), use_bin_type=True),
+    "timestamp extension": msgpack.packb(_with_column([msgpack.Timestamp(1, 0)]), datetime=False),
+    "nested values": msgpack.packb(_with_column([[1], [2]])),
+    "an empty column": msgpack.packb(_with_column([])),
+    "no columns": msgpack.packb({"m": "cpu", "columns": {}}),
+    "a row body": msgpack.packb({"m": "cpu", "fields": {"v": 1}}),
+    "a batch": msgpack.packb({"batch": [_with_column([1])]}),
+    "an array": msgpack.packb([_with_column([1])]),
+    "another key": msgpack.packb(_with_column([1], extra=1)),
+    "measurement not a string": msgpack.packb({"m": 5, "columns": {"v": [1]}}),
+    "tags not strings": msgpack.packb(_with_column([1], tags=[1])),
+    "precision not a string": msgpack.packb(_with_column([1], precision=3)),
+    "a bad precision": msgpack.packb(_with_column([1], precision="fortnight")),
+    "a bad measurement name": msgpack.packb({"m": "bad name", "columns": {"v": [1]}}),
+    "a tag naming no column": msgpack.packb(_with_column([1], tags=["nope"])),
+    "columns of different lengths": msgpack.packb({"m": "cpu", "columns": {"a": [1], "b": [1, 2]}}),
+    "an integer key": msgpack.packb({"m": "cpu", "columns": {"v": [1]}, 1: 2}),
+    "a repeated key": b"\x83\xa1m\xa3cpu\xa1m\xa3mem\xa7columns\x81\xa1v\x91\x01",
+    "a repeated column": b"\x82\xa1m\xa3cpu\xa7columns\x82\xa1v\x91\x01\xa1v\x91\x02",
+    "trailing bytes": msgpack.packb(_with_column([1])) + b"\x00",
+    "invalid UTF-8": _invalid_utf8(),
+    "a count beyond the body": b"\x82\xa1m\xa3cpu\xa7columns\x81\xa1v\xdd\xff\xff\xff\xff\x01",
+    "too many columns": msgpack.packb({"m": "cpu", "columns": {f"c{i}": [1] for i in range(MAX_COLUMNS + 2)}}),
+}
+
+
+@pytest.mark.parametrize("body", LEFT_TO_PYTHON.values(), ids=LEFT_TO_PYTHON.keys())
+def test_what_it_leaves_is_answered_as_before(library: Any, body: bytes) -> None:
+    assert decode_columnar(library, body, NOW, None) is None
+    _same_either_way(body)
+
+
+def _prefixes(body: bytes) -> Iterator[bytes]:
+    for end in range(len(body)):
+        yield body[:end]
+
+
+def test_every_truncation_is_left_and_answered_as_before(library: Any) -> None:
+    body = msgpack.packb(GOOD)
+    for prefix in _prefixes(body):
+        assert decode_columnar(library, prefix, NOW, None) is None
+        assert _same_either_way(prefix)[0] == "error"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_any_corruption_is_answered_as_before(data: st.DataObject) -> None:
+    body = bytearray(msgpack.packb(GOOD))
+    for _ in range(data.draw(st.integers(1, 4))):
+        body[data.draw(st.integers(0, len(body) - 1))] = data.draw(st.integers(0, 255))
+    _same_either_way(bytes(body))
+
+
+_kinds = st.sampled_from(
+    [
+        st.integers(-(2**63), 2**63 - 1),
+        st.floats(allow_nan=False),
+        st.floats(width=32, allow_nan=False),
+        st.text(max_size=40),
+        st.booleans(),
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_homogeneous_columns_are_read_natively_and_alike(data: st.DataObject) -> None:
+    rows = data.draw(st.integers(1, 40))
+    names = data.draw(st.lists(st.sampled_from(["a", "b", "host", "Host", "v", "x y"]), min_size=1, unique=True))
+    columns = {name: data.draw(st.lists(data.draw(_kinds), min_size=rows, max_size=rows)) for name in names}
+    if data.draw(st.booleans()):
+        columns["time"] = data.draw(st.lists(st.integers(0, 2**62), min_size=rows, max_size=rows))
+    document: dict[str, Any] = {"m": "cpu", "columns": columns}
+    if data.draw(st.booleans()):
+        document["tags"] = data.draw(st.lists(st.sampled_from(names), unique=True))
+    if data.draw(st.booleans()):
+        document["precision"] = data.draw(st.sampled_from(["ns", "us", "ms", "s"]))
+    body = msgpack.packb(document)
+    outcome = _same_either_way(body)
+    library = native.library()
+    assert library is not None
+    taken = decode_columnar(library, body, NOW, None) is not None
+    assert taken == (outcome[0] != "error")  # every body it may take and validation accepts
