@@ -47,9 +47,7 @@ def decode_columnar(
     if document.tag_count and native.arcs_msgpack_tags(body, len(body), ctypes.byref(document), tags):
         return None
     try:
-        arrays = {
-            _text(body, column.name): _array(native, body, column) for column in columns[: document.column_count]
-        }
+        arrays = {_text(body, column.name): _array(native, body, column) for column in columns[: document.column_count]}
         measurement = _text(body, document.measurement) if document.measurement.offset >= 0 else None
         item_precision = _text(body, document.precision) if document.precision.offset >= 0 else None
         names = [_text(body, tag) for tag in tags]
