@@ -158,6 +158,7 @@ LEFT_TO_PYTHON = {
     "trailing bytes": msgpack.packb(_with_column([1])) + b"\x00",
     "invalid UTF-8": _invalid_utf8(),
     "a count beyond the body": b"\x82\xa1m\xa3cpu\xa7columns\x81\xa1v\xdd\xff\xff\xff\xff\x01",
+    "more tags than columns can be": msgpack.packb(_with_column([1], tags=["v"] * (MAX_COLUMNS + 1))),
     "too many columns": msgpack.packb({"m": "cpu", "columns": {f"c{i}": [1] for i in range(MAX_COLUMNS + 2)}}),
 }
 

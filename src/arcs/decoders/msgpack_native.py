@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from arcs.batch import MeasurementRows
 from arcs.decoders.columns import build_rows, check_precision
-from arcs.errors import BadRequest
+from arcs.errors import ArcsError
 from arcs.names import MAX_COLUMNS
 from arcs.native import (
     MSGPACK_BOOL,
@@ -43,6 +43,8 @@ def decode_columnar(
     columns = (MsgpackColumn * (MAX_COLUMNS + 1))()
     if native.arcs_msgpack_scan(body, len(body), ctypes.byref(document), columns, len(columns)):
         return None
+    if document.tag_count > MAX_COLUMNS:
+        return None  # more tags than a measurement has columns (and spans sized by a hostile count)
     tags = (MsgpackSpan * document.tag_count)()
     if document.tag_count and native.arcs_msgpack_tags(body, len(body), ctypes.byref(document), tags):
         return None
@@ -53,8 +55,8 @@ def decode_columnar(
         names = [_text(body, tag) for tag in tags]
         precision = check_precision(item_precision) or check_precision(precision)
         return [build_rows(measurement, arrays, names, precision, now_micros, datetimes=False)]
-    except (UnicodeDecodeError, pa.ArrowInvalid, BadRequest):
-        return None
+    except (UnicodeDecodeError, pa.ArrowException, ArcsError):
+        return None  # the general path answers, in its own words
 
 
 def _text(body: bytes, span: MsgpackSpan) -> str:
