@@ -19,8 +19,10 @@ import pyarrow as pa
 from arcs.batch import MeasurementRows
 from arcs.decoders.columns import Budget, build_rows, check_precision, shorten
 from arcs.decoders.line_protocol_columnar import decode_uniform
+from arcs.decoders.line_protocol_native import decode_one_shape
 from arcs.errors import BadRequest
 from arcs.names import MAX_COLUMNS, TIME_COLUMN, check_column, check_measurement
+from arcs.native import library
 
 MAX_ERRORS_SHOWN = 5
 _INT64_MAX = (1 << 63) - 1
@@ -68,6 +70,11 @@ def decode_line_protocol(body: bytes, now_micros: int, precision: str | None) ->
         number = body.count(b"\n", 0, exc.start) + 1
         column = exc.start - body.rfind(b"\n", 0, exc.start)
         raise BadRequest(f"line {number}: not valid UTF-8 at byte {column} of the line") from exc
+    native = library()
+    if native is not None:
+        one_shape = decode_one_shape(native, text, body, now_micros, precision)
+        if one_shape is not None:
+            return one_shape
     uniform = decode_uniform(text, now_micros, precision)
     if uniform:
         return uniform

@@ -100,7 +100,7 @@ def _one_shape(text: str, data: bytes, now_micros: int, precision: str) -> list[
     if skeleton != b"\n".join([line_skeleton] * lines):
         raise _Fallback
     flat = data.translate(_AS_COMMAS)
-    kinds = ["tag"] * len(tag_pairs) + [_kind(value) for _name, _eq, value in pairs[len(tag_pairs) :]]
+    kinds = ["tag"] * len(tag_pairs) + [field_kind(value) for _name, _eq, value in pairs[len(tag_pairs) :]]
     header = ["m"]
     types: dict[str, pa.DataType] = {"m": _NAME}
     for index, kind in enumerate(kinds):
@@ -135,7 +135,7 @@ def _one_shape(text: str, data: bytes, now_micros: int, precision: str) -> list[
 _NAME = pa.dictionary(pa.int32(), pa.string())
 
 
-def _kind(value: str) -> str:
+def field_kind(value: str) -> str:
     """A field's kind from its first value (a column of mixed kinds fails to convert and falls back)."""
     if value in _TRUE or value in _FALSE:
         return "boolean"

@@ -1,6 +1,7 @@
 """The few loops no vectorized kernel offers, in C, loaded through ctypes: the JSON text of
 integers and timestamps (``json_values.c``), the interleaving of a result's rows (``json_rows.c``)
-and MessagePack columnar bodies read into Arrow buffers (``msgpack_columns.c``).
+and MessagePack columnar and one-shape line protocol bodies read into Arrow buffers
+(``msgpack_columns.c``, ``line_protocol.c``).
 
 The library is built by ``layers/native.py`` (``make setup`` for this machine, the layer build for
 Lambda). Where it is missing, :func:`library` is None and callers take their Arrow-only path, which
@@ -65,6 +66,23 @@ class MsgpackDocument(ctypes.Structure):
     ]
 
 
+class LineProtocolColumn(ctypes.Structure):
+    """``arcs_lp_column``: one key of a line shape and the buffers its values go to."""
+
+    _fields_ = [
+        ("key", ctypes.c_char_p),
+        ("key_length", ctypes.c_int64),
+        ("kind", ctypes.c_int64),  # LP_KINDS
+        ("values", ctypes.c_void_p),
+        ("offsets", ctypes.c_void_p),
+        ("data", ctypes.c_void_p),
+        ("data_capacity", ctypes.c_int64),
+    ]
+
+
+#: ``kind`` codes of line_protocol.c.
+LP_KINDS = {"tag": 0, "float": 1, "integer": 2, "unsigned": 3, "boolean": 4}
+
 #: ``kind`` codes of msgpack_columns.c.
 MSGPACK_INT64, MSGPACK_FLOAT64, MSGPACK_STRING, MSGPACK_BOOL = 1, 2, 3, 4
 
@@ -119,4 +137,17 @@ def library() -> ctypes.CDLL | None:
         ctypes.c_void_p,
     ]
     loaded.arcs_msgpack_fill.restype = ctypes.c_int64
+    loaded.arcs_lp_read.argtypes = [
+        body,
+        ctypes.c_int64,
+        body,
+        ctypes.c_int64,
+        ctypes.POINTER(LineProtocolColumn),
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_int64,
+    ]
+    loaded.arcs_lp_read.restype = ctypes.c_int64
     return loaded

@@ -1,0 +1,83 @@
+"""Line protocol bodies of one line shape read by ``arcs.native`` straight into Arrow arrays.
+
+The shape (measurement, tag keys, field keys and each field's kind) is read off the first line;
+the C reader checks every line against it as it converts the values, and the arrays go through
+the same ``build_rows`` validation as every other body. A body it does not take (escapes,
+quotes, comments, odd spacing, several shapes, mixed kinds, values out of range), and any body
+validation refuses, returns ``None``: the column-wise path or the exact parser then reads it and
+names the bad line, so every body is answered alike (tests compare both).
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import pyarrow as pa
+
+from arcs.batch import MeasurementRows
+from arcs.decoders.columns import build_rows
+from arcs.decoders.line_protocol_columnar import field_kind
+from arcs.errors import ArcsError
+from arcs.names import MAX_COLUMNS, TIME_COLUMN
+from arcs.native import LP_KINDS, LineProtocolColumn
+
+_UNUSUAL = frozenset('\\"#\r\t')
+_INT32_MAX = (1 << 31) - 1
+_ARRAY_TYPES = {"float": pa.float64(), "integer": pa.int64(), "unsigned": pa.int64(), "boolean": pa.bool_()}
+
+
+def decode_one_shape(
+    native: ctypes.CDLL, text: str, body: bytes, now_micros: int, precision: str
+) -> list[MeasurementRows] | None:
+    """``body`` (``text`` encoded)'s rows, or None when the other decoders must read it."""
+    first = text.partition("\n")[0]
+    if not first or len(body) > _INT32_MAX or not _UNUSUAL.isdisjoint(first):
+        return None
+    sections = first.split(" ")
+    if len(sections) not in (2, 3):
+        return None
+    measurement, *tag_pairs = sections[0].split(",")
+    pairs = [pair.partition("=") for pair in (*tag_pairs, *sections[1].split(","))]
+    if not measurement or len(pairs) > MAX_COLUMNS or any(not eq for _name, eq, _value in pairs):
+        return None
+    folded = [name.lower() for name, _eq, _value in pairs]
+    if len(set(folded)) != len(folded) or TIME_COLUMN in folded:
+        return None  # a key twice, or one that would be time: the exact parser says which line
+    kinds = ["tag"] * len(tag_pairs) + [field_kind(value) for _name, _eq, value in pairs[len(tag_pairs) :]]
+    lines = body.count(b"\n") + 1
+    keys = [name.encode() for name, _eq, _value in pairs]
+    buffers: list[tuple[pa.Buffer, ...]] = []
+    columns = (LineProtocolColumn * len(pairs))()
+    for column, encoded, kind in zip(columns, keys, kinds, strict=True):
+        column.key, column.key_length, column.kind = encoded, len(encoded), LP_KINDS[kind]
+        if kind == "tag":
+            offsets, data = pa.allocate_buffer(4 * (lines + 1)), pa.allocate_buffer(len(body))
+            column.offsets, column.data, column.data_capacity = offsets.address, data.address, data.size
+            buffers.append((offsets, data))
+        else:
+            values = pa.allocate_buffer((lines + 7) // 8 if kind == "boolean" else 8 * lines)
+            column.values = values.address
+            buffers.append((values,))
+    times, times_valid = pa.allocate_buffer(8 * lines), pa.allocate_buffer((lines + 7) // 8)
+    name = measurement.encode()
+    read = native.arcs_lp_read(
+        body, len(body), name, len(name), columns, len(pairs), len(tag_pairs), times.address, times_valid.address, lines
+    )
+    if read < 0:
+        return None
+    arrays: dict[str, pa.Array] = {}
+    valid = pa.Array.from_buffers(pa.bool_(), read, [None, times_valid])
+    arrays[TIME_COLUMN] = pa.Array.from_buffers(
+        pa.int64(), read, [None if valid.true_count == read else times_valid, times]
+    )
+    names = [name for name, _eq, _value in pairs]
+    for column_name, kind, owned in zip(names, kinds, buffers, strict=True):
+        if kind == "tag":
+            arrays[column_name] = pa.StringArray.from_buffers(read, owned[0], owned[1])
+        else:
+            arrays[column_name] = pa.Array.from_buffers(_ARRAY_TYPES[kind], read, [None, owned[0]])
+    tags = names[: len(tag_pairs)]
+    try:
+        return [build_rows(measurement, arrays, tags, precision, now_micros, null_time_is_now=True)]
+    except (pa.ArrowException, ArcsError):
+        return None  # the other decoders answer, naming the line

@@ -1,0 +1,231 @@
+"""Line protocol bodies of one shape read by arcs.native: the same tables, or errors, as the Python decoders.
+
+The native reader takes a body whose every line has the first line's shape and hands every other
+one back (``None``); ``decode_line_protocol`` must answer every body as the Python decoders alone
+(``ARCS_NATIVE=0``) do, and numbers must be read exactly as Python reads them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from arcs import native
+from arcs.decoders.line_protocol import decode_line_protocol
+from arcs.decoders.line_protocol_native import decode_one_shape
+from arcs.envvars import NATIVE
+from arcs.errors import BadRequest
+
+NOW = 1_700_000_000_000_000
+GOOD = "\n".join(
+    f"cpu,host=h{i % 3},region=eu usage={i * 0.37!r},count={i * 1000 - 7}i,ok={'t' if i % 2 else 'False'} "
+    f"{1_700_000_000_000_000_000 + i}"
+    for i in range(20)
+)
+
+
+@pytest.fixture(scope="module")
+def library() -> Any:
+    loaded = native.library()
+    assert loaded is not None, "run `make setup` to build arcs.native"
+    return loaded
+
+
+def _outcome(body: bytes, with_native: bool, precision: str | None = None) -> Any:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(NATIVE, "1" if with_native else "0")
+        native.library.cache_clear()
+        try:
+            parts = decode_line_protocol(body, NOW, precision)
+        except BadRequest as exc:
+            return ("error", exc.message)
+        finally:
+            native.library.cache_clear()
+    return [(p.measurement, p.tags, p.table.schema, p.table.to_pylist()) for p in parts]
+
+
+def _same_either_way(body: bytes, precision: str | None = None) -> Any:
+    with_native = _outcome(body, True, precision)
+    assert with_native == _outcome(body, False, precision), body[:300]
+    return with_native
+
+
+def _native(library: Any, body: bytes, precision: str = "ns") -> Any:
+    return decode_one_shape(library, body.decode(), body, NOW, precision)
+
+
+def test_the_common_body_takes_the_native_path(library: Any) -> None:
+    body = GOOD.encode()
+    [part] = _native(library, body)
+    assert part.measurement == "cpu"
+    assert part.tags == ("host", "region")
+    assert [str(t) for t in part.table.schema.types] == [
+        "timestamp[us, tz=UTC]",
+        "string",
+        "string",
+        "double",
+        "int64",
+        "bool",
+    ]
+    assert part.table.column("count").to_pylist()[:3] == [-7, 993, 1993]
+    assert part.table.column("ok").to_pylist()[:3] == [False, True, False]
+    _same_either_way(body)
+    _same_either_way(body + b"\n")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        *("0", "-0", "+1.5", "1.", ".5", "-.5", "007.25", "1e5", "1E-5", "-1.5e+3", "2.5e0"),
+        *("0.1", "0.3", "76.57482765617637", "11.503805593416416", "9007199254740993", "123456789012345678901"),
+        *("1e22", "1e23", "1.7976931348623157e308", "4.9e-324", "2.2250738585072014e-308", "1e-400"),
+        *("0.000000000000000000000000001", "3.14159265358979323846264338327950288"),
+    ],
+)
+def test_floats_are_read_as_python_reads_them(library: Any, text: str) -> None:
+    body = f"m v={text} 1".encode()
+    [part] = _native(library, body)
+    value = part.table.column("v")[0].as_py()
+    assert value == float(text)
+    assert str(value) == str(float(text))  # the sign of zero too
+    _same_either_way(body)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("9223372036854775807i", 2**63 - 1),
+        ("-9223372036854775808i", -(2**63)),
+        ("0i", 0),
+        ("-0i", 0),
+        ("9223372036854775807u", 2**63 - 1),
+        ("0u", 0),
+    ],
+)
+def test_integer_extremes(library: Any, text: str, value: int) -> None:
+    body = f"m v={text} 1".encode()
+    [part] = _native(library, body)
+    assert part.table.column("v")[0].as_py() == value
+    _same_either_way(body)
+
+
+@pytest.mark.parametrize("text", ["t", "T", "true", "True", "TRUE", "f", "F", "false", "False", "FALSE"])
+def test_every_spelling_of_a_boolean(library: Any, text: str) -> None:
+    body = f"m v={text} 1\nm v={text} 2".encode()
+    [part] = _native(library, body)
+    assert part.table.column("v").to_pylist() == [text.lower().startswith("t")] * 2
+    _same_either_way(body)
+
+
+def test_lines_without_a_time_are_now(library: Any) -> None:
+    body = b"m,t=a v=1 1700000000000000000\nm,t=b v=2\nm,t=c v=3 5"
+    [part] = _native(library, body)
+    micros = [stamp.timestamp() * 1_000_000 for stamp in part.table.column("time").to_pylist()]
+    assert micros == [1_700_000_000_000_000, NOW, 0]
+    _same_either_way(body)
+
+
+LEFT = {
+    "escaped space": b"m,t=a\\ b v=1 1\nm,t=c v=2 2",
+    "escaped measurement": b"m\\,x v=1 1",
+    "quoted string": b'm v="x" 1',
+    "comment": b"m v=1 1\n# note\nm v=2 2",
+    "CRLF": b"m v=1 1\r\nm v=2 2",
+    "tab": b"m v=1\t1",
+    "leading space": b" m v=1 1",
+    "two spaces": b"m  v=1 1",
+    "trailing space": b"m v=1 1 ",
+    "blank line": b"m v=1 1\n\nm v=2 2",
+    "another shape": b"m v=1 1\nm w=1 2",
+    "another measurement": b"m v=1 1\nn v=1 2",
+    "more fields": b"m v=1 1\nm v=1,w=2 2",
+    "int then float": b"m v=1i 1\nm v=1.5 2",
+    "float then int": b"m v=1.5 1\nm v=1i 2",
+    "bool then float": b"m v=t 1\nm v=1 2",
+    "equals in a value": b"m,t=a=b v=1 1",
+    "empty tag value": b"m,t= v=1 1",
+    "empty field value": b"m v= 1",
+    "a key twice": b"m,a=b,a=c v=1",
+    "a tag and a field of one name": b"m,v=x v=1",
+    "keys differing in case": b"m,a=b,A=c v=1",
+    "a time key": b"m time=1",
+    "integer overflow": b"m v=9223372036854775808i 1",
+    "unsigned beyond int64": b"m v=9223372036854775808u 1",
+    "negative unsigned": b"m v=-1u 1",
+    "plus on an integer": b"m v=+1i 1",
+    "time overflow": b"m v=1 9223372036854775808",
+    "time not a number": b"m v=1 12a",
+    "infinite float": b"m v=1e999 1",
+    "not a float": b"m v=abc 1",
+    "hexadecimal": b"m v=0x10 1",
+    "nan": b"m v=nan 1",
+    "no fields": b"m 1",
+    "bad measurement name": b"b\xc3\xa4d@name v=1 1",
+    "non-UTF-8 tag": b"m,t=\xff v=1 1",
+    "a float too long to copy": b"m v=1." + b"0" * 200 + b"1 1",
+}
+
+
+@pytest.mark.parametrize("body", LEFT.values(), ids=LEFT.keys())
+def test_what_it_leaves_is_answered_as_before(library: Any, body: bytes) -> None:
+    try:
+        text = body.decode()
+    except UnicodeDecodeError:
+        _same_either_way(body)  # refused before any decoder runs
+        return
+    assert decode_one_shape(library, text, body, NOW, "ns") is None
+    _same_either_way(body)
+
+
+def test_every_truncation_is_answered_as_before() -> None:
+    body = "\n".join(GOOD.split("\n")[:3]).encode()
+    for end in range(len(body)):
+        _same_either_way(body[:end])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_any_corruption_is_answered_as_before(data: st.DataObject) -> None:
+    body = bytearray("\n".join(GOOD.split("\n")[:4]).encode())
+    for _ in range(data.draw(st.integers(1, 4))):
+        body[data.draw(st.integers(0, len(body) - 1))] = data.draw(st.sampled_from(b' ,=\n\\"#it.e-+0159aZ\x00'))
+    _same_either_way(bytes(body))
+
+
+_floats = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.integers(-(10**30), 10**30).map(str),
+    st.builds(lambda m, e: f"{m}e{e}", st.integers(-(10**20), 10**20), st.integers(-330, 330)),
+    st.builds(lambda a, b: f"{a}.{b}", st.integers(0, 10**12), st.integers(0, 10**25)),
+)
+_values = {
+    "float": _floats,
+    "integer": st.integers(-(2**63), 2**63 - 1).map(lambda v: f"{v}i"),
+    "unsigned": st.integers(0, 2**63 - 1).map(lambda v: f"{v}u"),
+    "boolean": st.sampled_from(["t", "F", "true", "FALSE", "True"]),
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_random_one_shape_bodies_are_read_natively_and_alike(data: st.DataObject) -> None:
+    tags = data.draw(st.lists(st.sampled_from(["host", "dc", "rack"]), max_size=2, unique=True))
+    fields = data.draw(st.lists(st.sampled_from(["a", "b", "load", "x1"]), min_size=1, max_size=3, unique=True))
+    kinds = [data.draw(st.sampled_from(sorted(_values))) for _ in fields]
+    lines = []
+    for _ in range(data.draw(st.integers(1, 8))):
+        tag_text = "".join(f",{tag}={data.draw(st.sampled_from(['a', 'b1', 'ü-é', 'x.y']))}" for tag in tags)
+        field_text = ",".join(f"{name}={data.draw(_values[kind])}" for name, kind in zip(fields, kinds, strict=True))
+        stamp = data.draw(st.one_of(st.none(), st.integers(-(2**62), 2**62)))
+        lines.append(f"cpu{tag_text} {field_text}" + ("" if stamp is None else f" {stamp}"))
+    body = "\n".join(lines).encode()
+    precision = data.draw(st.sampled_from([None, "ns", "us", "ms", "s"]))
+    outcome = _same_either_way(body, precision)
+    library = native.library()
+    assert library is not None
+    taken = decode_one_shape(library, body.decode(), body, NOW, precision or "ns") is not None
+    if outcome[0] != "error":
+        assert taken  # every body of one shape that validation accepts is read natively
