@@ -44,7 +44,7 @@ def decode_one_shape(
     if len(set(folded)) != len(folded) or TIME_COLUMN in folded:
         return None  # a key twice, or one that would be time: the exact parser says which line
     kinds = ["tag"] * len(tag_pairs) + [field_kind(value) for _name, _eq, value in pairs[len(tag_pairs) :]]
-    lines = body.count(b"\n") + 1
+    lines = native.arcs_count_byte(body, len(body), ord("\n")) + 1  # bytes.count: 4x slower
     keys = [name.encode() for name, _eq, _value in pairs]
     buffers: list[tuple[pa.Buffer, ...]] = []
     columns = (LineProtocolColumn * len(pairs))()

@@ -150,4 +150,6 @@ def library() -> ctypes.CDLL | None:
         ctypes.c_int64,
     ]
     loaded.arcs_lp_read.restype = ctypes.c_int64
+    loaded.arcs_count_byte.argtypes = [body, ctypes.c_int64, ctypes.c_int32]
+    loaded.arcs_count_byte.restype = ctypes.c_int64
     return loaded

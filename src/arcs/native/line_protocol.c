@@ -232,3 +232,16 @@ int64_t arcs_lp_read(const uint8_t *body, int64_t length, const uint8_t *measure
     }
     return line;
 }
+
+/* How many times byte occurs in text (memchr, so the runs between are skipped in wide steps). */
+int64_t arcs_count_byte(const uint8_t *text, int64_t length, int32_t byte) {
+    int64_t count = 0;
+    const uint8_t *at = text, *end = text + length;
+    while (at < end) {
+        const uint8_t *found = memchr(at, byte, (size_t)(end - at));
+        if (!found) break;
+        count++;
+        at = found + 1;
+    }
+    return count;
+}
