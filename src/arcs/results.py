@@ -123,6 +123,8 @@ def _native_document(native: ctypes.CDLL, table: pa.Table, head: bytes, tail: by
 
 
 def _text_column(text: pa.Array, before: str, after: str, escape: bool) -> TextColumn:
+    if text.type != pa.large_string():  # the C side reads 64-bit offsets
+        raise TypeError(f"JSON text must be a large string array, not {text.type}")
     validity, offsets, data = text.buffers()
     return TextColumn(
         offsets=offsets.address + 8 * text.offset,

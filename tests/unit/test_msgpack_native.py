@@ -220,3 +220,10 @@ def test_homogeneous_columns_are_read_natively_and_alike(data: st.DataObject) ->
     assert library is not None
     taken = decode_columnar(library, body, NOW, None) is not None
     assert taken == (outcome[0] != "error")  # every body it may take and validation accepts
+
+
+def test_the_requests_precision_is_checked_even_when_the_body_has_its_own(library: Any) -> None:
+    body = msgpack.packb(_with_column([1], precision="s"))
+    assert decode_columnar(library, body, NOW, "fortnight") is None
+    with pytest.raises(BadRequest, match="invalid precision"):
+        msgpack_format.decode_msgpack(body, NOW, "fortnight")

@@ -53,7 +53,8 @@ def decode_columnar(
         measurement = _text(body, document.measurement) if document.measurement.offset >= 0 else None
         item_precision = _text(body, document.precision) if document.precision.offset >= 0 else None
         names = [_text(body, tag) for tag in tags]
-        precision = check_precision(item_precision) or check_precision(precision)
+        request_precision = check_precision(precision)  # checked first, as the general path does
+        precision = check_precision(item_precision) or request_precision
         return [build_rows(measurement, arrays, names, precision, now_micros, datetimes=False)]
     except (UnicodeDecodeError, pa.ArrowException, ArcsError):
         return None  # the general path answers, in its own words

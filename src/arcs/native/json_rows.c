@@ -108,8 +108,8 @@ int64_t arcs_json_rows_size(const arcs_text_column *columns, int32_t column_coun
         if (column->escape) {
             for (int64_t row = 0; row < row_count; row++) {
                 if (is_valid(column, row)) {
-                    int64_t start = column->offsets[row];
-                    size += escaped_length(column->data + start, column->offsets[row + 1] - start) + wrapped;
+                    int64_t start = column->offsets[row], length = column->offsets[row + 1] - start;
+                    size += (length > 0 ? escaped_length(column->data + start, length) : 0) + wrapped;
                 } else {
                     size += (int64_t)sizeof NULL_TEXT;
                 }
@@ -155,7 +155,10 @@ int64_t arcs_json_rows_write(const arcs_text_column *columns, int32_t column_cou
             }
             at = put(at, column->before, column->before_length);
             int64_t start = column->offsets[row], length = column->offsets[row + 1] - start;
-            at = column->escape ? put_escaped(at, column->data + start, length) : put(at, column->data + start, length);
+            if (length > 0) { /* an empty column may have no data buffer at all */
+                const uint8_t *text = column->data + start;
+                at = column->escape ? put_escaped(at, text, length) : put(at, text, length);
+            }
             at = put(at, column->after, column->after_length);
         }
         *at++ = ']';
