@@ -7,6 +7,7 @@ one back (``None``); ``decode_line_protocol`` must answer every body as the Pyth
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -229,3 +230,24 @@ def test_random_one_shape_bodies_are_read_natively_and_alike(data: st.DataObject
     taken = decode_one_shape(library, body.decode(), body, NOW, precision or "ns") is not None
     if outcome[0] != "error":
         assert taken  # every body of one shape that validation accepts is read natively
+
+
+def test_a_float_whose_digits_cancel_a_huge_exponent_is_left(library: Any) -> None:
+    """0.000...1e1000000 is 1e900000, not 1.0: long numbers go to Python."""
+    body = b"cpu v=0." + b"0" * 99_999 + b"1e1000000"
+    assert _native(library, body) is None
+    assert _same_either_way(body)[0] == "error"
+
+
+def test_a_body_of_lines_it_cannot_hold_is_left_before_anything_is_sized(library: Any) -> None:
+    first = "cpu," + ",".join(f"t{i}=v" for i in range(200)) + " " + ",".join(f"f{i}=1" for i in range(200))
+    body = first.encode() + b"\n" * 1_000_000
+    started = time.process_time()
+    assert _native(library, body) is None
+    assert time.process_time() - started < 1.0
+
+
+def test_integers_beyond_2_53_widen_into_a_float_column() -> None:
+    body = b"m v=8082034794506534410i 1\nm v=1.5 2"
+    [(_m, _t, _s, rows)] = _same_either_way(body)
+    assert [row["v"] for row in rows] == [float(8082034794506534410), 1.5]

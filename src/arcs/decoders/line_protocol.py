@@ -371,7 +371,11 @@ class _Accumulator:
                 values.extend([None] * (self.rows - len(values)))
             kind = self.kinds[name]
             if kind == FLOAT:
-                columns[name] = pa.array(values, pa.float64())
+                try:
+                    columns[name] = pa.array(values, pa.float64())
+                except pa.ArrowInvalid:
+                    # Integers widened into this float column beyond 2**53: Arrow refuses to round them.
+                    columns[name] = pa.array([v if v is None else float(v) for v in values], pa.float64())
             elif kind == INT:
                 columns[name] = pa.array(values, pa.int64())
             elif kind == BOOL:

@@ -23,6 +23,7 @@ from arcs.native import LP_KINDS, LineProtocolColumn
 
 _UNUSUAL = frozenset('\\"#\r\t')
 _INT32_MAX = (1 << 31) - 1
+_TAG_BUDGET_BYTES = 256 << 20  # address space reserved for tag values (pages are touched only as written)
 _ARRAY_TYPES = {"float": pa.float64(), "integer": pa.int64(), "unsigned": pa.int64(), "boolean": pa.bool_()}
 
 
@@ -45,6 +46,12 @@ def decode_one_shape(
         return None  # a key twice, or one that would be time: the exact parser says which line
     kinds = ["tag"] * len(tag_pairs) + [field_kind(value) for _name, _eq, value in pairs[len(tag_pairs) :]]
     lines = native.arcs_count_byte(body, len(body), ord("\n")) + 1  # bytes.count: 4x slower
+    # Buffers are sized before any line is read: a body cannot hold more lines of this shape than
+    # its bytes allow (each takes the keys, '=', a byte of value and a separator per column), and
+    # tag columns get the body's size each, within a budget. Beyond either, the Python decoders.
+    shortest_line = len(measurement) + sum(len(name) + 3 for name, _eq, _value in pairs)
+    if (lines - 1) * (shortest_line + 1) > len(body) or len(tag_pairs) * len(body) > _TAG_BUDGET_BYTES:
+        return None
     keys = [name.encode() for name, _eq, _value in pairs]
     buffers: list[tuple[pa.Buffer, ...]] = []
     columns = (LineProtocolColumn * len(pairs))()

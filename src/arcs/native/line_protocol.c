@@ -59,6 +59,8 @@ static locale_t c_locale(void) {
  * exact (at most 22), else by strtod over a terminated copy. 0, or NOT_MINE for other text, a
  * value too long to copy, or a result that is not finite. */
 static int parse_float(const uint8_t *text, int64_t length, double *out) {
+    /* Longer text is left to Python: it also bounds how far the digits can move the exponent. */
+    if (length >= 128) return NOT_MINE;
     int64_t at = 0;
     int negative = 0;
     if (at < length && (text[at] == '+' || text[at] == '-')) negative = text[at++] == '-';
@@ -100,7 +102,7 @@ static int parse_float(const uint8_t *text, int64_t length, double *out) {
     } else {
         char copy[128];
         locale_t locale = c_locale();
-        if (length >= (int64_t)sizeof copy || !locale) return NOT_MINE;
+        if (!locale) return NOT_MINE;
         memcpy(copy, text, (size_t)length);
         copy[length] = '\0';
         value = strtod_l(copy, NULL, locale);
@@ -211,8 +213,8 @@ int64_t arcs_lp_read(const uint8_t *body, int64_t length, const uint8_t *measure
             } else if (column->kind == KIND_BOOLEAN) {
                 int value;
                 if (parse_boolean(text, size, &value)) return NOT_MINE;
+                if ((line & 7) == 0) column->values[line >> 3] = 0; /* no stray bits past the last line */
                 if (value) column->values[line >> 3] |= (uint8_t)(1u << (line & 7));
-                else column->values[line >> 3] &= (uint8_t) ~(1u << (line & 7));
             } else {
                 return NOT_MINE;
             }
@@ -222,10 +224,11 @@ int64_t arcs_lp_read(const uint8_t *body, int64_t length, const uint8_t *measure
             if (body[at] != ' ') return NOT_MINE;
             at++;
             if (parse_int64(body + at, line_end - at, &times[line])) return NOT_MINE;
+            if ((line & 7) == 0) times_valid[line >> 3] = 0;
             times_valid[line >> 3] |= (uint8_t)(1u << (line & 7));
         } else {
             times[line] = 0;
-            times_valid[line >> 3] &= (uint8_t) ~(1u << (line & 7));
+            if ((line & 7) == 0) times_valid[line >> 3] = 0;
         }
         at = line_end + 1;
         line++;
