@@ -42,8 +42,9 @@ _PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 #: Arrow's cast writes ``YYYY-MM-DD HH:MM:SS[.fff...]`` with a 4-digit year from year 0 to 9999.
 _FIRST_SECOND = -62_167_219_200  # 0000-01-01T00:00:00Z
 _END_SECOND = 253_402_300_800  # 10000-01-01T00:00:00Z
-_TIMESTAMP_WIDTH = {"s": 19, "ms": 23, "us": 26, "ns": 29}
 _FRACTION_DIGITS = {"s": 0, "ms": 3, "us": 6, "ns": 9}
+#: ``YYYY-MM-DD HH:MM:SS``, then a dot and the fraction's digits.
+_TIMESTAMP_WIDTH = {unit: 19 + (digits and digits + 1) for unit, digits in _FRACTION_DIGITS.items()}
 _INT64_WIDTH = 20  # "-9223372036854775808"
 #: Control characters and their JSON escapes (backslashes and quotes are escaped before them).
 _CONTROL_ESCAPES = {code: f"\\u{code:04x}" for code in range(32)} | {
@@ -126,15 +127,16 @@ def _text_column(text: pa.Array, before: str, after: str, escape: bool) -> TextC
     if text.type != pa.large_string():  # the C side reads 64-bit offsets
         raise TypeError(f"JSON text must be a large string array, not {text.type}")
     validity, offsets, data = text.buffers()
+    opening, closing = before.encode(), after.encode()
     return TextColumn(
         offsets=offsets.address + 8 * text.offset,
         data=data.address if data is not None else None,
         validity=validity.address if text.null_count else None,
         validity_offset=text.offset,
-        before=before.encode(),
-        before_length=len(before.encode()),
-        after=after.encode(),
-        after_length=len(after.encode()),
+        before=opening,
+        before_length=len(opening),
+        after=closing,
+        after_length=len(closing),
         escape=escape,
     )
 

@@ -19,10 +19,9 @@ from arcs.decoders.columns import build_rows
 from arcs.decoders.line_protocol_columnar import field_kind
 from arcs.errors import ArcsError
 from arcs.names import MAX_COLUMNS, TIME_COLUMN
-from arcs.native import LP_KINDS, LineProtocolColumn
+from arcs.native import LP_KINDS, MAX_INT32_OFFSET, LineProtocolColumn
 
 _UNUSUAL = frozenset('\\"#\r\t')
-_INT32_MAX = (1 << 31) - 1
 _TAG_BUDGET_BYTES = 256 << 20  # address space reserved for tag values (pages are touched only as written)
 _ARRAY_TYPES = {"float": pa.float64(), "integer": pa.int64(), "unsigned": pa.int64(), "boolean": pa.bool_()}
 
@@ -32,7 +31,7 @@ def decode_one_shape(
 ) -> list[MeasurementRows] | None:
     """``body`` (``text`` encoded)'s rows, or None when the other decoders must read it."""
     first = text.partition("\n")[0]
-    if not first or len(body) > _INT32_MAX or not _UNUSUAL.isdisjoint(first):
+    if not first or len(body) > MAX_INT32_OFFSET or not _UNUSUAL.isdisjoint(first):
         return None
     sections = first.split(" ")
     if len(sections) not in (2, 3):
@@ -41,7 +40,8 @@ def decode_one_shape(
     pairs = [pair.partition("=") for pair in (*tag_pairs, *sections[1].split(","))]
     if not measurement or len(pairs) > MAX_COLUMNS or any(not eq for _name, eq, _value in pairs):
         return None
-    folded = [name.lower() for name, _eq, _value in pairs]
+    names = [name for name, _eq, _value in pairs]
+    folded = [name.lower() for name in names]
     if len(set(folded)) != len(folded) or TIME_COLUMN in folded:
         return None  # a key twice, or one that would be time: the exact parser says which line
     kinds = ["tag"] * len(tag_pairs) + [field_kind(value) for _name, _eq, value in pairs[len(tag_pairs) :]]
@@ -49,10 +49,10 @@ def decode_one_shape(
     # Buffers are sized before any line is read: a body cannot hold more lines of this shape than
     # its bytes allow (each takes the keys, '=', a byte of value and a separator per column), and
     # tag columns get the body's size each, within a budget. Beyond either, the Python decoders.
-    shortest_line = len(measurement) + sum(len(name) + 3 for name, _eq, _value in pairs)
+    shortest_line = len(measurement) + sum(len(name) + 3 for name in names)
     if (lines - 1) * (shortest_line + 1) > len(body) or len(tag_pairs) * len(body) > _TAG_BUDGET_BYTES:
         return None
-    keys = [name.encode() for name, _eq, _value in pairs]
+    keys = [name.encode() for name in names]
     buffers: list[tuple[pa.Buffer, ...]] = []
     columns = (LineProtocolColumn * len(pairs))()
     for column, encoded, kind in zip(columns, keys, kinds, strict=True):
@@ -77,7 +77,6 @@ def decode_one_shape(
     arrays[TIME_COLUMN] = pa.Array.from_buffers(
         pa.int64(), read, [None if valid.true_count == read else times_valid, times]
     )
-    names = [name for name, _eq, _value in pairs]
     for column_name, kind, owned in zip(names, kinds, buffers, strict=True):
         if kind == "tag":
             arrays[column_name] = pa.StringArray.from_buffers(read, owned[0], owned[1])

@@ -19,6 +19,7 @@ from arcs.decoders.columns import build_rows, check_precision
 from arcs.errors import ArcsError
 from arcs.names import MAX_COLUMNS
 from arcs.native import (
+    MAX_INT32_OFFSET,
     MSGPACK_BOOL,
     MSGPACK_FLOAT64,
     MSGPACK_INT64,
@@ -29,7 +30,6 @@ from arcs.native import (
 )
 
 _NUMBERS = {MSGPACK_INT64: pa.int64(), MSGPACK_FLOAT64: pa.float64()}
-_INT32_MAX = (1 << 31) - 1
 
 
 def decode_columnar(
@@ -67,7 +67,7 @@ def _text(body: bytes, span: MsgpackSpan) -> str:
 def _array(native: ctypes.CDLL, body: bytes, column: MsgpackColumn) -> pa.Array:
     count, kind = column.count, column.kind
     if kind == MSGPACK_STRING:
-        if column.string_bytes > _INT32_MAX:
+        if column.string_bytes > MAX_INT32_OFFSET:
             raise pa.ArrowInvalid("strings beyond 32-bit offsets")  # a body this large is rare: the general path
         offsets, data = pa.allocate_buffer(4 * (count + 1)), pa.allocate_buffer(column.string_bytes)
         if native.arcs_msgpack_fill(body, len(body), ctypes.byref(column), None, offsets.address, data.address):

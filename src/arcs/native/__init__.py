@@ -80,6 +80,9 @@ class LineProtocolColumn(ctypes.Structure):
     ]
 
 
+#: The most bytes Arrow's 32-bit string offsets (what the readers write) can span.
+MAX_INT32_OFFSET = (1 << 31) - 1
+
 #: ``kind`` codes of line_protocol.c.
 LP_KINDS = {"tag": 0, "float": 1, "integer": 2, "unsigned": 3, "boolean": 4}
 
