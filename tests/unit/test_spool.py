@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from arcs.adapters.spool import Spool
+from arcs.adapters.spool import MAX_FREE_SEGMENTS, Spool
 from arcs.errors import StorageFault
 
 
@@ -65,11 +65,14 @@ def test_a_torn_or_corrupt_tail_ends_the_segment(tmp_path: Path) -> None:
     for i in range(3):
         spool.enqueue(f"w{i}", b"payload-%d" % i)
     (segment,) = _segments(tmp_path)
+    _first, second, last = spool.take(3)
     whole = segment.read_bytes()
-    segment.write_bytes(whole[:-4])  # the last record cut short, as by a crash before its sync
+    end = last.offset + last.length
+    # The last record cut short, as by a crash before its sync: its tail still reads as zeros.
+    segment.write_bytes(whole[: end - 4] + bytes(4) + whole[end:])
     assert _ids(Spool(tmp_path)) == ["w0", "w1"]
     damaged = bytearray(whole)
-    damaged[len(whole) // 2] ^= 0xFF  # a flipped bit inside the second record
+    damaged[second.offset + second.length // 2] ^= 0xFF  # a flipped bit inside the second record
     for stale in _segments(tmp_path):
         stale.unlink()
     segment.write_bytes(bytes(damaged))
@@ -158,3 +161,65 @@ def test_files_of_the_earlier_one_file_per_write_spool_are_delivered(tmp_path: P
     assert [(e.write_id, e.read()) for e in entries] == [("abc", b"old envelope"), ("new", b"n")]
     spool.done(entries[:1])
     assert not legacy.exists()
+
+
+def test_segments_are_preallocated_and_written_over_in_place(tmp_path: Path) -> None:
+    spool = Spool(tmp_path, segment_bytes=4096)
+    spool.enqueue("w0", b"a" * 100)
+    (segment,) = _segments(tmp_path)
+    assert segment.stat().st_size == 4096  # zeroed ahead: a sync then changes no file size
+    spool.enqueue("w1", b"b" * 100)
+    assert segment.stat().st_size == 4096
+    assert _ids(Spool(tmp_path)) == ["w0", "w1"]
+
+
+def test_a_recycled_segment_never_yields_its_earlier_records(tmp_path: Path) -> None:
+    spool = Spool(tmp_path, segment_bytes=1024)
+    for i in range(8):
+        spool.enqueue(f"old{i}", b"o" * 100)  # fills the first segment past its size
+    spool.enqueue("rotate", b"r")  # starts the second segment
+    first = _segments(tmp_path)[0]
+    spool.done([e for e in spool.take(100) if e.write_id.startswith("old")])
+    assert not first.exists() and len(list(tmp_path.glob("*.free"))) == 1
+    for i in range(8):
+        spool.enqueue(f"fill{i}", b"f" * 100)  # rotates into the recycled file
+    spool.enqueue("new", b"n")
+    names = [p.name for p in _segments(tmp_path)]
+    assert len(names) == 2 and not list(tmp_path.glob("*.free"))
+    # The recycled file still holds the old records after the new one; they are not read back.
+    recycled = tmp_path / names[-1]
+    assert b"old7" in recycled.read_bytes()
+    assert _ids(Spool(tmp_path)) == ["rotate", *(f"fill{i}" for i in range(8)), "new"]
+
+
+def test_free_segments_are_capped_and_count_toward_numbering(tmp_path: Path) -> None:
+    spool = Spool(tmp_path, segment_bytes=256)
+    for i in range(6):
+        spool.enqueue(f"w{i}", b"x" * 300)  # one segment each
+    spool.done(spool.take(5))
+    assert len(list(tmp_path.glob("*.free"))) == MAX_FREE_SEGMENTS
+    assert len(_segments(tmp_path)) == 1
+    spool.done(spool.take(1))
+    spool.enqueue("late", b"y" * 300)
+    # The newest segment's number lives on in a free file; a restart numbers after it.
+    highest = max(int(p.name.split(".")[0]) for p in tmp_path.iterdir() if p.is_file())
+    again = Spool(tmp_path, segment_bytes=256)
+    again.enqueue("after", b"z")
+    assert int(_segments(tmp_path)[-1].name.split(".")[0]) == highest + 1
+    assert _ids(again)[-1] == "after"
+
+
+def test_segments_of_the_earlier_growing_format_are_read(tmp_path: Path) -> None:
+    import struct
+    import zlib
+
+    records = b""
+    for write_id, envelope in (("v1a", b"first"), ("v1b", b"second")):
+        key = write_id.encode()
+        checksum = zlib.crc32(envelope, zlib.crc32(key))
+        records += struct.pack("<4sIII", b"ARS1", len(key), len(envelope), checksum) + key + envelope
+    (tmp_path / "0000000000000003.log").write_bytes(records + b"ARS1\x05")  # a torn third record
+    spool = Spool(tmp_path)
+    spool.enqueue("v2", b"third")
+    entries = spool.take(10)
+    assert [(e.write_id, e.read()) for e in entries] == [("v1a", b"first"), ("v1b", b"second"), ("v2", b"third")]

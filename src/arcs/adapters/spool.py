@@ -1,15 +1,20 @@
-"""The standalone server's durable queue: an append-only log of accepted writes.
+"""The standalone server's durable queue: a log of accepted writes in preallocated segments.
 
-``enqueue`` appends a checksummed record to the active segment file and returns only after an
+``enqueue`` writes a checksummed record into the active segment and returns only after an
 ``fdatasync`` covers it, so a ``kill -9`` right after the 204 loses nothing. Concurrent writers
 share one ``fdatasync`` (group commit): whoever finds no sync running syncs everything written so
-far, and the others wait for it. Only a new segment costs a directory fsync.
+far, and the others wait for it. Segments are written over blocks that already exist (zeroed when
+the segment is new, or left by a recycled one): a sync then flushes data only, with no change to
+the file's size or extents to journal, which halves its cost. Only a new segment costs a
+directory fsync.
 
 The ingest loop takes the oldest records, commits them through the same protocol as the Lambda
-(``arcs.ingest``) and marks them done; a segment whose records are all done is deleted. What a
-crash leaves undone, or done but not yet deleted, is read again on restart, and the catalog's
-markers make that harmless. A record cut short by a crash was never acknowledged (its sync had
-not returned): reading a segment stops at the first record that does not check out.
+(``arcs.ingest``) and marks them done; a segment whose records are all done is kept for reuse
+(renamed ``*.free``, a few at most) or deleted. What a crash leaves undone, or done but not yet
+deleted, is read again on restart, and the catalog's markers make that harmless. Every record
+names its segment's sequence number, so a recycled segment's old records, like its zeroed tail or
+a record cut short by a crash (never acknowledged: its sync had not returned), end the segment
+when it is read.
 """
 
 from __future__ import annotations
@@ -29,12 +34,19 @@ from arcs.errors import StorageFault
 logger = logging.getLogger(__name__)
 
 _SEGMENT_SUFFIX = ".log"
+_FREE_SUFFIX = ".free"  # a finished segment kept to be written over by a later one
 _LEGACY_SUFFIX = ".write"  # one file per write, as earlier versions spooled them
 _POISON_DIR = "dead-letter"
-_MAGIC = b"ARS1"
-# magic, length of the write id, length of the envelope, CRC-32 of both
-_HEADER = struct.Struct("<4sIII")
+# Record v2: magic, the segment's sequence number, length of the write id, length of the
+# envelope, CRC-32 of the header's other fields, the id and the envelope.
+_MAGIC = b"ARS2"
+_HEADER = struct.Struct("<4sQIII")
+# Record v1 (appended to growing segments by earlier versions) is still read.
+_MAGIC_V1 = b"ARS1"
+_HEADER_V1 = struct.Struct("<4sIII")  # magic, id length, envelope length, CRC-32 of id and envelope
 SEGMENT_BYTES = 16 << 20
+MAX_FREE_SEGMENTS = 2
+_ZEROS = bytes(1 << 20)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,38 +67,59 @@ class SpoolEntry:
         return data
 
 
-def _record(write_id: str, envelope: bytes) -> bytes:
-    key = write_id.encode()
-    checksum = zlib.crc32(envelope, zlib.crc32(key))
-    return b"".join((_HEADER.pack(_MAGIC, len(key), len(envelope), checksum), key, envelope))
+def _sequence(path: Path) -> int:
+    return int(path.name.split(".", 1)[0])
+
+
+def _header(sequence: int, key: bytes, envelope: bytes) -> bytes:
+    fields = struct.pack("<QII", sequence, len(key), len(envelope))
+    checksum = zlib.crc32(envelope, zlib.crc32(key, zlib.crc32(fields)))
+    return b"".join((_MAGIC, fields, struct.pack("<I", checksum)))
 
 
 def _scan(path: Path) -> list[SpoolEntry]:
-    """The whole records of a segment, up to the first that is torn or corrupt."""
+    """The whole records of a segment, up to the first that is torn, corrupt or another segment's."""
     entries: list[SpoolEntry] = []
     with open(path, "rb") as handle:
         data = handle.read()
+    sequence = _sequence(path)
     offset = 0
-    while offset + _HEADER.size <= len(data):
-        magic, key_length, length, checksum = _HEADER.unpack_from(data, offset)
-        start = offset + _HEADER.size
-        end = start + key_length + length
-        if magic != _MAGIC or end > len(data):
+    torn = False
+    # A segment holds records of one version: its first record's (a v1 record after v2 ones is
+    # left from the file's life before it was recycled).
+    version = data[:4]
+    while offset + _HEADER_V1.size <= len(data):
+        magic = data[offset : offset + 4]
+        if magic != version:
+            break  # the zeroed rest of the segment, or what was there before
+        if magic == _MAGIC and offset + _HEADER.size <= len(data):
+            _magic, record_sequence, key_length, length, checksum = _HEADER.unpack_from(data, offset)
+            if record_sequence != sequence:
+                break  # a recycled segment's earlier life: not this segment's
+            start = offset + _HEADER.size
+            end = start + key_length + length
+            seed = zlib.crc32(data[offset + 4 : offset + 20])
+        elif magic == _MAGIC_V1:
+            _magic, key_length, length, checksum = _HEADER_V1.unpack_from(data, offset)
+            start = offset + _HEADER_V1.size
+            end = start + key_length + length
+            seed = 0
+        else:
             break
         key = data[start : start + key_length]
-        if zlib.crc32(data[start + key_length : end], zlib.crc32(key)) != checksum:
+        torn = end > len(data) or zlib.crc32(data[start + key_length : end], zlib.crc32(key, seed)) != checksum
+        if torn:
             break
         try:
             write_id = key.decode()
         except UnicodeDecodeError:
+            torn = True
             break
         entries.append(SpoolEntry(f"{path.name}:{offset}", write_id, 1, path, start + key_length, length))
         offset = end
-    if offset < len(data):
+    if torn:
         # Never acknowledged (a crash cut it short, or its write failed): nothing to redeliver.
-        logger.warning(
-            "spool segment %s: %d bytes after offset %d are not a whole record", path, len(data) - offset, offset
-        )
+        logger.warning("spool segment %s: the record at offset %d is not whole", path, offset)
     return entries
 
 
@@ -102,11 +135,13 @@ class Spool:
         # Not yet done, oldest first; and how many of those each file holds.
         self._pending: dict[str, SpoolEntry] = {}
         self._live: dict[Path, int] = {}
+        self._free: list[Path] = []  # finished segments to write the next ones over (under ``_ready``)
         # The writer side, all under ``_log``: the active segment, what was written to it, what
         # an fdatasync has covered, and whether a sync is running.
         self._log = threading.Condition()
         self._fd = -1
         self._segment: Path | None = None
+        self._sequence = 0
         self._size = 0
         self._written = 0
         self._synced = 0
@@ -122,12 +157,16 @@ class Spool:
             write_id = path.name[: -len(_LEGACY_SUFFIX)].split("-", 2)[2]
             self._add(SpoolEntry(path.name, write_id, 1, path, 0, path.stat().st_size))
         segments = self._segments()
-        # Appends go to a new segment, numbered after every earlier one: those are only read now.
-        self._next_sequence = max((int(p.name[: -len(_SEGMENT_SUFFIX)]) for p in segments), default=0) + 1
+        free = sorted(p for p in self.root.iterdir() if p.name.endswith(_FREE_SUFFIX))
+        # Appends go to a new segment numbered after every earlier one, free ones included: a
+        # record names its segment's number, so no old record can pass for one of the new segment.
+        self._next_sequence = max((_sequence(p) for p in [*segments, *free]), default=0) + 1
+        for path in free:
+            self._retire(path)
         for path in segments:
             entries = _scan(path)
             if not entries:
-                path.unlink()
+                self._retire(path)
                 continue
             for entry in entries:
                 self._add(entry)
@@ -135,19 +174,37 @@ class Spool:
     def _segments(self) -> list[Path]:
         return sorted(p for p in self.root.iterdir() if p.name.endswith(_SEGMENT_SUFFIX))
 
+    def _retire(self, path: Path) -> None:
+        """A segment none of whose records is needed: keep it to write over, or delete it.
+
+        Called holding ``_ready`` (or before any thread runs). The rename needs no fsync: lost in
+        a crash, it leaves a segment whose records are all done, which the markers recognize.
+        """
+        try:
+            if len(self._free) < MAX_FREE_SEGMENTS and path.stat().st_size >= self.segment_bytes:
+                free = path.with_name(f"{_sequence(path):016d}{_FREE_SUFFIX}")
+                if free != path:
+                    path.rename(free)
+                self._free.append(free)
+                return
+        except OSError:
+            logger.warning("spool segment %s could not be kept for reuse", path, exc_info=True)
+        path.unlink(missing_ok=True)
+
     def _add(self, entry: SpoolEntry) -> None:
         self._pending[entry.handle] = entry
         self._live[entry.path] = self._live.get(entry.path, 0) + 1
 
     # --- producer side (the write edge) ---------------------------------------------------------
     def enqueue(self, write_id: str, envelope: bytes) -> None:
-        record = _record(write_id, envelope)
+        key = write_id.encode()
         with self._log:
             try:
                 if self._fd < 0 or self._broken or self._size >= self.segment_bytes:
                     self._rotate()
                 offset = self._size
-                _write_all(self._fd, record)
+                header = _header(self._sequence, key, envelope)
+                _write_at(self._fd, (header, key, envelope), offset)
             except OSError as exc:
                 self._broken = True  # a partial record may follow: append elsewhere from now on
                 raise StorageFault(f"cannot queue the write: {exc}") from exc
@@ -156,7 +213,7 @@ class Spool:
             with self._ready:
                 # Counted before the sync, so a rotation meanwhile cannot delete the segment.
                 self._live[segment] = self._live.get(segment, 0) + 1
-            self._size += len(record)
+            self._size += len(header) + len(key) + len(envelope)
             self._written += 1
             try:
                 self._wait_synced(self._written)
@@ -164,8 +221,8 @@ class Spool:
                 with self._ready:
                     self._release(segment)
                 raise
-        header = _HEADER.size + len(write_id.encode())
-        entry = SpoolEntry(f"{segment.name}:{offset}", write_id, 1, segment, offset + header, len(envelope))
+        start = offset + len(header) + len(key)
+        entry = SpoolEntry(f"{segment.name}:{offset}", write_id, 1, segment, start, len(envelope))
         with self._ready:
             self._pending[entry.handle] = entry
             self._ready.notify_all()
@@ -228,11 +285,25 @@ class Spool:
                 with self._ready:
                     if not self._live.get(previous):
                         self._live.pop(previous, None)
-                        previous.unlink(missing_ok=True)
-        path = self.root / f"{self._next_sequence:016d}{_SEGMENT_SUFFIX}"
+                        self._retire(previous)
+        sequence = self._next_sequence
+        path = self.root / f"{sequence:016d}{_SEGMENT_SUFFIX}"
         self._next_sequence += 1
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
-        self._segment, self._size, self._broken = path, 0, False
+        with self._ready:
+            reuse = self._free.pop(0) if self._free else None
+        if reuse is not None:
+            reuse.rename(path)
+            self._fd = os.open(path, os.O_WRONLY)
+        else:
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                for start in range(0, self.segment_bytes, len(_ZEROS)):
+                    _write_at(self._fd, (_ZEROS[: self.segment_bytes - start],), start)
+                os.fdatasync(self._fd)
+            except OSError:
+                self._broken = True
+                raise
+        self._segment, self._sequence, self._size, self._broken = path, sequence, 0, False
         fsync_dir(self.root)  # the segment's name must survive a crash as its records will
 
     # --- consumer side (the ingest loop) ----------------------------------------------------------
@@ -261,7 +332,7 @@ class Spool:
             self._live[path] = left
         else:
             del self._live[path]
-            path.unlink(missing_ok=True)
+            self._retire(path)
 
     def failed(self, entry: SpoolEntry) -> bool:
         """Count a failed attempt; after ``max_attempts`` move it to the dead-letter folder (True)."""
@@ -279,8 +350,11 @@ class Spool:
         self.done([entry])
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+def _write_at(fd: int, pieces: tuple[bytes, ...], offset: int) -> None:
+    """Write ``pieces`` back to back at ``offset``, in one system call when the kernel takes them all."""
+    written = os.pwritev(fd, pieces, offset)
+    rest = memoryview(b"".join(pieces))[written:] if written < sum(map(len, pieces)) else memoryview(b"")
+    offset += written
+    while rest:
+        written = os.pwrite(fd, rest, offset)
+        rest, offset = rest[written:], offset + written
