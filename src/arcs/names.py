@@ -10,6 +10,8 @@ DATABASE_RULE = re.compile(r"[a-zA-Z][a-zA-Z0-9_-]{0,63}")
 MEASUREMENT_RULE = re.compile(r"[a-zA-Z][a-zA-Z0-9_-]{0,127}")
 RESERVED_DATABASES = frozenset({"system", "internal", "_internal"})
 MAX_COLUMN_NAME_BYTES = 128
+# What a column name may not hold: control characters, and lone surrogates (not UTF-8 at all).
+_BAD_NAME_CHARACTER = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 MAX_COLUMNS = 1024
 TIME_COLUMN = "time"
 DEFAULT_DATABASE = "default"
@@ -37,9 +39,9 @@ def check_column(name: object, measurement: str) -> str:
         raise BadRequest(
             f"measurement {measurement!r}: column name {_show(name)} is longer than {MAX_COLUMN_NAME_BYTES} bytes"
         )
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
-        raise BadRequest(f"measurement {measurement!r}: column name {_show(name)} contains control characters")
-    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in name):
+    if _BAD_NAME_CHARACTER.search(name):
+        if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
+            raise BadRequest(f"measurement {measurement!r}: column name {_show(name)} contains control characters")
         raise BadRequest(f"measurement {measurement!r}: column name {_show(name)} is not valid UTF-8")
     return name
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -39,6 +40,17 @@ MAX_EMPTY_CELLS = 20_000_000
 
 #: Names a row in messages: "row 3", or "line 7" when the decoder knows where the row came from.
 RowLabel = Callable[[int], str]
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnFacts:
+    """What a reader learned of a column while reading it, so validation need not look again."""
+
+    bounds: tuple[int, int] | None = None  # integers: the least and the greatest value
+    printable: bool = False  # strings: printable ASCII only (so valid UTF-8 without control characters)
+
+
+_NO_FACTS = ColumnFacts()
 
 
 def row_label(index: int) -> str:
@@ -92,6 +104,7 @@ def to_micros(
     where: str,
     now_micros: int | None = None,
     label: RowLabel = row_label,
+    bounds: tuple[int, int] | None = None,
 ) -> pa.Array:
     """Integers (or floats, or RFC 3339 strings) in ``precision`` -> TIMESTAMP(us, UTC).
 
@@ -108,11 +121,13 @@ def to_micros(
             return pa.array([now_micros] * len(values), pa.int64()).cast(TIME_TYPE)
         micros = _to_micros(values, precision, where, label)
         return pc.fill_null(micros.cast(pa.int64()), now_micros).cast(TIME_TYPE)
-    return _to_micros(values, precision, where, label)
+    return _to_micros(values, precision, where, label, bounds)
 
 
-def _to_micros(values: pa.Array, precision: str | None, where: str, label: RowLabel) -> pa.Array:
-    """``to_micros`` for arrays whose nulls (if any) stay null."""
+def _to_micros(
+    values: pa.Array, precision: str | None, where: str, label: RowLabel, bounds: tuple[int, int] | None = None
+) -> pa.Array:
+    """``to_micros`` for arrays whose nulls (if any) stay null; ``bounds``: of integers, if known."""
     kind = values.type
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
         return _strings_to_micros(values, where, label)
@@ -138,8 +153,9 @@ def _to_micros(values: pa.Array, precision: str | None, where: str, label: RowLa
         micros = values.cast(pa.int64())
         _check_range(micros, where, label)
         return micros.cast(TIME_TYPE)
-    values = values.cast(pa.int64())
-    fast = _ints_in_one_unit(values, precision)
+    if kind != pa.int64():
+        values = values.cast(pa.int64())
+    fast = _ints_in_one_unit(values, precision, bounds)
     if fast is not None:
         return fast
     if precision is None:
@@ -182,7 +198,9 @@ def _strings_to_micros(values: pa.Array, where: str, label: RowLabel) -> pa.Arra
 _BANDS = ((10_000_000_000, 1_000_000), (10_000_000_000_000, 1_000), (10_000_000_000_000_000, 1))
 
 
-def _ints_in_one_unit(values: pa.Array, precision: str | None) -> pa.Array | None:
+def _ints_in_one_unit(
+    values: pa.Array, precision: str | None, bounds: tuple[int, int] | None = None
+) -> pa.Array | None:
     """The common case in one min_max: non-negative times that all share one unit.
 
     A request's times are usually close together, so they share a magnitude band and need one
@@ -192,8 +210,11 @@ def _ints_in_one_unit(values: pa.Array, precision: str | None) -> pa.Array | Non
     """
     if not len(values) or values.null_count:
         return None
-    bounds = pc.min_max(values)
-    lowest, highest = bounds["min"].as_py(), bounds["max"].as_py()
+    if bounds is None:
+        extremes = pc.min_max(values)
+        lowest, highest = extremes["min"].as_py(), extremes["max"].as_py()
+    else:
+        lowest, highest = bounds
     if lowest < 0:
         return None  # floor division and the magnitude of negatives: the general path
     if precision is None:
@@ -354,13 +375,16 @@ def column_array(values: Sequence[Any] | pa.Array, measurement: str, column: str
     return array
 
 
-def check_tag_values(array: pa.Array, measurement: str, column: str, label: RowLabel = row_label) -> pa.Array:
+def check_tag_values(
+    array: pa.Array, measurement: str, column: str, label: RowLabel = row_label, printable: bool = False
+) -> pa.Array:
+    """Tag values: strings without control characters (``printable``: the reader saw none)."""
     where = f"measurement {measurement!r}, tag {column!r}"
     if pa.types.is_null(array.type):
         return array.cast(pa.string())
     if not pa.types.is_string(array.type):
         raise BadRequest(f"{where}: tag values must be strings, got {type_name(array.type)}")
-    if pc.all(pc.ascii_is_printable(array)).as_py():
+    if printable or pc.all(pc.ascii_is_printable(array)).as_py():
         return array  # the common case, at a fraction of the regex's cost
     bad = pc.match_substring_regex(array, _CONTROL_CHARS)
     if pc.any(bad).as_py():
@@ -377,8 +401,14 @@ def build_rows(
     null_time_is_now: bool = False,
     label: RowLabel = row_label,
     datetimes: bool = True,
+    facts: Mapping[str, ColumnFacts] | None = None,
 ) -> MeasurementRows:
-    """Validate names and values and assemble one measurement's table, ``time`` first."""
+    """Validate names and values and assemble one measurement's table, ``time`` first.
+
+    ``facts`` are what the reader learned of Arrow columns it made (their bounds, that they are
+    printable), which spares checks the same as looking again.
+    """
+    known = facts or {}
     name = check_measurement(measurement)
     if len(columns) > MAX_COLUMNS:
         raise BadRequest(f"measurement {name!r}: {len(columns)} columns; the limit is {MAX_COLUMNS}")
@@ -402,7 +432,7 @@ def build_rows(
             continue
         array = column_array(values, name, column, datetimes)
         if column in tag_set:
-            array = check_tag_values(array, name, column, label)
+            array = check_tag_values(array, name, column, label, known.get(column, _NO_FACTS).printable)
         elif pa.types.is_null(array.type):
             # A column that is null throughout has no type to store; it adds nothing.
             continue
@@ -411,7 +441,8 @@ def build_rows(
         raw_time = columns[TIME_COLUMN]
         time_values = raw_time if isinstance(raw_time, pa.Array) else column_array(raw_time, name, "time", datetimes)
         now = now_micros if null_time_is_now else None
-        time = to_micros(time_values, precision, f"measurement {name!r}", now, label)
+        bounds = known.get(TIME_COLUMN, _NO_FACTS).bounds
+        time = to_micros(time_values, precision, f"measurement {name!r}", now, label, bounds)
     else:
         time = pa.array([now_micros] * rows, pa.int64()).cast(TIME_TYPE)
     if len(arrays) == 0:

@@ -11,11 +11,12 @@ then read it and word the error, so both paths answer every body alike (a proper
 from __future__ import annotations
 
 import ctypes
+import threading
 
 import pyarrow as pa
 
 from arcs.batch import MeasurementRows
-from arcs.decoders.columns import build_rows, check_precision
+from arcs.decoders.columns import ColumnFacts, build_rows, check_precision
 from arcs.errors import ArcsError
 from arcs.names import MAX_COLUMNS
 from arcs.native import (
@@ -23,6 +24,7 @@ from arcs.native import (
     MSGPACK_BOOL,
     MSGPACK_FLOAT64,
     MSGPACK_INT64,
+    MSGPACK_PRINTABLE_ASCII,
     MSGPACK_STRING,
     MsgpackColumn,
     MsgpackDocument,
@@ -30,6 +32,17 @@ from arcs.native import (
 )
 
 _NUMBERS = {MSGPACK_INT64: pa.int64(), MSGPACK_FLOAT64: pa.float64()}
+_ALIGN = 64  # Arrow's buffer alignment, kept for each column's slice of the shared block
+# One more than a measurement may have: a body with more is refused by the general path. Each
+# thread keeps its descriptions (90 KB) rather than zeroing new ones per body.
+_scratch = threading.local()
+
+
+def _column_slots() -> ctypes.Array[MsgpackColumn]:
+    slots: ctypes.Array[MsgpackColumn] | None = getattr(_scratch, "columns", None)
+    if slots is None:
+        slots = _scratch.columns = (MsgpackColumn * (MAX_COLUMNS + 1))()
+    return slots
 
 
 def decode_columnar(
@@ -39,23 +52,28 @@ def decode_columnar(
     if not isinstance(body, bytes):
         return None
     document = MsgpackDocument()
-    # One more than a measurement may have: a body with more is refused by the general path.
-    columns = (MsgpackColumn * (MAX_COLUMNS + 1))()
-    if native.arcs_msgpack_scan(body, len(body), ctypes.byref(document), columns, len(columns)):
+    slots = _column_slots()
+    if native.arcs_msgpack_scan(body, len(body), ctypes.byref(document), slots, len(slots)):
         return None
     if document.tag_count > MAX_COLUMNS:
         return None  # more tags than a measurement has columns (and spans sized by a hostile count)
     tags = (MsgpackSpan * document.tag_count)()
     if document.tag_count and native.arcs_msgpack_tags(body, len(body), ctypes.byref(document), tags):
         return None
+    columns = slots[: document.column_count]
     try:
-        arrays = {_text(body, column.name): _array(native, body, column) for column in columns[: document.column_count]}
+        block = _fill(native, body, slots, columns)
+        arrays: dict[str, pa.Array] = {}
+        facts: dict[str, ColumnFacts] = {}
+        for column in columns:
+            name = _text(body, column.name)
+            arrays[name], facts[name] = _array(block, column)
         measurement = _text(body, document.measurement) if document.measurement.offset >= 0 else None
         item_precision = _text(body, document.precision) if document.precision.offset >= 0 else None
         names = [_text(body, tag) for tag in tags]
         request_precision = check_precision(precision)  # checked first, as the general path does
         precision = check_precision(item_precision) or request_precision
-        return [build_rows(measurement, arrays, names, precision, now_micros, datetimes=False)]
+        return [build_rows(measurement, arrays, names, precision, now_micros, datetimes=False, facts=facts)]
     except (UnicodeDecodeError, pa.ArrowException, ArcsError):
         return None  # the general path answers, in its own words
 
@@ -64,19 +82,49 @@ def _text(body: bytes, span: MsgpackSpan) -> str:
     return body[span.offset : span.offset + span.length].decode()
 
 
-def _array(native: ctypes.CDLL, body: bytes, column: MsgpackColumn) -> pa.Array:
+def _aligned(size: int) -> int:
+    return -(-size // _ALIGN) * _ALIGN
+
+
+def _fill(
+    native: ctypes.CDLL, body: bytes, slots: ctypes.Array[MsgpackColumn], columns: list[MsgpackColumn]
+) -> pa.Buffer:
+    """Every column's buffers, laid out one after another in one block and filled in one call."""
+    size = 0
+    for column in columns:
+        count, kind = column.count, column.kind
+        if kind == MSGPACK_STRING:
+            if column.string_bytes > MAX_INT32_OFFSET:
+                raise pa.ArrowInvalid("strings beyond 32-bit offsets")  # a body this large is rare: the general path
+            values_bytes = 4 * (count + 1)
+        else:
+            values_bytes = (count + 7) // 8 if kind == MSGPACK_BOOL else 8 * count
+        column.values_at = size  # ``columns`` are views of the slots the fill reads
+        size += _aligned(values_bytes)
+        column.data_at = size
+        size += _aligned(column.string_bytes) if kind == MSGPACK_STRING else 0
+    block = pa.allocate_buffer(size)
+    if native.arcs_msgpack_fill(body, len(body), slots, len(columns), block.address, size):
+        raise pa.ArrowInvalid("the columns changed between scan and fill")
+    return block
+
+
+def _array(block: pa.Buffer, column: MsgpackColumn) -> tuple[pa.Array, ColumnFacts]:
     count, kind = column.count, column.kind
     if kind == MSGPACK_STRING:
-        if column.string_bytes > MAX_INT32_OFFSET:
-            raise pa.ArrowInvalid("strings beyond 32-bit offsets")  # a body this large is rare: the general path
-        offsets, data = pa.allocate_buffer(4 * (count + 1)), pa.allocate_buffer(column.string_bytes)
-        if native.arcs_msgpack_fill(body, len(body), ctypes.byref(column), None, offsets.address, data.address):
-            raise pa.ArrowInvalid("the column changed between scan and fill")
+        offsets = block.slice(column.values_at, 4 * (count + 1))
+        data = block.slice(column.data_at, column.string_bytes)
         strings = pa.StringArray.from_buffers(count, offsets, data)
-        strings.validate(full=True)  # UTF-8: the general path names a bad string
-        return strings
-    kind_type = pa.bool_() if kind == MSGPACK_BOOL else _NUMBERS[kind]
-    values = pa.allocate_buffer((count + 7) // 8 if kind == MSGPACK_BOOL else 8 * count)
-    if native.arcs_msgpack_fill(body, len(body), ctypes.byref(column), values.address, None, None):
-        raise pa.ArrowInvalid("the column changed between scan and fill")
-    return pa.Array.from_buffers(kind_type, count, [None, values])
+        printable = bool(column.flags & MSGPACK_PRINTABLE_ASCII)
+        if not printable:
+            strings.validate(full=True)  # UTF-8: the general path names a bad string
+        return strings, ColumnFacts(printable=printable)
+    if kind == MSGPACK_BOOL:
+        return pa.Array.from_buffers(pa.bool_(), count, [None, block.slice(column.values_at, (count + 7) // 8)]), _NONE
+    array = pa.Array.from_buffers(_NUMBERS[kind], count, [None, block.slice(column.values_at, 8 * count)])
+    if kind == MSGPACK_INT64:
+        return array, ColumnFacts(bounds=(column.minimum, column.maximum))
+    return array, _NONE
+
+
+_NONE = ColumnFacts()

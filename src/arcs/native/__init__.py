@@ -51,6 +51,11 @@ class MsgpackColumn(ctypes.Structure):
         ("count", ctypes.c_int64),
         ("string_bytes", ctypes.c_int64),
         ("array_offset", ctypes.c_int64),
+        ("values_at", ctypes.c_int64),  # set by the caller: where its buffers go in the fill's block
+        ("data_at", ctypes.c_int64),
+        ("minimum", ctypes.c_int64),  # set by the fill: integers' bounds
+        ("maximum", ctypes.c_int64),
+        ("flags", ctypes.c_int64),  # MSGPACK_PRINTABLE_ASCII
     ]
 
 
@@ -88,6 +93,8 @@ LP_KINDS = {"tag": 0, "float": 1, "integer": 2, "unsigned": 3, "boolean": 4}
 
 #: ``kind`` codes of msgpack_columns.c.
 MSGPACK_INT64, MSGPACK_FLOAT64, MSGPACK_STRING, MSGPACK_BOOL = 1, 2, 3, 4
+#: ``flags`` of a filled msgpack string column: every byte is printable ASCII (0x20..0x7e).
+MSGPACK_PRINTABLE_ASCII = 1
 
 
 @functools.cache
@@ -135,9 +142,9 @@ def library() -> ctypes.CDLL | None:
         body,
         ctypes.c_int64,
         ctypes.POINTER(MsgpackColumn),
+        ctypes.c_int64,
         ctypes.c_void_p,
-        ctypes.c_void_p,
-        ctypes.c_void_p,
+        ctypes.c_int64,
     ]
     loaded.arcs_msgpack_fill.restype = ctypes.c_int64
     loaded.arcs_lp_read.argtypes = [

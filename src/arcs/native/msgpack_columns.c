@@ -9,13 +9,16 @@
  * hostile until proven otherwise.
  *
  * Two passes: arcs_msgpack_scan finds the document's parts and each column's kind, length and
- * string bytes; the caller allocates exactly that, and arcs_msgpack_fill writes one column.
+ * string bytes; the caller lays every column's buffers out in one block of exactly that size, and
+ * arcs_msgpack_fill writes them all, noting what validation would otherwise look for again: the
+ * bounds of integer columns, and whether string columns are plain printable ASCII.
  */
 #include <stdint.h>
 #include <string.h>
 
 enum { NOT_MINE = 1 };
 enum { KIND_INT64 = 1, KIND_FLOAT64 = 2, KIND_STRING = 3, KIND_BOOL = 4 };
+enum { PRINTABLE_ASCII = 1 }; /* flags: every string byte is in 0x20..0x7e */
 
 /* Where a string is in the body (offset -1: absent). */
 typedef struct {
@@ -29,6 +32,13 @@ typedef struct {
     int64_t count;
     int64_t string_bytes; /* strings: their bytes summed */
     int64_t array_offset; /* the array's first element */
+    /* Set by the caller before the fill: where the column's buffers start in the output block. */
+    int64_t values_at;    /* integers and floats: 8 bytes each; booleans: a bitmap; strings: int32 offsets */
+    int64_t data_at;      /* strings: their bytes */
+    /* Set by the fill. */
+    int64_t minimum;      /* integers: the least and the greatest value */
+    int64_t maximum;
+    int64_t flags;        /* strings: PRINTABLE_ASCII */
 } arcs_msgpack_column;
 
 typedef struct {
@@ -46,10 +56,26 @@ typedef struct {
 
 static inline int has(const cursor *c, int64_t bytes) { return c->end - c->at >= bytes; }
 
+/* MessagePack's big-endian numbers of 1, 2, 4 or 8 bytes (the only sizes it has), on the
+ * little-endian machines Lambda offers (x86-64, arm64). */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "byte swaps assume a little-endian host");
 static inline uint64_t big_endian(const uint8_t *at, int bytes) {
-    uint64_t value = 0;
-    for (int i = 0; i < bytes; i++) value = value << 8 | at[i];
-    return value;
+    uint16_t two;
+    uint32_t four;
+    uint64_t eight;
+    switch (bytes) {
+    case 1:
+        return at[0];
+    case 2:
+        memcpy(&two, at, sizeof two);
+        return __builtin_bswap16(two);
+    case 4:
+        memcpy(&four, at, sizeof four);
+        return __builtin_bswap32(four);
+    default:
+        memcpy(&eight, at, sizeof eight);
+        return __builtin_bswap64(eight);
+    }
 }
 
 /* A string's span; 0, or NOT_MINE when the next value is not a complete string. */
@@ -225,16 +251,36 @@ int64_t arcs_msgpack_tags(const uint8_t *body, int64_t length, const arcs_msgpac
     return 0;
 }
 
-/* One scanned column's Arrow buffers: values (8 bytes each for integers and floats; a bitmap for
- * booleans), or int32 offsets (count + 1) and data for strings. */
-int64_t arcs_msgpack_fill(const uint8_t *body, int64_t length, const arcs_msgpack_column *column, uint8_t *values,
-                          int32_t *offsets, uint8_t *data) {
+static int fits(int64_t at, int64_t bytes, int64_t block_length) {
+    return at >= 0 && bytes >= 0 && at <= block_length && bytes <= block_length - at;
+}
+
+static int printable_ascii(const uint8_t *at, int64_t length) {
+    for (int64_t i = 0; i < length; i++) {
+        if (at[i] < 0x20 || at[i] > 0x7e) return 0;
+    }
+    return 1;
+}
+
+/* One scanned column's Arrow buffers in the block: values (8 bytes each for integers and floats;
+ * a bitmap for booleans), or int32 offsets (count + 1) and data for strings. */
+static int fill_column(const uint8_t *body, int64_t length, arcs_msgpack_column *column, uint8_t *block,
+                       int64_t block_length) {
     cursor c = {body + column->array_offset, body + length};
     int kind = (int)column->kind;
-    int64_t written = 0;
+    int64_t count = column->count;
+    int64_t values_bytes = kind == KIND_STRING ? 4 * (count + 1) : kind == KIND_BOOL ? (count + 7) / 8 : 8 * count;
+    /* The caller's layout is checked too: aligned (offsets are written as int32), inside the block. */
+    if (count <= 0 || column->values_at % 8 || !fits(column->values_at, values_bytes, block_length)) return NOT_MINE;
+    if (kind == KIND_STRING && !fits(column->data_at, column->string_bytes, block_length)) return NOT_MINE;
+    uint8_t *values = block + column->values_at;
+    int32_t *offsets = (int32_t *)values;
+    uint8_t *data = block + column->data_at;
+    int64_t written = 0, minimum = INT64_MAX, maximum = INT64_MIN;
+    int printable = 1;
     if (kind == KIND_STRING) offsets[0] = 0;
-    if (kind == KIND_BOOL) memset(values, 0, (size_t)((column->count + 7) / 8));
-    for (int64_t i = 0; i < column->count; i++) {
+    if (kind == KIND_BOOL) memset(values, 0, (size_t)values_bytes);
+    for (int64_t i = 0; i < count; i++) {
         uint64_t value = 0;
         arcs_msgpack_span span = {0, 0};
         if (read_scalar(&c, body, kind, &value, &span)) return NOT_MINE;
@@ -247,7 +293,28 @@ int64_t arcs_msgpack_fill(const uint8_t *body, int64_t length, const arcs_msgpac
             values[i >> 3] |= (uint8_t)(value << (i & 7));
         } else {
             memcpy(values + 8 * i, &value, sizeof value);
+            if (kind == KIND_INT64) {
+                int64_t number = (int64_t)value;
+                if (number < minimum) minimum = number;
+                if (number > maximum) maximum = number;
+            }
         }
+    }
+    if (kind == KIND_STRING) {
+        if (written != column->string_bytes) return NOT_MINE;
+        printable = printable_ascii(data, written);
+    }
+    column->minimum = minimum;
+    column->maximum = maximum;
+    column->flags = kind == KIND_STRING && printable ? PRINTABLE_ASCII : 0;
+    return 0;
+}
+
+/* Every scanned column into the caller's block, at the places each column names; 0 or NOT_MINE. */
+int64_t arcs_msgpack_fill(const uint8_t *body, int64_t length, arcs_msgpack_column *columns, int64_t column_count,
+                          uint8_t *block, int64_t block_length) {
+    for (int64_t i = 0; i < column_count; i++) {
+        if (fill_column(body, length, &columns[i], block, block_length)) return NOT_MINE;
     }
     return 0;
 }
