@@ -40,6 +40,7 @@ from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase
 from arcs.batch import MeasurementRows, WriteBatch
 from arcs.decoders import WireFormat, decode
 from arcs.ingest import PARQUET_OPTIONS, Ingestor, QueuedWrite
+from arcs.parquet_encoding import column_encodings
 from arcs.schema import SchemaRegistry
 from arcs.writes import WriteRequest, WriteService
 
@@ -166,7 +167,13 @@ def stages(fmt: str, requests: int, rows: int, workdir: Path, repeat: int) -> di
     tables = [part.table for batch in cast(list[WriteBatch], read) for part in batch.parts]
     table = pa.concat_tables(tables)
     tags = [name for name in table.column_names if name in ("host", "region")]
-    parquet_us, _ = best(lambda: pq.write_table(table, pa.BufferOutputStream(), **PARQUET_OPTIONS, use_dictionary=tags))
+    encodings = column_encodings(table.schema)
+
+    def write_parquet() -> None:
+        options = {**PARQUET_OPTIONS, "use_dictionary": tags, "column_encoding": encodings}
+        pq.write_table(table, pa.BufferOutputStream(), **options)
+
+    parquet_us, _ = best(write_parquet)
     return {
         "decode": decode_us,
         "schema": schema_us,

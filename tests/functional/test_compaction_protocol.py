@@ -411,8 +411,10 @@ def test_a_partition_bigger_than_the_memory_limit_compacts_streamed_into_target_
                 "time": pc.add(pc.multiply(pc.add(pc.multiply(index, files), n), 1000), BASE_US).cast(TIME_TYPE),
                 "host": pc.binary_join_element_wise("host", pc.cast(pc.bit_wise_and(index, 63), pa.string()), ""),
                 "region": pc.binary_join_element_wise("region-", pc.cast(pc.bit_wise_and(index, 7), pa.string()), ""),
-                "value": pc.cast(index, pa.float64()),
-                "user": pc.multiply(pc.cast(index, pa.float64()), 0.5),
+                # Mantissas with little to share: byte-stream-split floats of a counter compress
+                # so well that the partition would fit one output file.
+                "value": pc.sqrt(pc.cast(index, pa.float64())),
+                "user": pc.sin(pc.cast(index, pa.float64())),
                 "requests": pc.multiply(index, 3),
             }
         )
@@ -431,8 +433,9 @@ def test_a_partition_bigger_than_the_memory_limit_compacts_streamed_into_target_
         assert max(groups) == 122_880 or len(groups) == 1
         first = parquet.metadata.row_group(0)
         encodings = {first.column(i).path_in_schema: first.column(i).encodings for i in range(first.num_columns)}
-        # dictionaries for strings only; delta encoding for times and integers
+        # dictionaries for strings only; delta encoding for times and integers; split floats
         assert {"time", "requests"} == {name for name, used in encodings.items() if "DELTA_BINARY_PACKED" in used}
+        assert {"value", "user"} == {name for name, used in encodings.items() if "BYTE_STREAM_SPLIT" in used}
         assert {"host", "region"} == {name for name, used in encodings.items() if "RLE_DICTIONARY" in used}
         assert output.min_time_us > previous_max  # the files follow each other in time
         previous_max = output.max_time_us

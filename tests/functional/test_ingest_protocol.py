@@ -49,6 +49,37 @@ def test_groups_by_hour_and_sorts_by_time(ports) -> None:  # type: ignore[no-unt
     assert rows.column("host").to_pylist() == ["a", "b", "a", "a"]
 
 
+def test_files_encode_tags_as_dictionaries_times_as_deltas_and_floats_split(ports) -> None:  # type: ignore[no-untyped-def]
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from arcs.batch import TIME_TYPE, MeasurementRows, WriteBatch
+
+    store, catalog = ports
+    table = pa.table(
+        {
+            "time": pa.array([BASE_US + i for i in range(50)], pa.int64()).cast(TIME_TYPE),
+            "host": pa.array(["a", "b"] * 25),
+            "note": pa.array([f"free text {i}" for i in range(50)]),
+            "value": pa.array([i / 7 for i in range(50)]),
+            "count": pa.array(range(50), pa.int64()),
+            "ok": pa.array([i % 3 == 0 for i in range(50)]),
+        }
+    )
+    batch = WriteBatch("encodings", "db", (MeasurementRows("cpu", table, ("host",)),))
+    assert Ingestor(catalog, store).ingest([queued(batch)]).committed == ["encodings"]
+    (record,) = catalog.list_files("db", "cpu")
+    parquet = pq.ParquetFile(io.BytesIO(store.get(record.key)))
+    group = parquet.metadata.row_group(0)
+    encodings = {group.column(i).path_in_schema: set(group.column(i).encodings) for i in range(group.num_columns)}
+    assert "RLE_DICTIONARY" in encodings["host"] and "RLE_DICTIONARY" not in encodings["note"]
+    assert {"time", "count"} == {name for name, used in encodings.items() if "DELTA_BINARY_PACKED" in used}
+    assert {"value"} == {name for name, used in encodings.items() if "BYTE_STREAM_SPLIT" in used}
+    assert visible_rows(catalog, store, "db", "cpu").equals(table)
+
+
 def test_redelivery_after_success_is_acknowledged_and_not_stored_twice(ports) -> None:  # type: ignore[no-untyped-def]
     store, catalog = ports
     batch = make_batch("db", "cpu", [BASE_US, BASE_US + 1])

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from arcs.errors import ArcsError
 from arcs.names import TIME_COLUMN
+from arcs.parquet_encoding import column_encodings
 from arcs.settings import CompactionSettings
 
 #: DuckDB's columns for a row's file (its index in the input list) and place in that file.
@@ -99,11 +100,10 @@ def _write_batches(
                 schema,
                 compression="zstd",
                 compression_level=config.zstd_level,
-                # Strings (tags above all) repeat, so dictionaries pay; numbers are mostly distinct,
-                # and a dictionary of them only grows until the writer gives up on it. Sorted times
-                # and counters differ little from row to row: delta encoding stores just that.
+                # Strings (tags above all) repeat, so dictionaries pay; numbers take the encodings
+                # of arcs.parquet_encoding.
                 use_dictionary=[field.name for field in schema if _is_text(field.type)],
-                column_encoding={field.name: "DELTA_BINARY_PACKED" for field in schema if _is_whole(field.type)},
+                column_encoding=column_encodings(schema),
                 write_statistics=True,
                 write_page_checksum=True,
             )
@@ -208,10 +208,6 @@ def _micros(value: object) -> int:
     if isinstance(value, datetime):
         return (value - _EPOCH) // timedelta(microseconds=1)
     return int(value)  # type: ignore[call-overload,no-any-return]
-
-
-def _is_whole(kind: pa.DataType) -> bool:
-    return bool(pa.types.is_integer(kind) or pa.types.is_timestamp(kind))
 
 
 def _is_text(kind: pa.DataType) -> bool:
