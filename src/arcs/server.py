@@ -17,6 +17,7 @@ import json
 import logging
 import signal
 import threading
+from functools import partial
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -206,7 +207,7 @@ class IngestLoop(threading.Thread):
     def drain_once(self, entries: list[Any]) -> None:
         spool = self.runtime.spool
         by_handle = {entry.handle: entry for entry in entries}
-        writes = [QueuedWrite(entry.handle, entry.write_id, entry.read) for entry in entries]
+        writes = [QueuedWrite(entry.handle, entry.write_id, partial(spool.read, entry)) for entry in entries]
         result = self.ingestor.ingest(writes)
         spool.done([by_handle[h] for h in (*result.committed, *result.already_done)])
         for handle, reason in result.poison.items():

@@ -61,3 +61,27 @@ def test_a_stale_cache_cannot_let_a_conflicting_type_in(tmp_path: Path) -> None:
     first.apply("db", [rows(b=pa.array(["text"]))])  # version 2 adds b as string
     with pytest.raises(BadRequest, match="'b'"):
         second.apply("db", [rows(b=pa.array([1]))])  # second's cache lacks b: the CAS fails, re-read
+
+
+def test_a_shape_once_accepted_skips_the_catalog_but_never_other_shapes(
+    registry: SchemaRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry.apply("db", [rows(v=pa.array([1.5]), n=pa.array([1]))])
+    [first] = registry.apply("db", [rows(v=pa.array([2.5]), n=pa.array([2]))])
+    reads: list[tuple[str, str]] = []
+    real = registry.catalog.get_schema
+
+    def counting(database: str, measurement: str):  # type: ignore[no-untyped-def]
+        reads.append((database, measurement))
+        return real(database, measurement)
+
+    monkeypatch.setattr(registry.catalog, "get_schema", counting)
+    monkeypatch.setattr(registry, "_cache", {})  # any look at a schema would now read the catalog
+    same = rows(v=pa.array([3.5]), n=pa.array([3]))
+    assert registry.apply("db", [same]) == [same] and reads == []
+    # An int into the float column is cast, a wrong type refused: neither shape was accepted.
+    [widened] = registry.apply("db", [rows(v=pa.array([4]), n=pa.array([4]))])
+    assert widened.table.schema.field("v").type == pa.float64()
+    with pytest.raises(BadRequest, match="'n' is int64 in storage"):
+        registry.apply("db", [rows(v=pa.array([1.0]), n=pa.array(["x"]))])
+    assert first.table.schema == same.table.schema

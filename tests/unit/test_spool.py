@@ -223,3 +223,29 @@ def test_segments_of_the_earlier_growing_format_are_read(tmp_path: Path) -> None
     spool.enqueue("v2", b"third")
     entries = spool.take(10)
     assert [(e.write_id, e.read()) for e in entries] == [("v1a", b"first"), ("v1b", b"second"), ("v2", b"third")]
+
+
+def test_read_shares_one_descriptor_per_segment_and_refuses_finished_records(tmp_path: Path) -> None:
+    spool = Spool(tmp_path, segment_bytes=1024)
+    envelopes = {f"w{i}": os.urandom(300 + i) for i in range(6)}  # two segments' worth
+    for write_id, envelope in envelopes.items():
+        spool.enqueue(write_id, envelope)
+    entries = spool.take(10)
+    assert [spool.read(e) for e in entries] == list(envelopes.values())
+    assert len(spool._readers) == len({e.path for e in entries})
+    first = [e for e in entries if e.path == entries[0].path]
+    rest = entries[len(first) :]
+    assert first and rest
+    spool.done(first)  # the first segment is finished: its descriptor is closed
+    assert entries[0].path not in spool._readers
+    with pytest.raises(StorageFault, match="not waiting"):
+        spool.read(entries[0])
+    assert spool.read(rest[0]) == envelopes[rest[0].write_id]
+
+
+def test_a_large_file_of_the_earlier_spool_is_deleted_not_recycled(tmp_path: Path) -> None:
+    legacy = tmp_path / "00000000000000000001-00000001-big.write"
+    legacy.write_bytes(b"e" * 2048)
+    spool = Spool(tmp_path, segment_bytes=1024)
+    spool.done(spool.take(1))
+    assert not legacy.exists() and not list(tmp_path.glob("*.free"))

@@ -136,6 +136,7 @@ class Spool:
         self._pending: dict[str, SpoolEntry] = {}
         self._live: dict[Path, int] = {}
         self._free: list[Path] = []  # finished segments to write the next ones over (under ``_ready``)
+        self._readers: dict[Path, int] = {}  # open for ``read``, one per segment (under ``_ready``)
         # The writer side, all under ``_log``: the active segment, what was written to it, what
         # an fdatasync has covered, and whether a sync is running.
         self._log = threading.Condition()
@@ -180,8 +181,12 @@ class Spool:
         Called holding ``_ready`` (or before any thread runs). The rename needs no fsync: lost in
         a crash, it leaves a segment whose records are all done, which the markers recognize.
         """
+        reader = self._readers.pop(path, -1)
+        if reader >= 0:
+            os.close(reader)  # the file may become another segment: nothing may read it by this
         try:
-            if len(self._free) < MAX_FREE_SEGMENTS and path.stat().st_size >= self.segment_bytes:
+            reusable = path.name.endswith((_SEGMENT_SUFFIX, _FREE_SUFFIX))  # not an earlier version's file
+            if reusable and len(self._free) < MAX_FREE_SEGMENTS and path.stat().st_size >= self.segment_bytes:
                 free = path.with_name(f"{_sequence(path):016d}{_FREE_SUFFIX}")
                 if free != path:
                     path.rename(free)
@@ -310,6 +315,26 @@ class Spool:
     def wait(self, timeout: float) -> None:
         with self._ready:
             self._ready.wait(timeout)
+
+    def read(self, entry: SpoolEntry) -> bytes:
+        """``entry.read()`` through one descriptor per segment, kept open while it has records."""
+        with self._ready:
+            if entry.handle not in self._pending:
+                raise StorageFault(f"spooled write {entry.handle} is not waiting to be ingested")
+            reader = self._readers.get(entry.path, -1)
+            if reader < 0:
+                try:
+                    reader = self._readers[entry.path] = os.open(entry.path, os.O_RDONLY)
+                except OSError as exc:
+                    raise StorageFault(f"cannot read spooled write {entry.handle}: {exc}") from exc
+            # Read under the lock: the segment cannot be retired (and its descriptor closed) meanwhile.
+            try:
+                data = os.pread(reader, entry.length, entry.offset)
+            except OSError as exc:
+                raise StorageFault(f"cannot read spooled write {entry.handle}: {exc}") from exc
+        if len(data) != entry.length:
+            raise StorageFault(f"spooled write {entry.handle} is shorter than its record says")
+        return data
 
     def take(self, limit: int) -> list[SpoolEntry]:
         with self._ready:
