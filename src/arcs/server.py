@@ -17,11 +17,11 @@ import json
 import logging
 import signal
 import threading
-from functools import partial
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import partial
 from types import FrameType
 from typing import Any
 
