@@ -194,7 +194,9 @@ class Ingestor:
                 tags.update(dict.fromkeys(part.tags))
         files: list[FileRecord] = []
         for (database, measurement), (tables, tags) in groups.items():
-            table = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
+            # Promoting types (for a column missing from some parts) costs more than checking for it.
+            same = all(t.schema == tables[0].schema for t in tables[1:])
+            table = pa.concat_tables(tables, promote_options="default" if same else "permissive")
             del tables[:]  # the concatenation holds the data now; drop the parts' references
             # A stable sort: rows with equal times keep their ingest order.
             if not _is_sorted(table.column(TIME_COLUMN)):

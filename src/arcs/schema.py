@@ -14,6 +14,7 @@ from arcs.ports import Catalog, MeasurementSchema
 
 _MAX_CAS_ATTEMPTS = 20
 _MAX_ACCEPTED_SHAPES = 10_000
+_MAX_SHAPES_PER_MEASUREMENT = 8
 
 
 def _reconcile_part(part: MeasurementRows, stored: MeasurementSchema | None) -> tuple[MeasurementRows, bool]:
@@ -68,9 +69,10 @@ class SchemaRegistry:
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
         self._cache: dict[tuple[str, str], MeasurementSchema] = {}
-        # Shapes of rows (database, measurement, Arrow schema, tags) the cached schemas took as
-        # they are: most writes repeat one shape, and checking it again finds the same.
-        self._accepted: set[tuple[str, str, pa.Schema, tuple[str, ...]]] = set()
+        # Arrow schemas the cached schemas took as they are, by (database, measurement, tags): most
+        # writes repeat one shape, and checking it again finds the same. (Compared, not hashed:
+        # hashing an Arrow schema costs a hundred times more.)
+        self._accepted: dict[tuple[str, str, tuple[str, ...]], list[pa.Schema]] = {}
 
     def get(self, database: str, measurement: str, fresh: bool = False) -> MeasurementSchema | None:
         key = (database, measurement)
@@ -88,15 +90,17 @@ class SchemaRegistry:
 
     def reconcile(self, database: str, part: MeasurementRows, fresh: bool) -> tuple[MeasurementRows, bool]:
         """``part`` cast to its stored schema (read afresh if ``fresh``); True if it adds to it."""
-        shape = (database, part.measurement, part.table.schema, part.tags)
-        if not fresh and shape in self._accepted:
+        key = (database, part.measurement, part.tags)
+        schema = part.table.schema
+        if not fresh and any(schema == accepted for accepted in self._accepted.get(key, ())):
             return part, False
         stored = self.get(database, part.measurement, fresh)
         reconciled, adds = _reconcile_part(part, stored)
         if not adds and reconciled is part:
             if len(self._accepted) >= _MAX_ACCEPTED_SHAPES:
                 self._accepted.clear()
-            self._accepted.add(shape)
+            shapes = self._accepted.setdefault(key, [])
+            shapes[:] = [*shapes[-(_MAX_SHAPES_PER_MEASUREMENT - 1) :], schema]
         return reconciled, adds
 
 
