@@ -249,3 +249,59 @@ def test_a_large_file_of_the_earlier_spool_is_deleted_not_recycled(tmp_path: Pat
     spool = Spool(tmp_path, segment_bytes=1024)
     spool.done(spool.take(1))
     assert not legacy.exists() and not list(tmp_path.glob("*.free"))
+
+
+def test_an_earlier_life_s_records_never_pass_for_the_new_one_s(tmp_path: Path) -> None:
+    # Ids and envelopes of one size: new records end exactly where old ones start.
+    spool = Spool(tmp_path, segment_bytes=2048)
+    for i in range(9):
+        spool.enqueue(f"old-{i}", b"o" * 200)  # fills the first segment
+    for i in range(9):
+        spool.enqueue(f"mid-{i}", b"m" * 200)  # fills the second
+    spool.done([e for e in spool.take(100) if e.write_id.startswith("old")])
+    spool.enqueue("new-0", b"n" * 200)  # rotates into the recycled first file
+    spool.enqueue("new-1", b"n" * 200)
+    recycled = _segments(tmp_path)[-1]
+    assert b"old-2" in recycled.read_bytes() and b"old-1" not in recycled.read_bytes()
+    ids = _ids(Spool(tmp_path, segment_bytes=2048))
+    assert ids == [*(f"mid-{i}" for i in range(9)), "new-0", "new-1"]
+
+
+def test_a_recycled_file_of_the_earlier_format_yields_nothing_after_a_crash(tmp_path: Path) -> None:
+    import struct
+    import zlib
+
+    records = b""
+    for i in range(20):
+        key, envelope = f"v1-{i}".encode(), b"e" * 100
+        checksum = zlib.crc32(envelope, zlib.crc32(key))
+        records += struct.pack("<4sIII", b"ARS1", len(key), len(envelope), checksum) + key + envelope
+    (tmp_path / "0000000000000001.log").write_bytes(records)
+    spool = Spool(tmp_path, segment_bytes=1024)
+    spool.done(spool.take(100))  # all done: the file is kept for reuse
+    assert list(tmp_path.glob("*.free"))
+    with spool._log:
+        spool._rotate()  # the process dies right after the rotation, before any record is written
+    assert Spool(tmp_path, segment_bytes=1024).take(100) == []
+
+
+def test_a_failure_while_preparing_a_segment_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import arcs.adapters.spool as spool_module
+
+    real = spool_module._write_at
+
+    def disk_full(fd: int, pieces: tuple[bytes, ...], offset: int) -> None:
+        if offset >= 512:  # the zeroing of a new segment, past its first bytes
+            raise OSError(28, "No space left on device")
+        real(fd, pieces, offset)
+
+    spool = Spool(tmp_path, segment_bytes=4096)
+    monkeypatch.setattr(spool_module, "_ZEROS", bytes(512))
+    monkeypatch.setattr(spool_module, "_write_at", disk_full)
+    for attempt in range(3):
+        with pytest.raises(StorageFault, match="No space left"):
+            spool.enqueue(f"lost{attempt}", b"x")
+    assert _segments(tmp_path) == []
+    monkeypatch.setattr(spool_module, "_write_at", real)
+    spool.enqueue("kept", b"y")
+    assert _ids(Spool(tmp_path, segment_bytes=4096)) == ["kept"]

@@ -11,10 +11,11 @@ directory fsync.
 The ingest loop takes the oldest records, commits them through the same protocol as the Lambda
 (``arcs.ingest``) and marks them done; a segment whose records are all done is kept for reuse
 (renamed ``*.free``, a few at most) or deleted. What a crash leaves undone, or done but not yet
-deleted, is read again on restart, and the catalog's markers make that harmless. Every record
-names its segment's sequence number, so a recycled segment's old records, like its zeroed tail or
-a record cut short by a crash (never acknowledged: its sync had not returned), end the segment
-when it is read.
+deleted, is read again on restart, and the catalog's markers make that harmless. A segment's
+header holds a random number drawn for each life of the file and made durable before the file
+takes its name; every record repeats it. So a recycled segment's old records (and any bytes a
+client sent that look like a record), like its zeroed tail or a record cut short by a crash
+(never acknowledged: its sync had not returned), end the segment when it is read.
 """
 
 from __future__ import annotations
@@ -37,7 +38,12 @@ _SEGMENT_SUFFIX = ".log"
 _FREE_SUFFIX = ".free"  # a finished segment kept to be written over by a later one
 _LEGACY_SUFFIX = ".write"  # one file per write, as earlier versions spooled them
 _POISON_DIR = "dead-letter"
-# Record v2: magic, the segment's sequence number, length of the write id, length of the
+# A v2 segment starts with its header: magic and a random number drawn for this life of the
+# file, made durable before the file takes its name. Every record repeats that number: records
+# left from the file's earlier lives (or bytes a client sent, inside an envelope) cannot match it.
+_SEGMENT_MAGIC = b"ARSG"
+_SEGMENT_HEADER = struct.Struct("<4s4xQ")
+# Record v2: magic, the segment's number for this life, length of the write id, length of the
 # envelope, CRC-32 of the header's other fields, the id and the envelope.
 _MAGIC = b"ARS2"
 _HEADER = struct.Struct("<4sQIII")
@@ -71,41 +77,44 @@ def _sequence(path: Path) -> int:
     return int(path.name.split(".", 1)[0])
 
 
-def _header(sequence: int, key: bytes, envelope: bytes) -> bytes:
-    fields = struct.pack("<QII", sequence, len(key), len(envelope))
+def _header(nonce: int, key: bytes, envelope: bytes) -> bytes:
+    fields = struct.pack("<QII", nonce, len(key), len(envelope))
     checksum = zlib.crc32(envelope, zlib.crc32(key, zlib.crc32(fields)))
     return b"".join((_MAGIC, fields, struct.pack("<I", checksum)))
 
 
 def _scan(path: Path) -> list[SpoolEntry]:
-    """The whole records of a segment, up to the first that is torn, corrupt or another segment's."""
-    entries: list[SpoolEntry] = []
+    """The whole records of a segment, up to the first that is torn, corrupt or not of this life."""
     with open(path, "rb") as handle:
         data = handle.read()
-    sequence = _sequence(path)
-    offset = 0
+    if data[:4] == _SEGMENT_MAGIC and len(data) >= _SEGMENT_HEADER.size:
+        _magic, nonce = _SEGMENT_HEADER.unpack_from(data)
+        return _scan_records(path, data, _SEGMENT_HEADER.size, nonce)
+    if data[:4] == _MAGIC_V1:
+        return _scan_records(path, data, 0, None)
+    return []  # a segment whose header never became durable: no record of it was acknowledged
+
+
+def _scan_records(path: Path, data: bytes, offset: int, nonce: int | None) -> list[SpoolEntry]:
+    """Records from ``offset``: v2 ones of ``nonce``, or v1 ones when it is None."""
+    entries: list[SpoolEntry] = []
     torn = False
-    # A segment holds records of one version: its first record's (a v1 record after v2 ones is
-    # left from the file's life before it was recycled).
-    version = data[:4]
-    while offset + _HEADER_V1.size <= len(data):
-        magic = data[offset : offset + 4]
-        if magic != version:
-            break  # the zeroed rest of the segment, or what was there before
-        if magic == _MAGIC and offset + _HEADER.size <= len(data):
-            _magic, record_sequence, key_length, length, checksum = _HEADER.unpack_from(data, offset)
-            if record_sequence != sequence:
-                break  # a recycled segment's earlier life: not this segment's
+    while True:
+        if nonce is not None:
+            if data[offset : offset + 4] != _MAGIC or offset + _HEADER.size > len(data):
+                break  # the zeroed rest of the segment, or what an earlier life left
+            _magic, record_nonce, key_length, length, checksum = _HEADER.unpack_from(data, offset)
+            if record_nonce != nonce:
+                break  # an earlier life's record
             start = offset + _HEADER.size
-            end = start + key_length + length
             seed = zlib.crc32(data[offset + 4 : offset + 20])
-        elif magic == _MAGIC_V1:
+        else:
+            if data[offset : offset + 4] != _MAGIC_V1 or offset + _HEADER_V1.size > len(data):
+                break
             _magic, key_length, length, checksum = _HEADER_V1.unpack_from(data, offset)
             start = offset + _HEADER_V1.size
-            end = start + key_length + length
             seed = 0
-        else:
-            break
+        end = start + key_length + length
         key = data[start : start + key_length]
         torn = end > len(data) or zlib.crc32(data[start + key_length : end], zlib.crc32(key, seed)) != checksum
         if torn:
@@ -142,7 +151,7 @@ class Spool:
         self._log = threading.Condition()
         self._fd = -1
         self._segment: Path | None = None
-        self._sequence = 0
+        self._nonce = 0  # the active segment's
         self._size = 0
         self._written = 0
         self._synced = 0
@@ -159,8 +168,8 @@ class Spool:
             self._add(SpoolEntry(path.name, write_id, 1, path, 0, path.stat().st_size))
         segments = self._segments()
         free = sorted(p for p in self.root.iterdir() if p.name.endswith(_FREE_SUFFIX))
-        # Appends go to a new segment numbered after every earlier one, free ones included: a
-        # record names its segment's number, so no old record can pass for one of the new segment.
+        # Appends go to a new segment numbered after every earlier one, free ones included, so a
+        # name is never taken twice while its file exists.
         self._next_sequence = max((_sequence(p) for p in [*segments, *free]), default=0) + 1
         for path in free:
             self._retire(path)
@@ -208,7 +217,7 @@ class Spool:
                 if self._fd < 0 or self._broken or self._size >= self.segment_bytes:
                     self._rotate()
                 offset = self._size
-                header = _header(self._sequence, key, envelope)
+                header = _header(self._nonce, key, envelope)
                 _write_at(self._fd, (header, key, envelope), offset)
             except OSError as exc:
                 self._broken = True  # a partial record may follow: append elsewhere from now on
@@ -264,8 +273,9 @@ class Spool:
                 self._fail_unsynced()
 
     def _fail_unsynced(self) -> None:
-        if self._written > self._synced:
-            self._failed.append((self._synced, self._written))
+        failed = (self._synced, self._written)
+        if self._written > self._synced and (not self._failed or self._failed[-1] != failed):
+            self._failed.append(failed)
         self._broken = True
         self._log.notify_all()
 
@@ -285,31 +295,52 @@ class Spool:
                     self._fail_unsynced()
             os.close(self._fd)
             self._fd = -1
-            previous, self._segment = self._segment, None
-            if previous is not None:
-                with self._ready:
-                    if not self._live.get(previous):
-                        self._live.pop(previous, None)
-                        self._retire(previous)
-        sequence = self._next_sequence
-        path = self.root / f"{sequence:016d}{_SEGMENT_SUFFIX}"
+            with self._ready:  # with ``_release``, which reads ``_segment``: one of them retires it
+                previous, self._segment = self._segment, None
+                if previous is not None and not self._live.get(previous):
+                    self._live.pop(previous, None)
+                    self._retire(previous)
+        path = self.root / f"{self._next_sequence:016d}{_SEGMENT_SUFFIX}"
         self._next_sequence += 1
         with self._ready:
             reuse = self._free.pop(0) if self._free else None
-        if reuse is not None:
-            reuse.rename(path)
-            self._fd = os.open(path, os.O_WRONLY)
-        else:
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            try:
+        nonce = int.from_bytes(os.urandom(8), "little")
+        self._fd = self._prepare(path, reuse, nonce)
+        with self._ready:
+            self._segment = path
+        self._nonce, self._size, self._broken = nonce, _SEGMENT_HEADER.size, False
+
+    def _prepare(self, path: Path, reuse: Path | None, nonce: int) -> int:
+        """The new segment's file, open for writing: ``reuse`` written over, or a new zeroed one.
+
+        Its header (with ``nonce``) is durable before the file takes the segment's name, and the
+        name before any record is written; on failure nothing of it is left.
+        """
+        try:
+            if reuse is not None:
+                fd = os.open(reuse, os.O_WRONLY)
+            else:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except OSError:
+            if reuse is not None:
+                reuse.unlink(missing_ok=True)
+            raise
+        try:
+            if reuse is None:
                 for start in range(0, self.segment_bytes, len(_ZEROS)):
-                    _write_at(self._fd, (_ZEROS[: self.segment_bytes - start],), start)
-                os.fdatasync(self._fd)
-            except OSError:
-                self._broken = True
-                raise
-        self._segment, self._sequence, self._size, self._broken = path, sequence, 0, False
-        fsync_dir(self.root)  # the segment's name must survive a crash as its records will
+                    _write_at(fd, (_ZEROS[: self.segment_bytes - start],), start)
+            _write_at(fd, (_SEGMENT_HEADER.pack(_SEGMENT_MAGIC, nonce),), 0)
+            os.fdatasync(fd)
+            if reuse is not None:
+                reuse.rename(path)
+            fsync_dir(self.root)  # the segment's name must survive a crash as its records will
+        except OSError:
+            os.close(fd)
+            path.unlink(missing_ok=True)
+            if reuse is not None:
+                reuse.unlink(missing_ok=True)
+            raise
+        return fd
 
     # --- consumer side (the ingest loop) ----------------------------------------------------------
     def wait(self, timeout: float) -> None:
