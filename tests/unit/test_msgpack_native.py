@@ -227,3 +227,64 @@ def test_the_requests_precision_is_checked_even_when_the_body_has_its_own(librar
     assert decode_columnar(library, body, NOW, "fortnight") is None
     with pytest.raises(BadRequest, match="invalid precision"):
         msgpack_format.decode_msgpack(body, NOW, "fortnight")
+
+
+def _scan(library: Any, body: bytes) -> tuple[Any, list[Any]]:
+    import ctypes
+
+    document = native.MsgpackDocument()
+    slots = (native.MsgpackColumn * 4)()
+    assert library.arcs_msgpack_scan(body, len(body), ctypes.byref(document), slots, len(slots)) == 0
+    return slots, list(slots[: document.column_count])
+
+
+def test_fill_reports_integer_bounds_and_printable_strings_at_their_edges(library: Any) -> None:
+    import pyarrow as pa
+
+    from arcs.decoders.msgpack_native import _fill
+
+    edges = {
+        "n": [0, -(2**63), 2**63 - 1, 5],
+        "plain": [" ", "~", "a b", ""],  # 0x20 and 0x7e are printable
+        "unit": ["a", "\x1f"],
+        "delete": ["\x7f"],
+        "accent": ["é"],
+    }
+    for name, values in edges.items():
+        body = msgpack.packb({"m": "cpu", "columns": {name: values}})
+        slots, columns = _scan(library, body)
+        block = _fill(library, body, slots, columns)
+        (column,) = columns
+        if name == "n":
+            assert (column.minimum, column.maximum) == (-(2**63), 2**63 - 1)
+            values_buffer = block.slice(column.values_at, 8 * column.count)
+            assert pa.Array.from_buffers(pa.int64(), column.count, [None, values_buffer]).to_pylist() == values
+        else:
+            assert bool(column.flags & native.MSGPACK_PRINTABLE_ASCII) == (name == "plain"), name
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"count": 1 << 61},  # sizes computed from it would wrap
+        {"count": 0},
+        {"array_offset": -1},
+        {"array_offset": 1 << 40},
+        {"values_at": 3},  # misaligned
+        {"values_at": 400},  # runs past the block
+        {"values_at": -8},
+        {"data_at": 1 << 62},  # strings: outside the block
+        {"string_bytes": 1},  # not what the strings hold
+    ],
+)
+def test_fill_refuses_a_layout_or_description_that_does_not_fit(library: Any, change: dict[str, int]) -> None:
+    import pyarrow as pa
+
+    body = msgpack.packb({"m": "cpu", "columns": {"s": ["abc", "de"] * 50}})
+    slots, (column,) = _scan(library, body)
+    block = pa.allocate_buffer(1024)
+    column.values_at, column.data_at = 0, 512  # 404 bytes of offsets, then 250 of strings
+    assert library.arcs_msgpack_fill(body, len(body), slots, 1, block.address, block.size) == 0
+    for field, value in change.items():
+        setattr(column, field, value)
+    assert library.arcs_msgpack_fill(body, len(body), slots, 1, block.address, 768) == 1

@@ -266,16 +266,22 @@ static int printable_ascii(const uint8_t *at, int64_t length) {
  * a bitmap for booleans), or int32 offsets (count + 1) and data for strings. */
 static int fill_column(const uint8_t *body, int64_t length, arcs_msgpack_column *column, uint8_t *block,
                        int64_t block_length) {
-    cursor c = {body + column->array_offset, body + length};
     int kind = (int)column->kind;
     int64_t count = column->count;
+    /* The description is checked before any size is computed from it: each element takes at least
+     * a byte of the body, so no size below can overflow. */
+    if (count <= 0 || column->array_offset < 0 || column->array_offset >= length ||
+        count > length - column->array_offset)
+        return NOT_MINE;
+    cursor c = {body + column->array_offset, body + length};
     int64_t values_bytes = kind == KIND_STRING ? 4 * (count + 1) : kind == KIND_BOOL ? (count + 7) / 8 : 8 * count;
-    /* The caller's layout is checked too: aligned (offsets are written as int32), inside the block. */
-    if (count <= 0 || column->values_at % 8 || !fits(column->values_at, values_bytes, block_length)) return NOT_MINE;
+    /* The caller's layout is checked for bounds and alignment (offsets are written as int32); that
+     * the columns' regions do not overlap is the caller's part. */
+    if (column->values_at % 8 || !fits(column->values_at, values_bytes, block_length)) return NOT_MINE;
     if (kind == KIND_STRING && !fits(column->data_at, column->string_bytes, block_length)) return NOT_MINE;
     uint8_t *values = block + column->values_at;
     int32_t *offsets = (int32_t *)values;
-    uint8_t *data = block + column->data_at;
+    uint8_t *data = kind == KIND_STRING ? block + column->data_at : block;
     int64_t written = 0, minimum = INT64_MAX, maximum = INT64_MIN;
     int printable = 1;
     if (kind == KIND_STRING) offsets[0] = 0;
@@ -310,7 +316,8 @@ static int fill_column(const uint8_t *body, int64_t length, arcs_msgpack_column 
     return 0;
 }
 
-/* Every scanned column into the caller's block, at the places each column names; 0 or NOT_MINE. */
+/* Every scanned column into the caller's block, at the places each column names (regions that
+ * must not overlap); 0 or NOT_MINE. */
 int64_t arcs_msgpack_fill(const uint8_t *body, int64_t length, arcs_msgpack_column *columns, int64_t column_count,
                           uint8_t *block, int64_t block_length) {
     for (int64_t i = 0; i < column_count; i++) {
