@@ -416,7 +416,7 @@ def main() -> None:
             + " ".join(f"{stage[c]:8,.0f}" for c in columns[4:])
         )
     print(
-        "edge = decompress + decode (with validation) + schema + envelope + spool; spool = one fdatasync'd append "
+        "edge = decompress + decode (with validation) + schema + envelope + spool; spool = one fdatasync'd record "
         "(wall: its elapsed time);\ningest = read (envelopes -> tables) + parquet (one zstd-1 file) + catalog "
         "markers, commit record and file writes"
     )
