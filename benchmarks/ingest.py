@@ -150,7 +150,7 @@ def run_once(fmt: str, requests: int, rows: int, workdir: Path, writers: int = 1
             thread.join()
     cpu1, wall1 = time.process_time(), time.perf_counter()
     entries = spool.take(requests)
-    writes = [QueuedWrite(e.handle, e.write_id, partial(spool.read, e)) for e in entries]
+    writes = [QueuedWrite(e.handle, e.write_id, partial(spool.read, e), batch=e.batch) for e in entries]
     result = Ingestor(catalog, store).ingest(writes)
     cpu2, wall2 = time.process_time(), time.perf_counter()
     assert len(result.committed) == requests, result
@@ -226,7 +226,8 @@ def peak_memory_child(fmt: str, requests: int, rows: int, workdir: str) -> None:
     kind, _encode, precision = FORMATS[fmt]
     root = Path(workdir)
     catalog = SqliteCatalog(SqliteDatabase(root / "catalog.sqlite"))
-    spool = Spool(root / "spool")
+    # The Lambda's path: messages read and decoded (no batch handed over, as the server's spool does).
+    spool = Spool(root / "spool", held_bytes=0)
     edge = WriteService(catalog, spool, 10 << 20, 100 << 20)
     payloads = bodies(fmt, requests, rows)
     decompressed = sum(map(len, payloads))

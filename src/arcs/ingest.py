@@ -56,6 +56,7 @@ class QueuedWrite:
     write_id: str
     load: Callable[[], bytes]
     cleanup: Callable[[], None] | None = None  # e.g. delete a claim-check object once committed
+    batch: WriteBatch | None = None  # what ``load`` would give, decoded, if the queue kept it
 
 
 @dataclass
@@ -108,7 +109,7 @@ class Ingestor:
                     result.already_done.append(write.handle)
                     continue
                 try:
-                    batch = WriteBatch.from_bytes(write.load())
+                    batch = write.batch if write.batch is not None else WriteBatch.from_bytes(write.load())
                 except ArcsError as exc:
                     if exc.client_error:
                         result.poison[write.handle] = exc.message

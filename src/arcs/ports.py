@@ -13,7 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    from arcs.batch import WriteBatch
 
 CommitStatus = Literal["committed", "aborted"]
 #: running: picked inputs, writing outputs; committed: the swap is stored, records not yet moved;
@@ -64,9 +67,13 @@ class DownloadStore(Protocol):
 
 
 class WriteQueue(Protocol):
-    """Where the write edge puts an accepted request; ``enqueue`` returns once it is durable."""
+    """Where the write edge puts an accepted request; ``enqueue`` returns once it is durable.
 
-    def enqueue(self, write_id: str, envelope: bytes) -> None: ...
+    ``batch`` is the envelope's content, decoded: a queue whose consumer runs in the same process
+    may hand it over so the consumer need not read the envelope back.
+    """
+
+    def enqueue(self, write_id: str, envelope: bytes, batch: WriteBatch | None = None) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

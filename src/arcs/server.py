@@ -207,7 +207,10 @@ class IngestLoop(threading.Thread):
     def drain_once(self, entries: list[Any]) -> None:
         spool = self.runtime.spool
         by_handle = {entry.handle: entry for entry in entries}
-        writes = [QueuedWrite(entry.handle, entry.write_id, partial(spool.read, entry)) for entry in entries]
+        writes = [
+            QueuedWrite(entry.handle, entry.write_id, partial(spool.read, entry), batch=entry.batch)
+            for entry in entries
+        ]
         result = self.ingestor.ingest(writes)
         spool.done([by_handle[h] for h in (*result.committed, *result.already_done)])
         for handle, reason in result.poison.items():

@@ -55,7 +55,7 @@ class WriteService:
         parts = decode(request.kind, body, self.clock_ns() // 1000, precision)
         parts = self.schemas.apply(database, parts)
         batch = WriteBatch(uuid.uuid4().hex, database, tuple(parts))
-        self.queue.enqueue(batch.write_id, batch.to_bytes(self.envelope_compression))
+        self.queue.enqueue(batch.write_id, batch.to_bytes(self.envelope_compression), batch)
         return batch
 
     def enqueue_rows(self, write_id: str, database: str, parts: list[MeasurementRows]) -> WriteBatch:
@@ -65,5 +65,5 @@ class WriteService:
         ingest step store the rows once, however many times they are queued (docs/ingest.md).
         """
         batch = WriteBatch(write_id, check_database(database), tuple(self.schemas.apply(database, parts)))
-        self.queue.enqueue(batch.write_id, batch.to_bytes(self.envelope_compression))
+        self.queue.enqueue(batch.write_id, batch.to_bytes(self.envelope_compression), batch)
         return batch

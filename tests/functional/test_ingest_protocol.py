@@ -144,3 +144,19 @@ def test_poison_message_is_reported_and_others_commit(ports) -> None:  # type: i
     assert list(result.poison) == ["bad"]
     assert result.committed == [good.write_id]
     assert visible_rows(catalog, store, "db", "cpu").num_rows == 1
+
+
+def test_a_batch_handed_over_by_the_queue_is_stored_without_reading_the_message(ports) -> None:  # type: ignore[no-untyped-def]
+    store, catalog = ports
+    batch = make_batch("db", "cpu", [BASE_US + 2, BASE_US + 1])
+
+    def unread() -> bytes:
+        raise AssertionError("the message was read although its batch was at hand")
+
+    result = Ingestor(catalog, store).ingest([QueuedWrite("h", batch.write_id, unread, batch=batch)])
+    assert result.committed == ["h"]
+    rows = visible_rows(catalog, store, "db", "cpu")
+    assert rows.column("time").cast("int64").to_pylist() == [BASE_US + 1, BASE_US + 2]
+    # Redelivered later (after a restart: no batch), it is recognized as done.
+    again = Ingestor(catalog, store).ingest([queued(batch, "h2")])
+    assert again.already_done == ["h2"] and visible_rows(catalog, store, "db", "cpu").num_rows == 2

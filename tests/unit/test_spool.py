@@ -305,3 +305,20 @@ def test_a_failure_while_preparing_a_segment_leaves_no_file(tmp_path: Path, monk
     monkeypatch.setattr(spool_module, "_write_at", real)
     spool.enqueue("kept", b"y")
     assert _ids(Spool(tmp_path, segment_bytes=4096)) == ["kept"]
+
+
+def test_the_edge_s_batch_rides_with_its_record_until_done_within_a_budget(tmp_path: Path) -> None:
+    from arcs.batch import WriteBatch
+
+    spool = Spool(tmp_path, held_bytes=250)
+    batches = [WriteBatch(f"w{i}", "db", ()) for i in range(3)]
+    for batch in batches:
+        spool.enqueue(batch.write_id, b"e" * 100, batch)
+    entries = spool.take(10)
+    # Two fit the budget; the third is read back from disk like any record.
+    assert [e.batch for e in entries] == [batches[0], batches[1], None]
+    assert spool.read(entries[2]) == b"e" * 100
+    spool.done(entries[:1])
+    spool.enqueue("w3", b"e" * 100, WriteBatch("w3", "db", ()))
+    assert spool.take(10)[-1].batch is not None  # the done record's share was given back
+    assert [e.batch for e in Spool(tmp_path).take(10)] == [None] * 4  # a restart reads the disk

@@ -23,6 +23,8 @@ from arcs.ports import ObjectStore
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
+    from arcs.batch import WriteBatch
+
 CLAIMS_DIR = "claims"
 # SQS's hard cap on a message; the JSON wrapper around the base64 text needs a little room.
 SQS_MAX_MESSAGE_BYTES = 1024 * 1024
@@ -52,7 +54,8 @@ class SqsWriteQueue:
         self.claim_prefix = claim_prefix
         self.claim_check_bytes = claim_check_bytes
 
-    def enqueue(self, write_id: str, envelope: bytes) -> None:
+    def enqueue(self, write_id: str, envelope: bytes, batch: WriteBatch | None = None) -> None:
+        # ``batch`` is not needed: the ingest function reads the message in another process.
         if "/" in write_id or not write_id:
             raise ValueError(f"bad write id {write_id!r}")
         if len(envelope) > self.claim_check_bytes or not _inline_fits(len(envelope)):

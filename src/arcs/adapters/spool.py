@@ -25,12 +25,16 @@ import os
 import struct
 import threading
 import zlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from arcs.adapters.local_storage import fsync_dir, replace_durably
 from arcs.errors import StorageFault
+
+if TYPE_CHECKING:
+    from arcs.batch import WriteBatch
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +55,8 @@ _HEADER = struct.Struct("<4sQIII")
 _MAGIC_V1 = b"ARS1"
 _HEADER_V1 = struct.Struct("<4sIII")  # magic, id length, envelope length, CRC-32 of id and envelope
 SEGMENT_BYTES = 16 << 20
+# Decoded batches kept with their records for the ingest loop, counted by their envelopes' size.
+HELD_BYTES = 64 << 20
 MAX_FREE_SEGMENTS = 2
 _ZEROS = bytes(1 << 20)
 
@@ -63,6 +69,9 @@ class SpoolEntry:
     path: Path  # the file holding the envelope
     offset: int
     length: int
+    # The record's content, decoded, when the edge of this process queued it: the ingest loop
+    # uses it instead of reading the record back. Never after a restart.
+    batch: WriteBatch | None = field(default=None, compare=False, repr=False)
 
     def read(self) -> bytes:
         with open(self.path, "rb") as handle:
@@ -133,12 +142,16 @@ def _scan_records(path: Path, data: bytes, offset: int, nonce: int | None) -> li
 
 
 class Spool:
-    def __init__(self, root: Path, max_attempts: int = 5, segment_bytes: int = SEGMENT_BYTES) -> None:
+    def __init__(
+        self, root: Path, max_attempts: int = 5, segment_bytes: int = SEGMENT_BYTES, held_bytes: int = HELD_BYTES
+    ) -> None:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / _POISON_DIR).mkdir(exist_ok=True)
         self.max_attempts = max_attempts
         self.segment_bytes = segment_bytes
+        self.held_bytes = held_bytes
+        self._held = 0  # envelope bytes of the pending entries that hold their batch (under ``_ready``)
         self._attempts: dict[str, int] = {}
         self._ready = threading.Condition()
         # Not yet done, oldest first; and how many of those each file holds.
@@ -210,7 +223,7 @@ class Spool:
         self._live[entry.path] = self._live.get(entry.path, 0) + 1
 
     # --- producer side (the write edge) ---------------------------------------------------------
-    def enqueue(self, write_id: str, envelope: bytes) -> None:
+    def enqueue(self, write_id: str, envelope: bytes, batch: WriteBatch | None = None) -> None:
         key = write_id.encode()
         with self._log:
             try:
@@ -236,8 +249,11 @@ class Spool:
                     self._release(segment)
                 raise
         start = offset + len(header) + len(key)
-        entry = SpoolEntry(f"{segment.name}:{offset}", write_id, 1, segment, start, len(envelope))
         with self._ready:
+            if batch is not None and self._held + len(envelope) > self.held_bytes:
+                batch = None  # a backlog: its records are read back from disk
+            self._held += len(envelope) if batch is not None else 0
+            entry = SpoolEntry(f"{segment.name}:{offset}", write_id, 1, segment, start, len(envelope), batch)
             self._pending[entry.handle] = entry
             self._ready.notify_all()
 
@@ -377,7 +393,9 @@ class Spool:
         # are read again, and the markers recognize them as done.
         with self._ready:
             for entry in entries:
-                if self._pending.pop(entry.handle, None) is not None:
+                pending = self._pending.pop(entry.handle, None)
+                if pending is not None:
+                    self._held -= pending.length if pending.batch is not None else 0
                     self._attempts.pop(entry.handle, None)
                     self._release(entry.path)
 
