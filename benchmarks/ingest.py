@@ -418,7 +418,7 @@ def main() -> None:
         )
     print(
         "edge = decompress + decode (with validation) + schema + envelope + spool; spool = one fdatasync'd record "
-        "(wall: its elapsed time);\ningest = read (envelopes -> tables) + parquet (one zstd-1 file) + catalog "
+        "(wall: its elapsed time);\ningest = read (envelopes -> tables) + parquet (one snappy file) + catalog "
         "markers, commit record and file writes"
     )
     if args.server_seconds > 0:

@@ -160,3 +160,18 @@ def test_a_batch_handed_over_by_the_queue_is_stored_without_reading_the_message(
     # Redelivered later (after a restart: no batch), it is recognized as done.
     again = Ingestor(catalog, store).ingest([queued(batch, "h2")])
     assert again.already_done == ["h2"] and visible_rows(catalog, store, "db", "cpu").num_rows == 2
+
+
+def test_ingest_files_are_snappy_with_page_checksums(ports) -> None:  # type: ignore[no-untyped-def]
+    import io
+
+    import pyarrow.parquet as pq
+
+    store, catalog = ports
+    batch = make_batch("db", "cpu", [BASE_US, BASE_US + 1])
+    Ingestor(catalog, store).ingest([queued(batch)])
+    (record,) = catalog.list_files("db", "cpu")
+    data = store.get(record.key)
+    group = pq.ParquetFile(io.BytesIO(data)).metadata.row_group(0)
+    assert {group.column(i).compression for i in range(group.num_columns)} == {"SNAPPY"}
+    assert pq.read_table(io.BytesIO(data), page_checksum_verification=True).num_rows == 2
