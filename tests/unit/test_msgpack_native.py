@@ -7,6 +7,7 @@ tests check that it takes what it should, leaves what it must, never reads past 
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Iterator
 from typing import Any
@@ -229,13 +230,13 @@ def test_the_requests_precision_is_checked_even_when_the_body_has_its_own(librar
         msgpack_format.decode_msgpack(body, NOW, "fortnight")
 
 
-def _scan(library: Any, body: bytes) -> tuple[Any, list[Any]]:
+def _scan(library: Any, body: bytes) -> tuple[Any, Any, list[Any]]:
     import ctypes
 
     document = native.MsgpackDocument()
     slots = (native.MsgpackColumn * 4)()
     assert library.arcs_msgpack_scan(body, len(body), ctypes.byref(document), slots, len(slots)) == 0
-    return slots, list(slots[: document.column_count])
+    return document, slots, list(slots[: document.column_count])
 
 
 def test_fill_reports_integer_bounds_and_printable_strings_at_their_edges(library: Any) -> None:
@@ -252,8 +253,8 @@ def test_fill_reports_integer_bounds_and_printable_strings_at_their_edges(librar
     }
     for name, values in edges.items():
         body = msgpack.packb({"m": "cpu", "columns": {name: values}})
-        slots, columns = _scan(library, body)
-        block = _fill(library, body, slots, columns)
+        document, slots, columns = _scan(library, body)
+        block = _fill(library, body, document, slots)
         (column,) = columns
         if name == "n":
             assert (column.minimum, column.maximum) == (-(2**63), 2**63 - 1)
@@ -281,10 +282,32 @@ def test_fill_refuses_a_layout_or_description_that_does_not_fit(library: Any, ch
     import pyarrow as pa
 
     body = msgpack.packb({"m": "cpu", "columns": {"s": ["abc", "de"] * 50}})
-    slots, (column,) = _scan(library, body)
+    _document, slots, (column,) = _scan(library, body)
     block = pa.allocate_buffer(1024)
     column.values_at, column.data_at = 0, 512  # 404 bytes of offsets, then 250 of strings
     assert library.arcs_msgpack_fill(body, len(body), slots, 1, block.address, block.size) == 0
     for field, value in change.items():
         setattr(column, field, value)
     assert library.arcs_msgpack_fill(body, len(body), slots, 1, block.address, 768) == 1
+
+
+def test_the_scan_lays_columns_out_aligned_one_after_another(library: Any) -> None:
+    body = msgpack.packb({"m": "cpu", "columns": {"t": [1, 2, 3], "s": ["ab", "c", ""], "b": [True] * 9, "f": [0.5]}})
+    document, _slots, columns = _scan(library, body)
+    regions = []
+    for column in columns:
+        kind, count = column.kind, column.count
+        values = (
+            4 * (count + 1)
+            if kind == native.MSGPACK_STRING
+            else (count + 7) // 8
+            if kind == native.MSGPACK_BOOL
+            else 8 * count
+        )
+        regions.append((column.values_at, values))
+        if kind == native.MSGPACK_STRING:
+            regions.append((column.data_at, column.string_bytes))
+    assert all(start % 64 == 0 for start, _size in regions)
+    assert all(a + size <= b for (a, size), (b, _) in itertools.pairwise(regions))
+    last_start, last_size = regions[-1]
+    assert last_start + last_size <= document.block_bytes == -(-(last_start + last_size) // 64) * 64

@@ -20,7 +20,6 @@ from arcs.decoders.columns import ColumnFacts, build_rows, check_precision
 from arcs.errors import ArcsError
 from arcs.names import MAX_COLUMNS
 from arcs.native import (
-    MAX_INT32_OFFSET,
     MSGPACK_BOOL,
     MSGPACK_FLOAT64,
     MSGPACK_INT64,
@@ -32,7 +31,6 @@ from arcs.native import (
 )
 
 _NUMBERS = {MSGPACK_INT64: pa.int64(), MSGPACK_FLOAT64: pa.float64()}
-_ALIGN = 64  # Arrow's buffer alignment, kept for each column's slice of the shared block
 # One more than a measurement may have: a body with more is refused by the general path. Each
 # thread keeps its descriptions (90 KB) rather than zeroing new ones per body.
 _scratch = threading.local()
@@ -62,7 +60,7 @@ def decode_columnar(
         return None
     columns = slots[: document.column_count]
     try:
-        block = _fill(native, body, slots, columns)
+        block = _fill(native, body, document, slots)
         arrays: dict[str, pa.Array] = {}
         facts: dict[str, ColumnFacts] = {}
         for column in columns:
@@ -82,29 +80,10 @@ def _text(body: bytes, span: MsgpackSpan) -> str:
     return body[span.offset : span.offset + span.length].decode()
 
 
-def _aligned(size: int) -> int:
-    return -(-size // _ALIGN) * _ALIGN
-
-
-def _fill(
-    native: ctypes.CDLL, body: bytes, slots: ctypes.Array[MsgpackColumn], columns: list[MsgpackColumn]
-) -> pa.Buffer:
-    """Every column's buffers, laid out one after another in one block and filled in one call."""
-    size = 0
-    for column in columns:
-        count, kind = column.count, column.kind
-        if kind == MSGPACK_STRING:
-            if column.string_bytes > MAX_INT32_OFFSET:
-                raise pa.ArrowInvalid("strings beyond 32-bit offsets")  # a body this large is rare: the general path
-            values_bytes = 4 * (count + 1)
-        else:
-            values_bytes = (count + 7) // 8 if kind == MSGPACK_BOOL else 8 * count
-        column.values_at = size  # ``columns`` are views of the slots the fill reads
-        size += _aligned(values_bytes)
-        column.data_at = size
-        size += _aligned(column.string_bytes) if kind == MSGPACK_STRING else 0
-    block = pa.allocate_buffer(size)
-    if native.arcs_msgpack_fill(body, len(body), slots, len(columns), block.address, size):
+def _fill(native: ctypes.CDLL, body: bytes, document: MsgpackDocument, slots: ctypes.Array[MsgpackColumn]) -> pa.Buffer:
+    """Every column's buffers in one block, where the scan laid them out, filled in one call."""
+    block = pa.allocate_buffer(document.block_bytes)
+    if native.arcs_msgpack_fill(body, len(body), slots, document.column_count, block.address, block.size):
         raise pa.ArrowInvalid("the columns changed between scan and fill")
     return block
 

@@ -68,6 +68,7 @@ class MsgpackDocument(ctypes.Structure):
         ("tags_offset", ctypes.c_int64),
         ("tag_count", ctypes.c_int64),
         ("column_count", ctypes.c_int64),
+        ("block_bytes", ctypes.c_int64),  # the fill's block, every column laid out in it
     ]
 
 

@@ -47,6 +47,7 @@ typedef struct {
     int64_t tags_offset; /* the tags array's first element, or -1 */
     int64_t tag_count;
     int64_t column_count;
+    int64_t block_bytes; /* the fill's block, with every column's buffers laid out in it */
 } arcs_msgpack_document;
 
 typedef struct {
@@ -131,10 +132,26 @@ static int kind_of(uint8_t head) {
 
 /* One scalar of the column's kind: its value (integers, floats as bits, booleans), or its
  * string's span. NOT_MINE for another kind, a truncated value or an integer beyond int64. */
-static int read_scalar(cursor *c, const uint8_t *body, int kind, uint64_t *value, arcs_msgpack_span *span) {
+/* Whether ``head`` starts a value of ``kind``: kind_of(head) == kind, in a form the compiler folds
+ * when ``kind`` is a constant (the column loops below are made once per kind). */
+static inline int of_kind(uint8_t head, int kind) {
+    switch (kind) {
+    case KIND_INT64:
+        return head <= 0x7f || head >= 0xe0 || (head >= 0xcc && head <= 0xd3);
+    case KIND_FLOAT64:
+        return head == 0xca || head == 0xcb;
+    case KIND_STRING:
+        return (head & 0xe0) == 0xa0 || (head >= 0xd9 && head <= 0xdb);
+    default:
+        return head == 0xc2 || head == 0xc3;
+    }
+}
+
+static inline __attribute__((always_inline)) int read_scalar(cursor *c, const uint8_t *body, int kind,
+                                                             uint64_t *value, arcs_msgpack_span *span) {
     if (!has(c, 1)) return NOT_MINE;
     uint8_t head = *c->at;
-    if (kind_of(head) != kind) return NOT_MINE;
+    if (!of_kind(head, kind)) return NOT_MINE;
     if (kind == KIND_STRING) return read_string(c, body, span);
     if (kind == KIND_BOOL) {
         *value = head == 0xc3;
@@ -176,6 +193,18 @@ static int key_is(const uint8_t *body, const arcs_msgpack_span *key, const char 
     return (size_t)key->length == length && memcmp(body + key->offset, name, length) == 0;
 }
 
+/* Past ``count`` values of ``kind``, adding up their string bytes. */
+static inline __attribute__((always_inline)) int skip_values(cursor *c, const uint8_t *body, int kind, uint64_t count,
+                                                             int64_t *string_bytes) {
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t value;
+        arcs_msgpack_span span = {0, 0};
+        if (read_scalar(c, body, kind, &value, &span)) return NOT_MINE;
+        *string_bytes += span.length;
+    }
+    return 0;
+}
+
 /* The column array at the cursor: its kind, length and string bytes; the cursor moves past it. */
 static int scan_column(cursor *c, const uint8_t *body, arcs_msgpack_column *column) {
     uint64_t count;
@@ -184,17 +213,43 @@ static int scan_column(cursor *c, const uint8_t *body, arcs_msgpack_column *colu
     column->kind = kind_of(*c->at);
     column->count = (int64_t)count;
     column->string_bytes = 0;
-    if (column->kind == 0) return NOT_MINE;
-    for (uint64_t i = 0; i < count; i++) {
-        uint64_t value;
-        arcs_msgpack_span span = {0, 0};
-        if (read_scalar(c, body, (int)column->kind, &value, &span)) return NOT_MINE;
-        column->string_bytes += span.length;
+    switch (column->kind) {
+    case KIND_INT64:
+        return skip_values(c, body, KIND_INT64, count, &column->string_bytes);
+    case KIND_FLOAT64:
+        return skip_values(c, body, KIND_FLOAT64, count, &column->string_bytes);
+    case KIND_STRING:
+        return skip_values(c, body, KIND_STRING, count, &column->string_bytes);
+    case KIND_BOOL:
+        return skip_values(c, body, KIND_BOOL, count, &column->string_bytes);
+    default:
+        return NOT_MINE;
     }
+}
+
+static int64_t aligned(int64_t bytes) { return (bytes + 63) / 64 * 64; } /* Arrow's buffer alignment */
+
+/* Each column's place in the fill's block, one after another (the caller may choose others: the
+ * fill checks them). NOT_MINE for strings beyond Arrow's 32-bit offsets. Counts and string bytes
+ * are bounded by the body's length, so the sums cannot overflow. */
+static int lay_out(arcs_msgpack_column *columns, arcs_msgpack_document *document) {
+    int64_t size = 0;
+    for (int64_t i = 0; i < document->column_count; i++) {
+        arcs_msgpack_column *column = &columns[i];
+        int64_t count = column->count;
+        if (column->kind == KIND_STRING && column->string_bytes > INT32_MAX) return NOT_MINE;
+        column->values_at = size;
+        size += aligned(column->kind == KIND_STRING ? 4 * (count + 1)
+                        : column->kind == KIND_BOOL ? (count + 7) / 8
+                                                    : 8 * count);
+        column->data_at = size;
+        if (column->kind == KIND_STRING) size += aligned(column->string_bytes);
+    }
+    document->block_bytes = size;
     return 0;
 }
 
-/* The document's parts and up to max_columns columns' descriptions; 0, or NOT_MINE. */
+/* The document's parts and up to max_columns columns' descriptions, laid out; 0, or NOT_MINE. */
 int64_t arcs_msgpack_scan(const uint8_t *body, int64_t length, arcs_msgpack_document *document,
                           arcs_msgpack_column *columns, int64_t max_columns) {
     cursor c = {body, body + length};
@@ -238,7 +293,7 @@ int64_t arcs_msgpack_scan(const uint8_t *body, int64_t length, arcs_msgpack_docu
         }
     }
     if (document->column_count < 0 || c.at != c.end) return NOT_MINE;
-    return 0;
+    return lay_out(columns, document);
 }
 
 /* The tags array's spans (tag_count of them, as scanned). */
@@ -262,6 +317,41 @@ static int printable_ascii(const uint8_t *at, int64_t length) {
     return 1;
 }
 
+typedef struct {
+    uint8_t *values;
+    int32_t *offsets;
+    uint8_t *data;
+    int64_t string_bytes; /* what ``data`` holds */
+    int64_t written;      /* of it so far */
+    int64_t minimum, maximum;
+} fill_buffers;
+
+/* ``count`` values of ``kind`` into their buffers (made once per kind, the kind a constant). */
+static inline __attribute__((always_inline)) int fill_values(cursor *c, const uint8_t *body, int kind, int64_t count,
+                                                             fill_buffers *out) {
+    for (int64_t i = 0; i < count; i++) {
+        uint64_t value = 0;
+        arcs_msgpack_span span = {0, 0};
+        if (read_scalar(c, body, kind, &value, &span)) return NOT_MINE;
+        if (kind == KIND_STRING) {
+            if (out->written + span.length > out->string_bytes) return NOT_MINE;
+            if (span.length > 0) memcpy(out->data + out->written, body + span.offset, (size_t)span.length);
+            out->written += span.length;
+            out->offsets[i + 1] = (int32_t)out->written;
+        } else if (kind == KIND_BOOL) {
+            out->values[i >> 3] |= (uint8_t)(value << (i & 7));
+        } else {
+            memcpy(out->values + 8 * i, &value, sizeof value);
+            if (kind == KIND_INT64) {
+                int64_t number = (int64_t)value;
+                if (number < out->minimum) out->minimum = number;
+                if (number > out->maximum) out->maximum = number;
+            }
+        }
+    }
+    return 0;
+}
+
 /* One scanned column's Arrow buffers in the block: values (8 bytes each for integers and floats;
  * a bitmap for booleans), or int32 offsets (count + 1) and data for strings. */
 static int fill_column(const uint8_t *body, int64_t length, arcs_msgpack_column *column, uint8_t *block,
@@ -282,36 +372,34 @@ static int fill_column(const uint8_t *body, int64_t length, arcs_msgpack_column 
     uint8_t *values = block + column->values_at;
     int32_t *offsets = (int32_t *)values;
     uint8_t *data = kind == KIND_STRING ? block + column->data_at : block;
-    int64_t written = 0, minimum = INT64_MAX, maximum = INT64_MIN;
     int printable = 1;
     if (kind == KIND_STRING) offsets[0] = 0;
     if (kind == KIND_BOOL) memset(values, 0, (size_t)values_bytes);
-    for (int64_t i = 0; i < count; i++) {
-        uint64_t value = 0;
-        arcs_msgpack_span span = {0, 0};
-        if (read_scalar(&c, body, kind, &value, &span)) return NOT_MINE;
-        if (kind == KIND_STRING) {
-            if (written + span.length > column->string_bytes) return NOT_MINE;
-            if (span.length > 0) memcpy(data + written, body + span.offset, (size_t)span.length);
-            written += span.length;
-            offsets[i + 1] = (int32_t)written;
-        } else if (kind == KIND_BOOL) {
-            values[i >> 3] |= (uint8_t)(value << (i & 7));
-        } else {
-            memcpy(values + 8 * i, &value, sizeof value);
-            if (kind == KIND_INT64) {
-                int64_t number = (int64_t)value;
-                if (number < minimum) minimum = number;
-                if (number > maximum) maximum = number;
-            }
-        }
+    fill_buffers buffers = {values, offsets, data, column->string_bytes, 0, INT64_MAX, INT64_MIN};
+    int refused;
+    switch (kind) {
+    case KIND_INT64:
+        refused = fill_values(&c, body, KIND_INT64, count, &buffers);
+        break;
+    case KIND_FLOAT64:
+        refused = fill_values(&c, body, KIND_FLOAT64, count, &buffers);
+        break;
+    case KIND_STRING:
+        refused = fill_values(&c, body, KIND_STRING, count, &buffers);
+        break;
+    case KIND_BOOL:
+        refused = fill_values(&c, body, KIND_BOOL, count, &buffers);
+        break;
+    default:
+        refused = NOT_MINE;
     }
+    if (refused) return NOT_MINE;
     if (kind == KIND_STRING) {
-        if (written != column->string_bytes) return NOT_MINE;
-        printable = printable_ascii(data, written);
+        if (buffers.written != column->string_bytes) return NOT_MINE;
+        printable = printable_ascii(data, buffers.written);
     }
-    column->minimum = minimum;
-    column->maximum = maximum;
+    column->minimum = buffers.minimum;
+    column->maximum = buffers.maximum;
     column->flags = kind == KIND_STRING && printable ? PRINTABLE_ASCII : 0;
     return 0;
 }
