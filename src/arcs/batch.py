@@ -29,6 +29,7 @@ _IPC_OPTIONS = {
 # are not copied into a MessagePack bin: ingest reads the tables straight out of the bytes.
 _MAGIC_V2 = b"\xc1AE2"
 _HEADER_LENGTH = struct.Struct("<I")
+_END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"  # an IPC stream's end: continuation marker, zero length
 _ALIGN = 8
 # Envelope v1 (a MessagePack map holding each IPC stream as a bin) is still read: writes queued by
 # an earlier version may be waiting when this one starts.
@@ -51,6 +52,9 @@ class MeasurementRows:
     measurement: str
     table: pa.Table
     tags: tuple[str, ...] = ()
+    # The first and last time (us) when the reader knew the rows to be in time order; None when
+    # not known (ingest then checks). Not kept in the envelope: only in-process hand-over has it.
+    time_range: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,15 +70,12 @@ class WriteBatch:
         return sum(part.table.num_rows for part in self.parts)
 
     def to_bytes(self, compression: str | None = None) -> bytes:
-        streams: list[pa.Buffer] = []
+        streams: list[pa.Buffer | bytes] = []
         parts = []
         for part in self.parts:
-            sink = pa.BufferOutputStream()
-            with pa.ipc.new_stream(sink, part.table.schema, options=_IPC_OPTIONS[compression]) as writer:
-                writer.write_table(part.table)
-            stream = sink.getvalue()
-            streams.append(stream)
-            parts.append({"m": part.measurement, "tags": list(part.tags), "n": stream.size})
+            stream = _ipc_stream(part.table, compression)
+            streams += stream
+            parts.append({"m": part.measurement, "tags": list(part.tags), "n": sum(len(piece) for piece in stream)})
         header: bytes = msgpack.packb({"id": self.write_id, "db": self.database, "parts": parts}, use_bin_type=True)
         prefix = len(_MAGIC_V2) + _HEADER_LENGTH.size + len(header)
         padding = b"\0" * (-prefix % _ALIGN)
@@ -144,6 +145,20 @@ class WriteBatch:
                 raise BadRequest("queued write is not a valid envelope: a part's 'ipc' is not bytes")
             parts.append(_part(raw["m"], raw["tags"], pa.py_buffer(raw["ipc"])))
         return cls(write_id=write_id, database=database, parts=tuple(parts))
+
+
+def _ipc_stream(table: pa.Table, compression: str | None) -> list[pa.Buffer | bytes]:
+    """``table`` as an Arrow IPC stream, in pieces.
+
+    Uncompressed, the stream is made of its messages directly (the schema's, each batch's, the end
+    marker): the same bytes a stream writer gives, for about half the cost.
+    """
+    if compression is None:
+        return [table.schema.serialize(), *(batch.serialize() for batch in table.to_batches()), _END_OF_STREAM]
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema, options=_IPC_OPTIONS[compression]) as writer:
+        writer.write_table(table)
+    return [sink.getvalue()]
 
 
 def _top(envelope: dict[str, object]) -> tuple[str, str, list[object]]:

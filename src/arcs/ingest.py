@@ -16,10 +16,12 @@ Exactly-once visibility under at-least-once delivery (the argument is in docs/in
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -187,22 +189,28 @@ class Ingestor:
                 logger.warning("schema of a queued write no longer matches: %s", exc.message)
 
     def _write_files(self, commit_id: str, batches: list[WriteBatch]) -> list[FileRecord]:
-        groups: dict[tuple[str, str], tuple[list[pa.Table], dict[str, None]]] = {}
+        groups: dict[tuple[str, str], tuple[list[pa.Table], dict[str, None], list[tuple[int, int] | None]]] = {}
         for batch in batches:
             for part in batch.parts:
-                tables, tags = groups.setdefault((batch.database, part.measurement), ([], {}))
+                tables, tags, ranges = groups.setdefault((batch.database, part.measurement), ([], {}, []))
                 tables.append(part.table)
                 tags.update(dict.fromkeys(part.tags))
+                ranges.append(part.time_range)
         files: list[FileRecord] = []
-        for (database, measurement), (tables, tags) in groups.items():
+        for (database, measurement), (tables, tags, ranges) in groups.items():
             # Promoting types (for a column missing from some parts) costs more than checking for it.
             same = all(t.schema == tables[0].schema for t in tables[1:])
             table = pa.concat_tables(tables, promote_options="default" if same else "permissive")
             del tables[:]  # the concatenation holds the data now; drop the parts' references
-            # A stable sort: rows with equal times keep their ingest order.
-            if not _is_sorted(table.column(TIME_COLUMN)):
-                table = table.take(pc.sort_indices(table, [(TIME_COLUMN, "ascending")]))
-            for start, stop in _runs(_hours(table.column(TIME_COLUMN))):
+            span = _span_in_order(ranges)
+            if span is not None and _hour_number(span[0]) == _hour_number(span[1]):
+                runs = [(0, table.num_rows)]  # in order and within one hour, as the readers said
+            else:
+                # A stable sort: rows with equal times keep their ingest order.
+                if span is None and not _is_sorted(table.column(TIME_COLUMN)):
+                    table = table.take(pc.sort_indices(table, [(TIME_COLUMN, "ascending")]))
+                runs = _runs(_hours(table.column(TIME_COLUMN)))
+            for start, stop in runs:
                 piece = table.slice(start, stop - start)
                 files.append(self._write_file(commit_id, len(files), database, measurement, piece, list(tags)))
         return files
@@ -210,8 +218,8 @@ class Ingestor:
     def _write_file(
         self, commit_id: str, index: int, database: str, measurement: str, table: pa.Table, tags: list[str]
     ) -> FileRecord:
-        micros = table.column(TIME_COLUMN).cast(pa.int64())
-        first, last = micros[0].as_py(), micros[-1].as_py()
+        times = table.column(TIME_COLUMN)
+        first, last = times[0].value, times[-1].value  # the rows are in time order
         hour = layout.hour_from_micros(first)
         key = layout.data_key(self.prefix, database, measurement, hour, f"{commit_id}-{index:04d}.parquet")
         rows = table.num_rows
@@ -242,6 +250,16 @@ class Ingestor:
                 logger.warning("could not delete orphan data file %s", key, exc_info=True)
 
 
+def _span_in_order(ranges: list[tuple[int, int] | None]) -> tuple[int, int] | None:
+    """First and last time of parts each known to be in order and following one another, or None."""
+    if not ranges or any(bounds is None for bounds in ranges):
+        return None
+    known = cast(list[tuple[int, int]], ranges)
+    if any(earlier[1] > later[0] for earlier, later in itertools.pairwise(known)):
+        return None
+    return known[0][0], known[-1][1]
+
+
 def _is_sorted(times: pa.ChunkedArray) -> bool:
     """Time-ordered input is the common case; knowing it saves sorting (a copy of the batch)."""
     previous_last = None
@@ -260,6 +278,11 @@ _HOUR_MICROS = 3_600_000_000
 # A whole number of hours above -MIN_MICROS (the edge accepts no earlier time): adding it makes
 # every time non-negative, so Arrow's truncating division is the floor; the sum still fits int64.
 _HOURS_OFFSET = (-MIN_MICROS // _HOUR_MICROS + 1) * _HOUR_MICROS
+
+
+def _hour_number(micros: int) -> int:
+    """The hour ``_hours`` gives a time."""
+    return (micros + _HOURS_OFFSET) // _HOUR_MICROS
 
 
 def _hours(times: pa.ChunkedArray) -> pa.Array:

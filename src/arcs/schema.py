@@ -47,7 +47,7 @@ def _reconcile_part(part: MeasurementRows, stored: MeasurementSchema | None) -> 
         adds = True
     if table is part.table:
         return part, adds
-    return MeasurementRows(part.measurement, table, part.tags), adds
+    return MeasurementRows(part.measurement, table, part.tags, part.time_range), adds
 
 
 def _merged(stored: MeasurementSchema | None, database: str, part: MeasurementRows) -> MeasurementSchema:

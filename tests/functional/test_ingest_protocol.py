@@ -175,3 +175,32 @@ def test_ingest_files_are_snappy_with_page_checksums(ports) -> None:  # type: ig
     group = pq.ParquetFile(io.BytesIO(data)).metadata.row_group(0)
     assert {group.column(i).compression for i in range(group.num_columns)} == {"SNAPPY"}
     assert pq.read_table(io.BytesIO(data), page_checksum_verification=True).num_rows == 2
+
+
+@pytest.mark.parametrize(
+    "times",
+    [
+        [[BASE_US + 1, BASE_US + 2], [BASE_US + 2, BASE_US + 9]],  # in order, one hour
+        [[BASE_US + 5, BASE_US + 6], [BASE_US + 1, BASE_US + 3]],  # each in order, not one after another
+        [[BASE_US + 1, BASE_US + HOUR_US + 1], [BASE_US + 2 * HOUR_US, BASE_US + 2 * HOUR_US + 5]],  # hours apart
+    ],
+)
+def test_parts_known_to_be_in_order_are_stored_as_if_checked(tmp_path: Path, times: list[list[int]]) -> None:
+    from dataclasses import replace
+
+    stored = []
+    for known in (False, True):
+        store, catalog = local_ports(tmp_path / str(known))
+        batches = [make_batch("db", "cpu", part_times) for part_times in times]
+        if known:  # what an in-process reader hands over with the rows
+            batches = [
+                replace(b, parts=(replace(b.parts[0], time_range=(t[0], t[-1])),))
+                for b, t in zip(batches, times, strict=True)
+            ]
+        writes = [QueuedWrite(b.write_id, b.write_id, lambda: b"", batch=b) for b in batches]
+        result = Ingestor(catalog, store).ingest(writes)
+        assert len(result.committed) == len(batches)
+        files = catalog.list_files("db", "cpu")
+        rows = visible_rows(catalog, store, "db", "cpu")
+        stored.append(([(f.hour, f.rows, f.min_time_us, f.max_time_us) for f in files], rows.to_pylist()))
+    assert stored[0] == stored[1]

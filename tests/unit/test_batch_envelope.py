@@ -228,3 +228,17 @@ def test_any_corruption_is_a_bad_request_or_a_valid_batch(data: st.DataObject) -
         return
     for part in batch.parts:
         part.table.validate(full=True)
+
+
+@settings(max_examples=50, deadline=None)
+@given(parts=st.lists(_parts(), min_size=1, max_size=3))
+def test_an_uncompressed_stream_is_the_stream_writer_s_bytes(parts: list[MeasurementRows]) -> None:
+    from arcs.batch import _ipc_stream
+
+    for part in parts:
+        table = pa.concat_tables([part.table, part.table])  # two batches
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        made = b"".join(bytes(piece) for piece in _ipc_stream(table, None))
+        assert made == sink.getvalue().to_pybytes()

@@ -311,3 +311,33 @@ def test_the_scan_lays_columns_out_aligned_one_after_another(library: Any) -> No
     assert all(a + size <= b for (a, size), (b, _) in itertools.pairwise(regions))
     last_start, last_size = regions[-1]
     assert last_start + last_size <= document.block_bytes == -(-(last_start + last_size) // 64) * 64
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    times=st.lists(
+        st.one_of(
+            st.integers(0, 3_000_000_000),  # seconds
+            st.integers(1_600_000_000_000_000_000, 1_600_000_000_000_100_000),  # nanoseconds
+            st.integers(-(2**63), 2**63 - 1),
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    precision=st.sampled_from([None, "s", "ms", "us", "ns"]),
+)
+def test_a_time_range_is_given_only_for_rows_in_time_order(times: list[int], precision: str | None) -> None:
+    body = msgpack.packb({"m": "cpu", "columns": {"time": times, "v": [1.0] * len(times)}})
+    loaded = native.library()
+    assert loaded is not None
+    parts = decode_columnar(loaded, body, NOW, precision)
+    if parts is None:
+        return  # refused (out of range, ...): the general path answers, with no range
+    (part,) = parts
+    micros = part.table.column("time").cast("int64").to_pylist()
+    if part.time_range is not None:
+        assert micros == sorted(micros)
+        assert part.time_range == (micros[0], micros[-1])
+    elif times == sorted(times) and min(times) >= 0:
+        # In order but not given a range: only when the times span more than one unit.
+        assert precision is None

@@ -48,6 +48,7 @@ class ColumnFacts:
 
     bounds: tuple[int, int] | None = None  # integers: the least and the greatest value
     printable: bool = False  # strings: printable ASCII only (so valid UTF-8 without control characters)
+    ordered: bool = False  # integers: none smaller than one before it
 
 
 _NO_FACTS = ColumnFacts()
@@ -230,11 +231,11 @@ def _ints_in_one_unit(
     if factor == 0:
         # Nanoseconds: truncation is the floor for non-negative values, and any int64 of
         # nanoseconds is in range once divided.
-        return pc.divide(values, 1000).cast(TIME_TYPE)
+        return pc.divide(values, 1000).view(TIME_TYPE)  # int64 microseconds as they are: no cast
     if highest * factor > MAX_MICROS:
         return None
     micros = values if factor == 1 else pc.multiply(values, factor)
-    return micros.cast(TIME_TYPE)
+    return micros.view(TIME_TYPE)
 
 
 def _floor_div(values: pa.Array, divisor: int) -> pa.Array:
@@ -362,7 +363,8 @@ def column_array(values: Sequence[Any] | pa.Array, measurement: str, column: str
             except pa.ArrowInvalid as exc:
                 raise BadRequest(f"{where}: integer out of the int64 range") from exc
     elif pa.types.is_floating(kind):
-        array = array.cast(pa.float64())
+        if kind != pa.float64():
+            array = array.cast(pa.float64())
     elif pa.types.is_large_string(kind):
         array = array.cast(pa.string())
     elif pa.types.is_timestamp(kind):
@@ -437,18 +439,26 @@ def build_rows(
             # A column that is null throughout has no type to store; it adds nothing.
             continue
         arrays[column] = array
+    time_range = None
     if TIME_COLUMN in columns:
         raw_time = columns[TIME_COLUMN]
         time_values = raw_time if isinstance(raw_time, pa.Array) else column_array(raw_time, name, "time", datetimes)
         now = now_micros if null_time_is_now else None
-        bounds = known.get(TIME_COLUMN, _NO_FACTS).bounds
-        time = to_micros(time_values, precision, f"measurement {name!r}", now, label, bounds)
+        fact = known.get(TIME_COLUMN, _NO_FACTS)
+        # Times in order stay in order when all share one unit (one multiply or divide).
+        ordered = fact.ordered and fact.bounds is not None and time_values.type == pa.int64()
+        in_one_unit = _ints_in_one_unit(time_values, precision, fact.bounds) if ordered else None
+        if in_one_unit is not None:
+            time = in_one_unit
+            time_range = (time[0].value, time[-1].value)
+        else:
+            time = to_micros(time_values, precision, f"measurement {name!r}", now, label, fact.bounds)
     else:
         time = pa.array([now_micros] * rows, pa.int64()).cast(TIME_TYPE)
     if len(arrays) == 0:
         raise BadRequest(f"measurement {name!r}: no field or tag columns besides time")
     table = pa.Table.from_arrays([time, *arrays.values()], names=[TIME_COLUMN, *arrays])
-    return MeasurementRows(name, table, tuple(t for t in tags if t in arrays))
+    return MeasurementRows(name, table, tuple(t for t in tags if t in arrays), time_range)
 
 
 def check_distinct(columns: Mapping[str, object], measurement: str) -> None:

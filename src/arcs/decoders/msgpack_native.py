@@ -23,6 +23,7 @@ from arcs.native import (
     MSGPACK_BOOL,
     MSGPACK_FLOAT64,
     MSGPACK_INT64,
+    MSGPACK_NONDECREASING,
     MSGPACK_PRINTABLE_ASCII,
     MSGPACK_STRING,
     MsgpackColumn,
@@ -102,7 +103,8 @@ def _array(block: pa.Buffer, column: MsgpackColumn) -> tuple[pa.Array, ColumnFac
         return pa.Array.from_buffers(pa.bool_(), count, [None, block.slice(column.values_at, (count + 7) // 8)]), _NONE
     array = pa.Array.from_buffers(_NUMBERS[kind], count, [None, block.slice(column.values_at, 8 * count)])
     if kind == MSGPACK_INT64:
-        return array, ColumnFacts(bounds=(column.minimum, column.maximum))
+        ordered = bool(column.flags & MSGPACK_NONDECREASING)
+        return array, ColumnFacts(bounds=(column.minimum, column.maximum), ordered=ordered)
     return array, _NONE
 
 

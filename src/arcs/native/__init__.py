@@ -55,7 +55,7 @@ class MsgpackColumn(ctypes.Structure):
         ("data_at", ctypes.c_int64),
         ("minimum", ctypes.c_int64),  # set by the fill: integers' bounds
         ("maximum", ctypes.c_int64),
-        ("flags", ctypes.c_int64),  # MSGPACK_PRINTABLE_ASCII
+        ("flags", ctypes.c_int64),  # MSGPACK_PRINTABLE_ASCII, MSGPACK_NONDECREASING
     ]
 
 
@@ -94,8 +94,9 @@ LP_KINDS = {"tag": 0, "float": 1, "integer": 2, "unsigned": 3, "boolean": 4}
 
 #: ``kind`` codes of msgpack_columns.c.
 MSGPACK_INT64, MSGPACK_FLOAT64, MSGPACK_STRING, MSGPACK_BOOL = 1, 2, 3, 4
-#: ``flags`` of a filled msgpack string column: every byte is printable ASCII (0x20..0x7e).
-MSGPACK_PRINTABLE_ASCII = 1
+#: ``flags`` of a filled msgpack column: a string column's bytes are all printable ASCII
+#: (0x20..0x7e); an integer column never goes down.
+MSGPACK_PRINTABLE_ASCII, MSGPACK_NONDECREASING = 1, 2
 
 
 @functools.cache

@@ -18,7 +18,8 @@
 
 enum { NOT_MINE = 1 };
 enum { KIND_INT64 = 1, KIND_FLOAT64 = 2, KIND_STRING = 3, KIND_BOOL = 4 };
-enum { PRINTABLE_ASCII = 1 }; /* flags: every string byte is in 0x20..0x7e */
+/* flags: every string byte is in 0x20..0x7e; every integer at least the one before it */
+enum { PRINTABLE_ASCII = 1, NONDECREASING = 2 };
 
 /* Where a string is in the body (offset -1: absent). */
 typedef struct {
@@ -38,7 +39,7 @@ typedef struct {
     /* Set by the fill. */
     int64_t minimum;      /* integers: the least and the greatest value */
     int64_t maximum;
-    int64_t flags;        /* strings: PRINTABLE_ASCII */
+    int64_t flags;        /* strings: PRINTABLE_ASCII; integers: NONDECREASING */
 } arcs_msgpack_column;
 
 typedef struct {
@@ -324,6 +325,7 @@ typedef struct {
     int64_t string_bytes; /* what ``data`` holds */
     int64_t written;      /* of it so far */
     int64_t minimum, maximum;
+    int64_t descents; /* integers smaller than the one before */
 } fill_buffers;
 
 /* ``count`` values of ``kind`` into their buffers (made once per kind, the kind a constant). */
@@ -344,6 +346,7 @@ static inline __attribute__((always_inline)) int fill_values(cursor *c, const ui
             memcpy(out->values + 8 * i, &value, sizeof value);
             if (kind == KIND_INT64) {
                 int64_t number = (int64_t)value;
+                out->descents += i > 0 && number < out->maximum;  /* below an earlier one */
                 if (number < out->minimum) out->minimum = number;
                 if (number > out->maximum) out->maximum = number;
             }
@@ -375,7 +378,7 @@ static int fill_column(const uint8_t *body, int64_t length, arcs_msgpack_column 
     int printable = 1;
     if (kind == KIND_STRING) offsets[0] = 0;
     if (kind == KIND_BOOL) memset(values, 0, (size_t)values_bytes);
-    fill_buffers buffers = {values, offsets, data, column->string_bytes, 0, INT64_MAX, INT64_MIN};
+    fill_buffers buffers = {values, offsets, data, column->string_bytes, 0, INT64_MAX, INT64_MIN, 0};
     int refused;
     switch (kind) {
     case KIND_INT64:
@@ -400,7 +403,9 @@ static int fill_column(const uint8_t *body, int64_t length, arcs_msgpack_column 
     }
     column->minimum = buffers.minimum;
     column->maximum = buffers.maximum;
-    column->flags = kind == KIND_STRING && printable ? PRINTABLE_ASCII : 0;
+    column->flags = kind == KIND_STRING && printable               ? PRINTABLE_ASCII
+                    : kind == KIND_INT64 && buffers.descents == 0 ? NONDECREASING
+                                                                  : 0;
     return 0;
 }
 
