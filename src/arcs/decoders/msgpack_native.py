@@ -1,11 +1,12 @@
 """MessagePack columnar bodies read by ``arcs.native`` straight into Arrow arrays.
 
-The common body of Arc's clients - one ``{"m", "columns", "tags", "precision"}`` map whose
-columns each hold one kind of scalar - skips the Python objects of a general decoder: the C scan
-checks its shape and sizes every column, each column is written into buffers allocated for it,
-and the arrays go through the same ``build_rows`` validation as every other body. Anything the
-scan does not take, and any body that validation refuses, returns ``None``: the general decoders
-then read it and word the error, so both paths answer every body alike (a property test checks it).
+The common body of Arc's clients - one ``{"m", "columns", "tags", "precision"}`` map whose columns
+each hold one kind of scalar - skips the Python objects of a general decoder: the C scan checks its
+shape, sizes every column and lays them out in one block; one fill writes them all, noting what
+validation would otherwise look for again (integer bounds and order, printable-ASCII strings), and
+the arrays go through the same ``build_rows`` validation as every other body. Anything the scan does
+not take, and any body that validation refuses, returns ``None``: the general decoders then read it
+and word the error, so both paths answer every body alike (a property test checks it).
 """
 
 from __future__ import annotations
