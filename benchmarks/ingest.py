@@ -236,7 +236,7 @@ def peak_memory_child(fmt: str, requests: int, rows: int, workdir: str) -> None:
     del payloads
     # Warm up imports and allocators on a throwaway batch so the baseline holds them.
     entries = spool.take(requests)
-    envelopes = [e.read() for e in entries]
+    envelopes = [spool.read(e) for e in entries]
     envelope_bytes = sum(map(len, envelopes))
     writes = [
         QueuedWrite(e.handle, e.write_id, (lambda data=data: data)) for e, data in zip(entries, envelopes, strict=True)

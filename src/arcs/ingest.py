@@ -203,7 +203,7 @@ class Ingestor:
             table = pa.concat_tables(tables, promote_options="default" if same else "permissive")
             del tables[:]  # the concatenation holds the data now; drop the parts' references
             span = _span_in_order(ranges)
-            if span is not None and _hour_number(span[0]) == _hour_number(span[1]):
+            if span is not None and layout.hour_from_micros(span[0]) == layout.hour_from_micros(span[1]):
                 runs = [(0, table.num_rows)]  # in order and within one hour, as the readers said
             else:
                 # A stable sort: rows with equal times keep their ingest order.
@@ -278,11 +278,6 @@ _HOUR_MICROS = 3_600_000_000
 # A whole number of hours above -MIN_MICROS (the edge accepts no earlier time): adding it makes
 # every time non-negative, so Arrow's truncating division is the floor; the sum still fits int64.
 _HOURS_OFFSET = (-MIN_MICROS // _HOUR_MICROS + 1) * _HOUR_MICROS
-
-
-def _hour_number(micros: int) -> int:
-    """The hour ``_hours`` gives a time."""
-    return (micros + _HOURS_OFFSET) // _HOUR_MICROS
 
 
 def _hours(times: pa.ChunkedArray) -> pa.Array:

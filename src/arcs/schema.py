@@ -88,12 +88,15 @@ class SchemaRegistry:
     def apply(self, database: str, parts: list[MeasurementRows]) -> list[MeasurementRows]:
         return apply_schema(self, database, parts)
 
-    def reconcile(self, database: str, part: MeasurementRows, fresh: bool) -> tuple[MeasurementRows, bool]:
-        """``part`` cast to its stored schema (read afresh if ``fresh``); True if it adds to it."""
+    def reconcile(
+        self, database: str, part: MeasurementRows, fresh: bool
+    ) -> tuple[MeasurementRows, MeasurementSchema | None, bool]:
+        """``part`` cast to its stored schema (read afresh if ``fresh``), that schema (None when
+        an accepted shape spared reading it), and True if the part adds to it."""
         key = (database, part.measurement, part.tags)
         schema = part.table.schema
         if not fresh and any(schema == accepted for accepted in self._accepted.get(key, ())):
-            return part, False
+            return part, None, False
         stored = self.get(database, part.measurement, fresh)
         reconciled, adds = _reconcile_part(part, stored)
         if not adds and reconciled is part:
@@ -101,7 +104,7 @@ class SchemaRegistry:
                 self._accepted.clear()
             shapes = self._accepted.setdefault(key, [])
             shapes[:] = [*shapes[-(_MAX_SHAPES_PER_MEASUREMENT - 1) :], schema]
-        return reconciled, adds
+        return reconciled, stored, adds
 
 
 def apply_schema(registry: SchemaRegistry, database: str, parts: list[MeasurementRows]) -> list[MeasurementRows]:
@@ -125,9 +128,7 @@ def apply_schema(registry: SchemaRegistry, database: str, parts: list[Measuremen
         checked: list[tuple[MeasurementRows, MeasurementSchema | None, bool]] = []
         for part in merged.values():
             # The first try trusts the cache; a failed compare-and-set makes later tries read afresh.
-            reconciled, adds = registry.reconcile(database, part, fresh=attempt > 0)
-            stored = registry.get(database, part.measurement) if adds else None
-            checked.append((reconciled, stored, adds))
+            checked.append(registry.reconcile(database, part, fresh=attempt > 0))
         if all(_store(registry.catalog, database, part, stored) for part, stored, adds in checked if adds):
             return [part for part, _stored, _adds in checked]
     raise Conflict("the measurement schema kept changing under this request; retry it")

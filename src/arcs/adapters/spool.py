@@ -73,14 +73,6 @@ class SpoolEntry:
     # uses it instead of reading the record back. Never after a restart.
     batch: WriteBatch | None = field(default=None, compare=False, repr=False)
 
-    def read(self) -> bytes:
-        with open(self.path, "rb") as handle:
-            handle.seek(self.offset)
-            data = handle.read(self.length)
-        if len(data) != self.length:
-            raise StorageFault(f"spooled write {self.handle} is shorter than its record says")
-        return data
-
 
 def _sequence(path: Path) -> int:
     return int(path.name.split(".", 1)[0])
@@ -364,7 +356,7 @@ class Spool:
             self._ready.wait(timeout)
 
     def read(self, entry: SpoolEntry) -> bytes:
-        """``entry.read()`` through one descriptor per segment, kept open while it has records."""
+        """The envelope of a waiting ``entry``, through one descriptor per segment kept open while it has records."""
         with self._ready:
             if entry.handle not in self._pending:
                 raise StorageFault(f"spooled write {entry.handle} is not waiting to be ingested")
@@ -420,7 +412,7 @@ class Spool:
     def dead_letter(self, entry: SpoolEntry) -> None:
         """Set a write aside for a person to look at; it is kept, never dropped."""
         name = entry.handle.replace(":", "-") + "-" + entry.write_id + _LEGACY_SUFFIX
-        replace_durably(self.root / _POISON_DIR / name, entry.read())
+        replace_durably(self.root / _POISON_DIR / name, self.read(entry))
         self.done([entry])
 
 

@@ -51,7 +51,7 @@ class ColumnFacts:
     ordered: bool = False  # integers: none smaller than one before it
 
 
-_NO_FACTS = ColumnFacts()
+NO_FACTS = ColumnFacts()
 
 
 def row_label(index: int) -> str:
@@ -434,7 +434,7 @@ def build_rows(
             continue
         array = column_array(values, name, column, datetimes)
         if column in tag_set:
-            array = check_tag_values(array, name, column, label, known.get(column, _NO_FACTS).printable)
+            array = check_tag_values(array, name, column, label, known.get(column, NO_FACTS).printable)
         elif pa.types.is_null(array.type):
             # A column that is null throughout has no type to store; it adds nothing.
             continue
@@ -444,7 +444,7 @@ def build_rows(
         raw_time = columns[TIME_COLUMN]
         time_values = raw_time if isinstance(raw_time, pa.Array) else column_array(raw_time, name, "time", datetimes)
         now = now_micros if null_time_is_now else None
-        fact = known.get(TIME_COLUMN, _NO_FACTS)
+        fact = known.get(TIME_COLUMN, NO_FACTS)
         # Times in order stay in order when all share one unit (one multiply or divide).
         ordered = fact.ordered and fact.bounds is not None and time_values.type == pa.int64()
         in_one_unit = _ints_in_one_unit(time_values, precision, fact.bounds) if ordered else None

@@ -17,7 +17,7 @@ import threading
 import pyarrow as pa
 
 from arcs.batch import MeasurementRows
-from arcs.decoders.columns import ColumnFacts, build_rows, check_precision
+from arcs.decoders.columns import NO_FACTS, ColumnFacts, build_rows, check_precision
 from arcs.errors import ArcsError
 from arcs.names import MAX_COLUMNS
 from arcs.native import (
@@ -101,12 +101,10 @@ def _array(block: pa.Buffer, column: MsgpackColumn) -> tuple[pa.Array, ColumnFac
             strings.validate(full=True)  # UTF-8: the general path names a bad string
         return strings, ColumnFacts(printable=printable)
     if kind == MSGPACK_BOOL:
-        return pa.Array.from_buffers(pa.bool_(), count, [None, block.slice(column.values_at, (count + 7) // 8)]), _NONE
+        bitmap = block.slice(column.values_at, (count + 7) // 8)
+        return pa.Array.from_buffers(pa.bool_(), count, [None, bitmap]), NO_FACTS
     array = pa.Array.from_buffers(_NUMBERS[kind], count, [None, block.slice(column.values_at, 8 * count)])
     if kind == MSGPACK_INT64:
         ordered = bool(column.flags & MSGPACK_NONDECREASING)
         return array, ColumnFacts(bounds=(column.minimum, column.maximum), ordered=ordered)
-    return array, _NONE
-
-
-_NONE = ColumnFacts()
+    return array, NO_FACTS
