@@ -142,7 +142,7 @@ def run_once(fmt: str, requests: int, rows: int, workdir: Path, writers: int = 1
     threads = [threading.Thread(target=send, args=(payloads[i::writers],)) for i in range(writers)]
     cpu0, wall0 = time.process_time(), time.perf_counter()
     if writers == 1:
-        send(payloads)
+        send(payloads)  # on this thread: no thread start-up in the figure
     else:
         for thread in threads:
             thread.start()

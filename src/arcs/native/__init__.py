@@ -47,11 +47,11 @@ class MsgpackColumn(ctypes.Structure):
 
     _fields_ = [
         ("name", MsgpackSpan),
-        ("kind", ctypes.c_int64),  # MSGPACK_KINDS
+        ("kind", ctypes.c_int64),  # MSGPACK_INT64, MSGPACK_FLOAT64, MSGPACK_STRING, MSGPACK_BOOL
         ("count", ctypes.c_int64),
         ("string_bytes", ctypes.c_int64),
         ("array_offset", ctypes.c_int64),
-        ("values_at", ctypes.c_int64),  # set by the caller: where its buffers go in the fill's block
+        ("values_at", ctypes.c_int64),  # set by the scan: where its buffers go in the fill's block
         ("data_at", ctypes.c_int64),
         ("minimum", ctypes.c_int64),  # set by the fill: integers' bounds
         ("maximum", ctypes.c_int64),

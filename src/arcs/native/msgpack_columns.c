@@ -123,18 +123,8 @@ static int read_container(cursor *c, uint8_t fixed_base, uint8_t head16, uint64_
     return *count > (uint64_t)(c->end - c->at) ? NOT_MINE : 0;
 }
 
-static int kind_of(uint8_t head) {
-    if (head <= 0x7f || head >= 0xe0 || (head >= 0xcc && head <= 0xd3)) return KIND_INT64;
-    if (head == 0xca || head == 0xcb) return KIND_FLOAT64;
-    if ((head & 0xe0) == 0xa0 || (head >= 0xd9 && head <= 0xdb)) return KIND_STRING;
-    if (head == 0xc2 || head == 0xc3) return KIND_BOOL;
-    return 0; /* nil, binary, extensions, containers, the unused 0xc1 */
-}
-
-/* One scalar of the column's kind: its value (integers, floats as bits, booleans), or its
- * string's span. NOT_MINE for another kind, a truncated value or an integer beyond int64. */
-/* Whether ``head`` starts a value of ``kind``: kind_of(head) == kind, in a form the compiler folds
- * when ``kind`` is a constant (the column loops below are made once per kind). */
+/* Whether ``head`` starts a value of ``kind`` (the kinds' head bytes, which do not overlap), in a
+ * form the compiler folds when ``kind`` is a constant (the column loops below are made once per kind). */
 static inline int of_kind(uint8_t head, int kind) {
     switch (kind) {
     case KIND_INT64:
@@ -143,11 +133,24 @@ static inline int of_kind(uint8_t head, int kind) {
         return head == 0xca || head == 0xcb;
     case KIND_STRING:
         return (head & 0xe0) == 0xa0 || (head >= 0xd9 && head <= 0xdb);
-    default:
+    case KIND_BOOL:
         return head == 0xc2 || head == 0xc3;
+    default:
+        return 0;
     }
 }
 
+/* The kind a value starting with ``head`` is of; 0 for nil, binary, extensions, containers and
+ * the unused 0xc1. */
+static int kind_of(uint8_t head) {
+    for (int kind = KIND_INT64; kind <= KIND_BOOL; kind++) {
+        if (of_kind(head, kind)) return kind;
+    }
+    return 0;
+}
+
+/* One scalar of the column's kind: its value (integers, floats as bits, booleans), or its
+ * string's span. NOT_MINE for another kind, a truncated value or an integer beyond int64. */
 static inline __attribute__((always_inline)) int read_scalar(cursor *c, const uint8_t *body, int kind,
                                                              uint64_t *value, arcs_msgpack_span *span) {
     if (!has(c, 1)) return NOT_MINE;
