@@ -42,8 +42,7 @@ from arcs.adapters.spool import Spool
 from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase
 from arcs.batch import MeasurementRows, WriteBatch
 from arcs.decoders import WireFormat, decode
-from arcs.ingest import PARQUET_OPTIONS, Ingestor, QueuedWrite
-from arcs.parquet_encoding import column_encodings
+from arcs.ingest import Ingestor, QueuedWrite, parquet_options
 from arcs.schema import SchemaRegistry
 from arcs.writes import WriteRequest, WriteService
 
@@ -203,10 +202,9 @@ def stages(fmt: str, requests: int, rows: int, workdir: Path, repeat: int) -> di
     tables = [part.table for batch in cast(list[WriteBatch], read) for part in batch.parts]
     table = pa.concat_tables(tables)
     tags = [name for name in table.column_names if name in ("host", "region")]
-    encodings = column_encodings(table.schema)
+    options = parquet_options(table.schema, tags)
 
     def write_parquet() -> None:
-        options = {**PARQUET_OPTIONS, "use_dictionary": tags, "column_encoding": encodings}
         pq.write_table(table, pa.BufferOutputStream(), **options)
 
     parquet_us, _ = best(write_parquet)

@@ -38,15 +38,27 @@ from arcs.schema import SchemaRegistry
 
 logger = logging.getLogger(__name__)
 
-# Ingest-time files are compacted later (to zstd): snappy, which every Parquet reader knows. With
-# the encodings of arcs.parquet_encoding it costs the least for about the same size (measured on
-# the ingest benchmark's batch, per 1,000 rows: snappy 66 us and 1.74 MB, lz4 67 us and 1.73 MB,
-# zstd level 1 79 us and 1.69 MB, none 64 us and 1.90 MB).
-PARQUET_OPTIONS: dict[str, object] = {
-    "compression": "snappy",
-    "write_statistics": True,
-    "write_page_checksum": True,  # lets compaction tell a damaged file from a good one
-}
+
+def parquet_options(schema: pa.Schema, tags: Sequence[str]) -> dict[str, object]:
+    """How ingest writes a data file of ``schema`` (``pq.write_table``'s options, row groups aside)."""
+    return {
+        # Ingest-time files are compacted later (to zstd): snappy, which every Parquet reader knows.
+        # With these encodings it costs the least for about the same size (measured on the ingest
+        # benchmark's batch, per 1,000 rows: snappy 66 us and 1.74 MB, lz4 67 us and 1.73 MB, zstd
+        # level 1 79 us and 1.69 MB, none 64 us and 1.90 MB).
+        "compression": "snappy",
+        # Tags repeat, so dictionaries pay; for fields (mostly distinct numbers) building one cost
+        # as much as the rest of the write and made the file bigger.
+        "use_dictionary": [tag for tag in tags if tag in schema.names],
+        "column_encoding": column_encodings(schema),
+        # Min and max of strings were a fifth of the write and prune nothing here: the rows are in
+        # time order, so each row group spans its tags' whole range. Time's (and the numbers',
+        # which cost little) are kept: queries prune by them, and compaction reads time's.
+        "write_statistics": [f.name for f in schema if not pa.types.is_string(f.type)],
+        "write_page_checksum": True,  # lets compaction tell a damaged file from a good one
+    }
+
+
 # Row groups: enough of them for DuckDB to scan a file on several threads, none tiny.
 MIN_ROW_GROUP_ROWS = 16_384
 TARGET_ROW_GROUPS_PER_FILE = 4
@@ -225,16 +237,8 @@ class Ingestor:
         rows = table.num_rows
         row_group = max(MIN_ROW_GROUP_ROWS, math.ceil(rows / TARGET_ROW_GROUPS_PER_FILE))
         sink = pa.BufferOutputStream()
-        pq.write_table(
-            table,
-            sink,
-            row_group_size=min(row_group, self.row_group_rows),
-            # Tags repeat, so dictionaries pay; for fields (mostly distinct numbers) building one
-            # cost as much as the rest of the write and made the file bigger.
-            use_dictionary=[tag for tag in tags if tag in table.column_names],
-            column_encoding=column_encodings(table.schema),
-            **PARQUET_OPTIONS,
-        )
+        options = parquet_options(table.schema, tags)
+        pq.write_table(table, sink, row_group_size=min(row_group, self.row_group_rows), **options)
         data = memoryview(sink.getvalue())  # the Arrow buffer itself, not a copy
         if not self.store.put_if_absent(key, data):
             # Keys hold this attempt's unique id, so an existing key is a retry of this very write.

@@ -49,7 +49,7 @@ def test_groups_by_hour_and_sorts_by_time(ports) -> None:  # type: ignore[no-unt
     assert rows.column("host").to_pylist() == ["a", "b", "a", "a"]
 
 
-def test_files_encode_tags_as_dictionaries_times_as_deltas_and_floats_split(ports) -> None:  # type: ignore[no-untyped-def]
+def test_files_encode_tags_as_dictionaries_times_as_deltas_floats_split_and_keep_number_stats(ports) -> None:  # type: ignore[no-untyped-def]
     import io
 
     import pyarrow as pa
@@ -77,6 +77,10 @@ def test_files_encode_tags_as_dictionaries_times_as_deltas_and_floats_split(port
     assert "RLE_DICTIONARY" in encodings["host"] and "RLE_DICTIONARY" not in encodings["note"]
     assert {"time", "count"} == {name for name, used in encodings.items() if "DELTA_BINARY_PACKED" in used}
     assert {"value"} == {name for name, used in encodings.items() if "BYTE_STREAM_SPLIT" in used}
+    # Min/max for what queries prune by (and compaction reads: time's); none for strings.
+    stats = {group.column(i).path_in_schema: group.column(i).statistics for i in range(group.num_columns)}
+    assert {name for name, s in stats.items() if s is not None and s.has_min_max} == {"time", "value", "count", "ok"}
+    assert stats["count"].min == 0 and stats["count"].max == 49
     assert visible_rows(catalog, store, "db", "cpu").equals(table)
 
 

