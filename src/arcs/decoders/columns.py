@@ -197,6 +197,10 @@ def _strings_to_micros(values: pa.Array, where: str, label: RowLabel) -> pa.Arra
 
 # The magnitude bands of API.md as (upper bound, microseconds per unit): s, ms, us; ns beyond.
 _BANDS = ((10_000_000_000, 1_000_000), (10_000_000_000_000, 1_000), (10_000_000_000_000_000, 1))
+# The fast path's kernels and operands, made once: ``pc.divide(values, 1000)`` looks the function
+# up and converts the Python int on every call, which takes longer than dividing 1,000 times.
+_DIVIDE, _MULTIPLY = pc.get_function("divide"), pc.get_function("multiply")
+_SCALE_BY = {factor: pa.scalar(factor, pa.int64()) for factor in (1_000, *_MICROS_PER_UNIT.values())}
 
 
 def _ints_in_one_unit(
@@ -231,10 +235,10 @@ def _ints_in_one_unit(
     if factor == 0:
         # Nanoseconds: truncation is the floor for non-negative values, and any int64 of
         # nanoseconds is in range once divided.
-        return pc.divide(values, 1000).view(TIME_TYPE)  # int64 microseconds as they are: no cast
+        return _DIVIDE.call([values, _SCALE_BY[1_000]]).view(TIME_TYPE)  # int64 microseconds: no cast
     if highest * factor > MAX_MICROS:
         return None
-    micros = values if factor == 1 else pc.multiply(values, factor)
+    micros = values if factor == 1 else _MULTIPLY.call([values, _SCALE_BY[factor]])
     return micros.view(TIME_TYPE)
 
 
