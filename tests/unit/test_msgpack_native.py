@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import struct
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgpack
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 
 from arcs import native
 from arcs.decoders import msgpack_format
+from arcs.decoders.columns import MAX_MICROS
 from arcs.decoders.msgpack_native import decode_columnar
 from arcs.envvars import NATIVE
 from arcs.errors import BadRequest
@@ -348,3 +350,69 @@ def test_nan_and_negative_zero_are_read_alike() -> None:
     body = msgpack.packb({"m": "cpu", "columns": {"v": [float("nan"), -0.0, 0.0, float("inf")]}})
     [(_m, _t, _s, rows)] = _same_either_way(body)
     assert repr([row["v"] for row in rows]) == "[nan, -0.0, 0.0, inf]"
+
+
+def _decoded_with(body: bytes, precision: str | None, with_native: bool) -> Any:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(NATIVE, "1" if with_native else "0")
+        native.library.cache_clear()
+        try:
+            parts = msgpack_format.decode_msgpack(body, NOW, precision)
+        except BadRequest as exc:
+            return ("error", exc.message)
+        finally:
+            native.library.cache_clear()
+    return [(p.measurement, p.table.schema, p.table.to_pylist(), p.time_range) for p in parts]
+
+
+# Where one unit stops covering the times, or multiplying them would leave the range.
+_TIME_EDGES = [0, 9_999_999_999, 10_000_000_000, 9_999_999_999_999, 10_000_000_000_000, 2**63 - 1]
+_TIME_EDGES += [MAX_MICROS // 1_000, MAX_MICROS // 1_000 + 1, MAX_MICROS // 1_000_000, MAX_MICROS // 1_000_000 + 1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    start=st.one_of(st.integers(0, 2**63 - 1), st.sampled_from(_TIME_EDGES)),
+    steps=st.lists(st.integers(0, 10**13), max_size=20),
+    body_precision=st.sampled_from([None, "ns", "us", "ms", "s"]),
+    request_precision=st.sampled_from([None, "ns", "n", "us", "u", "ms", "s"]),
+)
+def test_times_in_order_made_microseconds_in_place_are_those_of_the_general_path(
+    start: int, steps: list[int], body_precision: str | None, request_precision: str | None
+) -> None:
+    times = [min(time, 2**63 - 1) for time in itertools.accumulate([start, *steps])]
+    document: dict[str, Any] = {"m": "cpu", "columns": {"time": times, "v": [1.0] * len(times)}}
+    if body_precision is not None:
+        document["precision"] = body_precision
+    body = msgpack.packb(document)
+    with_native = _decoded_with(body, request_precision, True)
+    without = _decoded_with(body, request_precision, False)
+    if with_native[0] == "error":
+        assert with_native == without
+        return
+    # The tables are the same; only the reader in order knows the range (the general path checks).
+    assert [part[:3] for part in with_native] == [part[:3] for part in without]
+    (part,) = with_native
+    micros = [row["time"] for row in part[2]]
+    if part[3] is not None:
+        assert part[3] == (_micros_of(micros[0]), _micros_of(micros[-1]))
+
+
+def _micros_of(moment: datetime) -> int:
+    return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+
+
+def test_rescale_divides_and_multiplies_in_place_and_refuses_other_factors(library: Any) -> None:
+    import ctypes
+
+    values = (ctypes.c_int64 * 5)(0, 999, 1_000, 123_456_789, 2**63 - 1)
+    assert library.arcs_msgpack_rescale(ctypes.addressof(values), 5, 1, 1_000) == 0
+    assert list(values) == [0, 0, 1, 123_456, (2**63 - 1) // 1_000]
+    assert library.arcs_msgpack_rescale(ctypes.addressof(values), 5, 1, 7) == 0  # any other divisor
+    assert list(values) == [0, 0, 0, 17_636, (2**63 - 1) // 1_000 // 7]
+    seconds = (ctypes.c_int64 * 2)(1, 1_700_000_000)
+    assert library.arcs_msgpack_rescale(ctypes.addressof(seconds), 2, 1_000_000, 1) == 0
+    assert list(seconds) == [1_000_000, 1_700_000_000_000_000]
+    for multiply, divide, count in [(1_000, 1_000, 2), (0, 1, 2), (1, 0, 2), (-1, 1, 2), (1, 1, -1)]:
+        assert library.arcs_msgpack_rescale(ctypes.addressof(seconds), count, multiply, divide) != 0
+    assert list(seconds) == [1_000_000, 1_700_000_000_000_000]  # refused: untouched

@@ -49,6 +49,8 @@ class ColumnFacts:
     bounds: tuple[int, int] | None = None  # integers: the least and the greatest value
     printable: bool = False  # strings: printable ASCII only (so valid UTF-8 without control characters)
     ordered: bool = False  # integers: none smaller than one before it
+    # times: the reader already made them microseconds (TIME_TYPE) and ``bounds`` are theirs
+    micros: bool = False
 
 
 NO_FACTS = ColumnFacts()
@@ -203,23 +205,15 @@ _DIVIDE, _MULTIPLY = pc.get_function("divide"), pc.get_function("multiply")
 _SCALE_BY = {factor: pa.scalar(factor, pa.int64()) for factor in (1_000, *_MICROS_PER_UNIT.values())}
 
 
-def _ints_in_one_unit(
-    values: pa.Array, precision: str | None, bounds: tuple[int, int] | None = None
-) -> pa.Array | None:
-    """The common case in one min_max: non-negative times that all share one unit.
+def one_unit_scale(bounds: tuple[int, int], precision: str | None) -> tuple[int, int] | None:
+    """``(multiply, divide)`` taking every integer time within ``bounds`` to microseconds, when one
+    unit covers them all and none is negative; ``None`` for anything else (the general path).
 
     A request's times are usually close together, so they share a magnitude band and need one
     multiply or divide; checking the range on the two extremes (as exact Python integers)
-    replaces the elementwise checks. ``None`` sends anything else down the general path,
-    which also words the errors.
+    replaces the elementwise checks.
     """
-    if not len(values) or values.null_count:
-        return None
-    if bounds is None:
-        extremes = pc.min_max(values)
-        lowest, highest = extremes["min"].as_py(), extremes["max"].as_py()
-    else:
-        lowest, highest = bounds
+    lowest, highest = bounds
     if lowest < 0:
         return None  # floor division and the magnitude of negatives: the general path
     if precision is None:
@@ -235,11 +229,30 @@ def _ints_in_one_unit(
     if factor == 0:
         # Nanoseconds: truncation is the floor for non-negative values, and any int64 of
         # nanoseconds is in range once divided.
-        return _DIVIDE.call([values, _SCALE_BY[1_000]]).view(TIME_TYPE)  # int64 microseconds: no cast
+        return 1, 1_000
     if highest * factor > MAX_MICROS:
         return None
-    micros = values if factor == 1 else _MULTIPLY.call([values, _SCALE_BY[factor]])
-    return micros.view(TIME_TYPE)
+    return factor, 1
+
+
+def _ints_in_one_unit(
+    values: pa.Array, precision: str | None, bounds: tuple[int, int] | None = None
+) -> pa.Array | None:
+    """The common case in one min_max (none when the reader knew the bounds): see ``one_unit_scale``."""
+    if not len(values) or values.null_count:
+        return None
+    if bounds is None:
+        extremes = pc.min_max(values)
+        bounds = extremes["min"].as_py(), extremes["max"].as_py()
+    scale = one_unit_scale(bounds, precision)
+    if scale is None:
+        return None
+    multiply, divide = scale
+    if divide != 1:
+        values = _DIVIDE.call([values, _SCALE_BY[divide]])
+    elif multiply != 1:
+        values = _MULTIPLY.call([values, _SCALE_BY[multiply]])
+    return values.view(TIME_TYPE)  # int64 microseconds as they are: no cast
 
 
 def _floor_div(values: pa.Array, divisor: int) -> pa.Array:
@@ -449,14 +462,22 @@ def build_rows(
         time_values = raw_time if isinstance(raw_time, pa.Array) else column_array(raw_time, name, "time", datetimes)
         now = now_micros if null_time_is_now else None
         fact = known.get(TIME_COLUMN, NO_FACTS)
-        # Times in order stay in order when all share one unit (one multiply or divide).
-        ordered = fact.ordered and fact.bounds is not None and time_values.type == pa.int64()
-        in_one_unit = _ints_in_one_unit(time_values, precision, fact.bounds) if ordered else None
-        if in_one_unit is not None:
-            time = in_one_unit
-            time_range = (time[0].value, time[-1].value)
+        ordered = fact.ordered and fact.bounds is not None
+        if fact.micros and fact.ordered and fact.bounds is not None and time_values.type == TIME_TYPE:
+            # Made microseconds by the reader, as ``one_unit_scale`` has it: already checked.
+            time, time_range = time_values, fact.bounds
         else:
-            time = to_micros(time_values, precision, f"measurement {name!r}", now, label, fact.bounds)
+            # Times in order stay in order when all share one unit (one multiply or divide).
+            in_one_unit = (
+                _ints_in_one_unit(time_values, precision, fact.bounds)
+                if ordered and time_values.type == pa.int64()
+                else None
+            )
+            if in_one_unit is not None:
+                time = in_one_unit
+                time_range = (time[0].value, time[-1].value)
+            else:
+                time = to_micros(time_values, precision, f"measurement {name!r}", now, label, fact.bounds)
     else:
         time = pa.array([now_micros] * rows, pa.int64()).cast(TIME_TYPE)
     if len(arrays) == 0:

@@ -149,6 +149,8 @@ def library() -> ctypes.CDLL | None:
         ctypes.c_int64,
     ]
     loaded.arcs_msgpack_fill.restype = ctypes.c_int64
+    loaded.arcs_msgpack_rescale.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]
+    loaded.arcs_msgpack_rescale.restype = ctypes.c_int64
     loaded.arcs_lp_read.argtypes = [
         body,
         ctypes.c_int64,
