@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from arcs import layout
 from arcs.ingest import Ingestor, QueuedWrite
@@ -190,12 +192,18 @@ def test_ingest_files_are_snappy_with_page_checksums(ports) -> None:  # type: ig
     ],
 )
 def test_parts_known_to_be_in_order_are_stored_as_if_checked(tmp_path: Path, times: list[list[int]]) -> None:
+    assert _stored_with_and_without_ranges(tmp_path, times)
+
+
+def _stored_with_and_without_ranges(root: Path, times: list[list[int]]) -> tuple[object, ...]:
+    """What ingest stores for parts of ``times`` (each in order), told their ranges or not: the same."""
     from dataclasses import replace
 
     stored = []
     for known in (False, True):
-        store, catalog = local_ports(tmp_path / str(known))
-        batches = [make_batch("db", "cpu", part_times) for part_times in times]
+        store, catalog = local_ports(root / str(known))
+        # One host per part: the order of rows with equal times shows which part they came from.
+        batches = [make_batch("db", "cpu", part_times, host=f"p{i}") for i, part_times in enumerate(times)]
         if known:  # what an in-process reader hands over with the rows
             batches = [
                 replace(b, parts=(replace(b.parts[0], time_range=(t[0], t[-1])),))
@@ -208,3 +216,48 @@ def test_parts_known_to_be_in_order_are_stored_as_if_checked(tmp_path: Path, tim
         rows = visible_rows(catalog, store, "db", "cpu")
         stored.append(([(f.hour, f.rows, f.min_time_us, f.max_time_us) for f in files], rows.to_pylist()))
     assert stored[0] == stored[1]
+    return tuple(stored)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from([0, 1, 2, 3, 5, 8, HOUR_US - 1, HOUR_US, HOUR_US + 2]), min_size=1, max_size=4),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_parts_arriving_out_of_order_are_stored_as_if_every_row_were_sorted(offsets: list[list[int]]) -> None:
+    # As concurrent writers' requests arrive: each part in order, the parts interleaved, some
+    # sharing a time with the next or overlapping it (those need the rows sorted).
+    import tempfile
+
+    times = [[BASE_US + offset for offset in sorted(part)] for part in offsets]
+    with tempfile.TemporaryDirectory() as root:
+        _stored_with_and_without_ranges(Path(root), times)
+
+
+def test_interleaved_parts_that_follow_one_another_in_time_are_not_sorted_row_by_row(
+    ports, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    from dataclasses import replace
+
+    import arcs.ingest
+
+    def no_sort(*args: object, **kwargs: object) -> None:
+        raise AssertionError("rows sorted one by one")
+
+    monkeypatch.setattr(arcs.ingest.pc, "sort_indices", no_sort)
+    store, catalog = ports
+    times = [[BASE_US + 20, BASE_US + 29], [BASE_US + 0, BASE_US + 9], [BASE_US + 10, BASE_US + 19]]
+    batches = [make_batch("db", "cpu", t, host=f"p{i}") for i, t in enumerate(times)]
+    batches = [
+        replace(b, parts=(replace(b.parts[0], time_range=(t[0], t[-1])),)) for b, t in zip(batches, times, strict=True)
+    ]
+    result = Ingestor(catalog, store).ingest(
+        [QueuedWrite(b.write_id, b.write_id, lambda: b"", batch=b) for b in batches]
+    )
+    assert len(result.committed) == 3
+    rows = visible_rows(catalog, store, "db", "cpu").to_pylist()
+    assert [row["host"] for row in rows] == ["p1", "p1", "p2", "p2", "p0", "p0"]
+    assert [row["time"] for row in rows] == sorted(row["time"] for row in rows)
