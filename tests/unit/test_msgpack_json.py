@@ -766,3 +766,21 @@ def test_hostile_msgpack_timestamps(values: list[Any], message: str) -> None:
     time_body = msgpack.packb({"m": "cpu", "columns": {"time": values, "v": [1] * len(values)}})
     with pytest.raises(BadRequest):
         decode(WireFormat.MSGPACK, time_body, NOW, None)
+
+
+def test_column_names_checked_once_are_remembered_and_refused_ones_never(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(columns_module, "_CHECKED_NAMES", {})
+    monkeypatch.setattr(columns_module, "_MAX_CHECKED_NAMES", 2)
+    checks: list[tuple[str, ...]] = []
+    real = columns_module._check_distinct
+    monkeypatch.setattr(columns_module, "_check_distinct", lambda names, m: (checks.append(names), real(names, m)))
+    for _ in range(3):
+        columns_module.check_distinct({"time": 1, "host": 2, "v": 3}, "cpu")
+    assert checks == [("time", "host", "v")]  # checked once, then known
+    for _ in range(2):
+        with pytest.raises(BadRequest, match="differ only in case"):
+            columns_module.check_distinct({"Value": 1, "value": 2}, "cpu")
+    assert checks[1:] == [("Value", "value")] * 2  # a refused set is checked (and refused) each time
+    columns_module.check_distinct({"a": 1}, "cpu")
+    columns_module.check_distinct({"b": 1}, "cpu")  # the third set: the memory starts over
+    assert list(columns_module._CHECKED_NAMES) == [("b",)]

@@ -340,12 +340,17 @@ def _count_datetimes(values: Sequence[Any]) -> int:
     return sum(1 for value in values if isinstance(value, datetime))
 
 
+_AS_STORED = frozenset(kind.id for kind in (pa.int64(), pa.float64(), pa.string(), pa.bool_()))
+
+
 def column_array(values: Sequence[Any] | pa.Array, measurement: str, column: str, datetimes: bool = True) -> pa.Array:
     """A list of JSON/MessagePack scalars -> an int64, float64, string or bool Arrow array.
 
     ``datetimes=False`` refuses datetime values (a decoder that cannot read them exactly asks
     for that, and hands such a body to one that can).
     """
+    if isinstance(values, pa.Array) and values.type.id in _AS_STORED:
+        return values  # what the native readers make: nothing to check or convert
     where = f"measurement {measurement!r}, column {column!r}"
     if isinstance(values, pa.Array):
         array = values
@@ -486,8 +491,23 @@ def build_rows(
     return MeasurementRows(name, table, tuple(t for t in tags if t in arrays), time_range)
 
 
+# Sets of column names found valid and distinct: a writer's requests repeat theirs. Bounded.
+_CHECKED_NAMES: dict[tuple[str, ...], None] = {}
+_MAX_CHECKED_NAMES = 4096
+
+
 def check_distinct(columns: Mapping[str, object], measurement: str) -> None:
     """Valid column names that SQL (DuckDB) can tell apart: it folds case, so 'Time' is 'time'."""
+    names = tuple(columns)
+    if names in _CHECKED_NAMES:
+        return
+    _check_distinct(names, measurement)
+    if len(_CHECKED_NAMES) >= _MAX_CHECKED_NAMES:
+        _CHECKED_NAMES.clear()
+    _CHECKED_NAMES[names] = None
+
+
+def _check_distinct(columns: tuple[str, ...], measurement: str) -> None:
     seen: dict[str, str] = {}
     for column in columns:
         check_column(column, measurement)
