@@ -219,21 +219,26 @@ def stages(fmt: str, requests: int, rows: int, workdir: Path, repeat: int) -> di
     }
 
 
-def peak_memory_child(fmt: str, requests: int, rows: int, workdir: str) -> None:
-    """In a fresh process: queue the batch, then measure the ingest step's peak RSS over its baseline."""
+def queue_batch(fmt: str, requests: int, rows: int, root: Path) -> None:
+    """The batch's requests through the edge into a spool and catalog under ``root``, for the child."""
     kind, _encode, precision = FORMATS[fmt]
+    catalog = SqliteCatalog(SqliteDatabase(root / "catalog.sqlite"))
+    edge = WriteService(catalog, Spool(root / "spool", held_bytes=0), 10 << 20, 100 << 20)
+    for body in bodies(fmt, requests, rows):
+        edge.accept(WriteRequest(kind, body, "bench", None, precision))
+
+
+def peak_memory_child(fmt: str, requests: int, rows: int, workdir: str) -> None:
+    """In a fresh process that never ran the edge (as the Lambda ingest function): read the queued
+    batch, then measure the ingest step's peak RSS over its baseline."""
     root = Path(workdir)
     catalog = SqliteCatalog(SqliteDatabase(root / "catalog.sqlite"))
     # The Lambda's path: messages read and decoded (no batch handed over, as the server's spool does).
     spool = Spool(root / "spool", held_bytes=0)
-    edge = WriteService(catalog, spool, 10 << 20, 100 << 20)
-    payloads = bodies(fmt, requests, rows)
-    decompressed = sum(map(len, payloads))
-    for body in payloads:
-        edge.accept(WriteRequest(kind, body, "bench", None, precision))
-    del payloads
+    decompressed = sum(map(len, bodies(fmt, requests, rows)))
     # Warm up imports and allocators on a throwaway batch so the baseline holds them.
     entries = spool.take(requests)
+    assert len(entries) == requests, len(entries)
     envelopes = [spool.read(e) for e in entries]
     envelope_bytes = sum(map(len, envelopes))
     writes = [
@@ -367,6 +372,7 @@ def main() -> None:
                 ]
             best = min(runs, key=lambda r: r["edge_cpu"] + r["ingest_cpu"])
             best_busy = min(busy, key=lambda r: r["edge_cpu"] + r["ingest_cpu"])
+            queue_batch(fmt, args.requests, args.rows, Path(tmp) / "mem")
             child = subprocess.run(
                 [
                     sys.executable,
