@@ -219,23 +219,25 @@ def stages(fmt: str, requests: int, rows: int, workdir: Path, repeat: int) -> di
     }
 
 
-def queue_batch(fmt: str, requests: int, rows: int, root: Path) -> None:
-    """The batch's requests through the edge into a spool and catalog under ``root``, for the child."""
+def queue_batch(fmt: str, requests: int, rows: int, root: Path) -> int:
+    """The batch's requests through the edge into a spool and catalog under ``root``, for the child;
+    their decompressed size."""
     kind, _encode, precision = FORMATS[fmt]
     catalog = SqliteCatalog(SqliteDatabase(root / "catalog.sqlite"))
     edge = WriteService(catalog, Spool(root / "spool", held_bytes=0), 10 << 20, 100 << 20)
-    for body in bodies(fmt, requests, rows):
+    payloads = bodies(fmt, requests, rows)
+    for body in payloads:
         edge.accept(WriteRequest(kind, body, "bench", None, precision))
+    return sum(map(len, payloads))
 
 
-def peak_memory_child(fmt: str, requests: int, rows: int, workdir: str) -> None:
+def peak_memory_child(requests: int, workdir: str, decompressed: int) -> None:
     """In a fresh process that never ran the edge (as the Lambda ingest function): read the queued
     batch, then measure the ingest step's peak RSS over its baseline."""
     root = Path(workdir)
     catalog = SqliteCatalog(SqliteDatabase(root / "catalog.sqlite"))
     # The Lambda's path: messages read and decoded (no batch handed over, as the server's spool does).
     spool = Spool(root / "spool", held_bytes=0)
-    decompressed = sum(map(len, bodies(fmt, requests, rows)))
     # Warm up imports and allocators on a throwaway batch so the baseline holds them.
     entries = spool.take(requests)
     assert len(entries) == requests, len(entries)
@@ -348,7 +350,7 @@ def main() -> None:
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        peak_memory_child(args.child[0], args.requests, args.rows, args.child[1])
+        peak_memory_child(args.requests, args.child[0], int(args.child[1]))
         return
     total_rows = args.requests * args.rows
     print(
@@ -372,7 +374,7 @@ def main() -> None:
                 ]
             best = min(runs, key=lambda r: r["edge_cpu"] + r["ingest_cpu"])
             best_busy = min(busy, key=lambda r: r["edge_cpu"] + r["ingest_cpu"])
-            queue_batch(fmt, args.requests, args.rows, Path(tmp) / "mem")
+            decompressed = queue_batch(fmt, args.requests, args.rows, Path(tmp) / "mem")
             child = subprocess.run(
                 [
                     sys.executable,
@@ -383,8 +385,8 @@ def main() -> None:
                     "--rows",
                     str(args.rows),
                     "--child",
-                    fmt,
                     str(Path(tmp) / "mem"),
+                    str(decompressed),
                 ],
                 capture_output=True,
                 text=True,

@@ -210,15 +210,19 @@ class Ingestor:
                 ranges.append(part.time_range)
         files: list[FileRecord] = []
         for (database, measurement), (tables, tags, ranges) in groups.items():
+            # Promoting types (for a column missing from some parts) costs more than checking for it.
+            same = all(t.schema == tables[0].schema for t in tables[1:])
+            # Columns in the order the parts brought them, whichever order the rows take.
+            columns = None if same else pa.unify_schemas([t.schema for t in tables], promote_options="permissive")
             ordered = _time_order(ranges)
             span = None
             if ordered is not None:
                 order, span = ordered
                 tables[:] = [tables[i] for i in order]  # parts in time order: their rows are, all together
-            # Promoting types (for a column missing from some parts) costs more than checking for it.
-            same = all(t.schema == tables[0].schema for t in tables[1:])
             table = pa.concat_tables(tables, promote_options="default" if same else "permissive")
             del tables[:]  # the concatenation holds the data now; drop the parts' references
+            if columns is not None and table.column_names != columns.names:
+                table = table.select(columns.names)
             if span is not None and layout.hour_from_micros(span[0]) == layout.hour_from_micros(span[1]):
                 runs = [(0, table.num_rows)]  # in order and within one hour, as the readers said
             else:
@@ -264,7 +268,8 @@ def _time_order(ranges: list[tuple[int, int] | None]) -> tuple[list[int], tuple[
     starts before the one before it ends.
 
     Concurrent writers' requests arrive interleaved; ordering the parts spares sorting every row.
-    A time two parts share keeps them in arrival order, as the stable sort of the rows would.
+    A part may start at the very time the one before it ends only if it arrived after that one:
+    rows of equal times then keep their arrival order, as the stable sort of the rows would.
     """
     if not ranges or any(bounds is None for bounds in ranges):
         return None

@@ -214,7 +214,7 @@ def _stored_with_and_without_ranges(root: Path, times: list[list[int]]) -> tuple
         assert len(result.committed) == len(batches)
         files = catalog.list_files("db", "cpu")
         rows = visible_rows(catalog, store, "db", "cpu")
-        stored.append(([(f.hour, f.rows, f.min_time_us, f.max_time_us) for f in files], rows.to_pylist()))
+        stored.append(([(f.hour, f.rows, f.min_time_us, f.max_time_us) for f in files], rows.schema, rows.to_pylist()))
     assert stored[0] == stored[1]
     return tuple(stored)
 
@@ -261,3 +261,25 @@ def test_interleaved_parts_that_follow_one_another_in_time_are_not_sorted_row_by
     rows = visible_rows(catalog, store, "db", "cpu").to_pylist()
     assert [row["host"] for row in rows] == ["p1", "p1", "p2", "p2", "p0", "p0"]
     assert [row["time"] for row in rows] == sorted(row["time"] for row in rows)
+
+
+def test_parts_of_other_columns_put_in_order_keep_the_columns_in_arrival_order(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    from arcs.batch import TIME_TYPE, MeasurementRows, WriteBatch
+
+    def part(times: list[int], column: str, known: bool) -> WriteBatch:
+        table = pa.table({"time": pa.array(times, pa.int64()).cast(TIME_TYPE), column: pa.array([1.5] * len(times))})
+        rows = MeasurementRows("cpu", table, (), (times[0], times[-1]) if known else None)
+        return WriteBatch(f"{column}-{known}", "db", (rows,))
+
+    stored = []
+    for known in (False, True):
+        store, catalog = local_ports(tmp_path / str(known))
+        # The later part in time arrives first: in order, "b" comes before "a".
+        batches = [part([BASE_US + 5, BASE_US + 6], "a", known), part([BASE_US + 1, BASE_US + 2], "b", known)]
+        writes = [QueuedWrite(b.write_id, b.write_id, lambda: b"", batch=b) for b in batches]
+        assert len(Ingestor(catalog, store).ingest(writes).committed) == 2
+        stored.append(visible_rows(catalog, store, "db", "cpu"))
+    assert stored[0].column_names == stored[1].column_names == ["time", "a", "b"]
+    assert stored[0].equals(stored[1])

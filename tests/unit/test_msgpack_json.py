@@ -769,8 +769,8 @@ def test_hostile_msgpack_timestamps(values: list[Any], message: str) -> None:
 
 
 def test_column_names_checked_once_are_remembered_and_refused_ones_never(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(columns_module, "_CHECKED_NAMES", {})
-    monkeypatch.setattr(columns_module, "_MAX_CHECKED_NAMES", 2)
+    memory = columns_module._NameSets(max_names=4)
+    monkeypatch.setattr(columns_module, "_CHECKED_NAMES", memory)
     checks: list[tuple[str, ...]] = []
     real = columns_module._check_distinct
     monkeypatch.setattr(columns_module, "_check_distinct", lambda names, m: (checks.append(names), real(names, m)))
@@ -781,6 +781,8 @@ def test_column_names_checked_once_are_remembered_and_refused_ones_never(monkeyp
         with pytest.raises(BadRequest, match="differ only in case"):
             columns_module.check_distinct({"Value": 1, "value": 2}, "cpu")
     assert checks[1:] == [("Value", "value")] * 2  # a refused set is checked (and refused) each time
-    columns_module.check_distinct({"a": 1}, "cpu")
-    columns_module.check_distinct({"b": 1}, "cpu")  # the third set: the memory starts over
-    assert list(columns_module._CHECKED_NAMES) == [("b",)]
+    columns_module.check_distinct({"a": 1}, "cpu")  # four names held: full
+    columns_module.check_distinct({"b": 1}, "cpu")  # one more: the memory starts over
+    assert list(memory.sets) == [("b",)] and memory.names == 1
+    columns_module.check_distinct({f"c{i}": i for i in range(5)}, "cpu")  # more names than it holds: not kept
+    assert list(memory.sets) == [("b",)] and memory.names == 1

@@ -372,10 +372,10 @@ _TIME_EDGES += [MAX_MICROS // 1_000, MAX_MICROS // 1_000 + 1, MAX_MICROS // 1_00
 
 @settings(max_examples=300, deadline=None)
 @given(
-    start=st.one_of(st.integers(0, 2**63 - 1), st.sampled_from(_TIME_EDGES)),
+    start=st.one_of(st.integers(-(2**63), 2**63 - 1), st.sampled_from(_TIME_EDGES)),
     steps=st.lists(st.integers(0, 10**13), max_size=20),
-    body_precision=st.sampled_from([None, "ns", "us", "ms", "s"]),
-    request_precision=st.sampled_from([None, "ns", "n", "us", "u", "ms", "s"]),
+    body_precision=st.sampled_from([None, "ns", "n", "us", "u", "ms", "s", "m", "h"]),
+    request_precision=st.sampled_from([None, "ns", "n", "us", "u", "ms", "s", "m", "h"]),
 )
 def test_times_in_order_made_microseconds_in_place_are_those_of_the_general_path(
     start: int, steps: list[int], body_precision: str | None, request_precision: str | None
@@ -416,3 +416,21 @@ def test_rescale_divides_and_multiplies_in_place_and_refuses_other_factors(libra
     for multiply, divide, count in [(1_000, 1_000, 2), (0, 1, 2), (1, 0, 2), (-1, 1, 2), (1, 1, -1)]:
         assert library.arcs_msgpack_rescale(ctypes.addressof(seconds), count, multiply, divide) != 0
     assert list(seconds) == [1_000_000, 1_700_000_000_000_000]  # refused: untouched
+
+
+def test_times_in_order_are_made_microseconds_by_the_reader_not_arrow(
+    library: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from arcs.decoders import columns
+
+    def no_arrow_path(*args: object) -> None:
+        raise AssertionError("converted by Arrow's kernels")
+
+    monkeypatch.setattr(columns, "_ints_in_one_unit", no_arrow_path)
+    for precision, factor in (("ns", 1_000), ("s", 1)):
+        times = [1_700_000_000 * factor, 1_700_000_001 * factor]
+        body = msgpack.packb({"m": "cpu", "columns": {"time": times, "v": [1.0, 2.0]}, "precision": precision})
+        (part,) = decode_columnar(library, body, NOW, None)
+        expected = [1_700_000_000_000_000, 1_700_000_001_000_000] if precision == "s" else [t // 1_000 for t in times]
+        assert part.table.column("time").cast("int64").to_pylist() == expected
+        assert part.time_range == (expected[0], expected[-1])

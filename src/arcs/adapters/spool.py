@@ -44,14 +44,15 @@ _SEGMENT_SUFFIX = ".log"
 _FREE_SUFFIX = ".free"  # a finished segment kept to be written over by a later one
 _LEGACY_SUFFIX = ".write"  # one file per write, as earlier versions spooled them
 _POISON_DIR = "dead-letter"
-# A v2 segment starts with its header: magic and a random number drawn for this life of the
-# file, made durable before the file takes its name. Every record repeats that number: records
+# A segment (of records v2 or v3) starts with its header: magic and a random number drawn for this
+# life of the file, made durable before the file takes its name. Every record repeats that number: records
 # left from the file's earlier lives (or bytes a client sent, inside an envelope) cannot match it.
 _SEGMENT_MAGIC = b"ARSG"
 _SEGMENT_HEADER = struct.Struct("<4s4xQ")
 # Record v3: magic, the segment's number for this life, length of the write id, length of the
 # envelope, CRC-32C of the header's other fields, the id and the envelope. CRC-32C because CPUs
-# compute it in hardware: 3 us per 50 KB record, where zlib's CRC-32 took 15.
+# compute it in hardware: 3 us per 50 KB record, where zlib's CRC-32 took 15. A build from before
+# v3 reads a v3 record as the end of its segment: drain the spool before going back to one.
 _MAGIC = b"ARS3"
 _HEADER = struct.Struct("<4sQIII")
 # Records v2 (the same with zlib's CRC-32, in segments of this layout) and v1 (appended to growing
@@ -85,8 +86,7 @@ def _sequence(path: Path) -> int:
 
 def _header(nonce: int, key: bytes, envelope: bytes) -> bytes:
     fields = struct.pack("<QII", nonce, len(key), len(envelope))
-    checksum = google_crc32c.extend(google_crc32c.extend(google_crc32c.value(fields), key), envelope)
-    return b"".join((_MAGIC, fields, struct.pack("<I", checksum)))
+    return b"".join((_MAGIC, fields, struct.pack("<I", _checksum(_MAGIC, fields, key, envelope))))
 
 
 def _checksum(magic: bytes, fields: bytes, key: bytes, envelope: bytes) -> int:
@@ -109,7 +109,7 @@ def _scan(path: Path) -> list[SpoolEntry]:
 
 
 def _scan_records(path: Path, data: bytes, offset: int, nonce: int | None) -> list[SpoolEntry]:
-    """Records from ``offset``: v2 ones of ``nonce``, or v1 ones when it is None."""
+    """Records from ``offset``: v3 and v2 ones of ``nonce``, or v1 ones when it is None."""
     entries: list[SpoolEntry] = []
     torn = False
     while True:

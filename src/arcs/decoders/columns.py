@@ -202,7 +202,7 @@ _BANDS = ((10_000_000_000, 1_000_000), (10_000_000_000_000, 1_000), (10_000_000_
 # The fast path's kernels and operands, made once: ``pc.divide(values, 1000)`` looks the function
 # up and converts the Python int on every call, which takes longer than dividing 1,000 times.
 _DIVIDE, _MULTIPLY = pc.get_function("divide"), pc.get_function("multiply")
-_SCALE_BY = {factor: pa.scalar(factor, pa.int64()) for factor in (1_000, *_MICROS_PER_UNIT.values())}
+_SCALE_BY = {factor: pa.scalar(factor, pa.int64()) for factor in {1_000, *_MICROS_PER_UNIT.values()} - {1}}
 
 
 def one_unit_scale(bounds: tuple[int, int], precision: str | None) -> tuple[int, int] | None:
@@ -467,7 +467,6 @@ def build_rows(
         time_values = raw_time if isinstance(raw_time, pa.Array) else column_array(raw_time, name, "time", datetimes)
         now = now_micros if null_time_is_now else None
         fact = known.get(TIME_COLUMN, NO_FACTS)
-        ordered = fact.ordered and fact.bounds is not None
         if fact.micros and fact.ordered and fact.bounds is not None and time_values.type == TIME_TYPE:
             # Made microseconds by the reader, as ``one_unit_scale`` has it: already checked.
             time, time_range = time_values, fact.bounds
@@ -475,7 +474,7 @@ def build_rows(
             # Times in order stay in order when all share one unit (one multiply or divide).
             in_one_unit = (
                 _ints_in_one_unit(time_values, precision, fact.bounds)
-                if ordered and time_values.type == pa.int64()
+                if fact.ordered and fact.bounds is not None and time_values.type == pa.int64()
                 else None
             )
             if in_one_unit is not None:
@@ -491,9 +490,32 @@ def build_rows(
     return MeasurementRows(name, table, tuple(t for t in tags if t in arrays), time_range)
 
 
-# Sets of column names found valid and distinct: a writer's requests repeat theirs. Bounded.
-_CHECKED_NAMES: dict[tuple[str, ...], None] = {}
-_MAX_CHECKED_NAMES = 4096
+class _NameSets:
+    """Sets of column names found valid and distinct: a writer's requests repeat theirs.
+
+    Bounded by the names held, not the sets (one may have 1,024 names of 128 bytes): it starts over
+    when full, at most about 2 MB. Threads may race to add; the worst is a set checked twice.
+    """
+
+    def __init__(self, max_names: int) -> None:
+        self.max_names = max_names
+        self.sets: dict[tuple[str, ...], None] = {}
+        self.names = 0
+
+    def __contains__(self, names: tuple[str, ...]) -> bool:
+        return names in self.sets
+
+    def add(self, names: tuple[str, ...]) -> None:
+        if len(names) > self.max_names:
+            return
+        if self.names + len(names) > self.max_names:
+            self.sets.clear()
+            self.names = 0
+        self.sets[names] = None
+        self.names += len(names)
+
+
+_CHECKED_NAMES = _NameSets(max_names=8192)
 
 
 def check_distinct(columns: Mapping[str, object], measurement: str) -> None:
@@ -502,9 +524,7 @@ def check_distinct(columns: Mapping[str, object], measurement: str) -> None:
     if names in _CHECKED_NAMES:
         return
     _check_distinct(names, measurement)
-    if len(_CHECKED_NAMES) >= _MAX_CHECKED_NAMES:
-        _CHECKED_NAMES.clear()
-    _CHECKED_NAMES[names] = None
+    _CHECKED_NAMES.add(names)
 
 
 def _check_distinct(columns: tuple[str, ...], measurement: str) -> None:
