@@ -212,17 +212,18 @@ class Ingestor:
         for (database, measurement), (tables, tags, ranges) in groups.items():
             # Promoting types (for a column missing from some parts) costs more than checking for it.
             same = all(t.schema == tables[0].schema for t in tables[1:])
-            # Columns in the order the parts brought them, whichever order the rows take.
-            columns = None if same else pa.unify_schemas([t.schema for t in tables], promote_options="permissive")
+            columns = None
             ordered = _time_order(ranges)
             span = None
             if ordered is not None:
                 order, span = ordered
+                if not same:  # the columns keep the order the parts brought them in
+                    columns = pa.unify_schemas([t.schema for t in tables], promote_options="permissive").names
                 tables[:] = [tables[i] for i in order]  # parts in time order: their rows are, all together
             table = pa.concat_tables(tables, promote_options="default" if same else "permissive")
             del tables[:]  # the concatenation holds the data now; drop the parts' references
-            if columns is not None and table.column_names != columns.names:
-                table = table.select(columns.names)
+            if columns is not None and table.column_names != columns:
+                table = table.select(columns)
             if span is not None and layout.hour_from_micros(span[0]) == layout.hour_from_micros(span[1]):
                 runs = [(0, table.num_rows)]  # in order and within one hour, as the readers said
             else:

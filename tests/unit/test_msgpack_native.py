@@ -48,16 +48,23 @@ def library() -> Any:
     return loaded
 
 
-def _outcome(body: bytes, with_native: bool) -> Any:
+def _decoded(body: bytes, with_native: bool, precision: str | None = None) -> Any:
+    """The body's parts as ``decode_msgpack`` gives them with or without the library, or its error."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(NATIVE, "1" if with_native else "0")
         native.library.cache_clear()
         try:
-            parts = msgpack_format.decode_msgpack(body, NOW, None)
+            return msgpack_format.decode_msgpack(body, NOW, precision)
         except BadRequest as exc:
             return ("error", exc.message)
         finally:
             native.library.cache_clear()
+
+
+def _outcome(body: bytes, with_native: bool) -> Any:
+    parts = _decoded(body, with_native)
+    if isinstance(parts, tuple):
+        return parts
     return [(p.measurement, p.tags, p.table.schema, p.table.to_pylist()) for p in parts]
 
 
@@ -352,19 +359,6 @@ def test_nan_and_negative_zero_are_read_alike() -> None:
     assert repr([row["v"] for row in rows]) == "[nan, -0.0, 0.0, inf]"
 
 
-def _decoded_with(body: bytes, precision: str | None, with_native: bool) -> Any:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(NATIVE, "1" if with_native else "0")
-        native.library.cache_clear()
-        try:
-            parts = msgpack_format.decode_msgpack(body, NOW, precision)
-        except BadRequest as exc:
-            return ("error", exc.message)
-        finally:
-            native.library.cache_clear()
-    return [(p.measurement, p.table.schema, p.table.to_pylist(), p.time_range) for p in parts]
-
-
 # Where one unit stops covering the times, or multiplying them would leave the range.
 _TIME_EDGES = [0, 9_999_999_999, 10_000_000_000, 9_999_999_999_999, 10_000_000_000_000, 2**63 - 1]
 _TIME_EDGES += [MAX_MICROS // 1_000, MAX_MICROS // 1_000 + 1, MAX_MICROS // 1_000_000, MAX_MICROS // 1_000_000 + 1]
@@ -385,17 +379,17 @@ def test_times_in_order_made_microseconds_in_place_are_those_of_the_general_path
     if body_precision is not None:
         document["precision"] = body_precision
     body = msgpack.packb(document)
-    with_native = _decoded_with(body, request_precision, True)
-    without = _decoded_with(body, request_precision, False)
-    if with_native[0] == "error":
+    with_native = _decoded(body, True, request_precision)
+    without = _decoded(body, False, request_precision)
+    if isinstance(with_native, tuple):  # an error
         assert with_native == without
         return
     # The tables are the same; only the reader in order knows the range (the general path checks).
-    assert [part[:3] for part in with_native] == [part[:3] for part in without]
+    assert [(p.measurement, p.table) for p in with_native] == [(p.measurement, p.table) for p in without]
     (part,) = with_native
-    micros = [row["time"] for row in part[2]]
-    if part[3] is not None:
-        assert part[3] == (_micros_of(micros[0]), _micros_of(micros[-1]))
+    micros = part.table.column("time").to_pylist()
+    if part.time_range is not None:
+        assert part.time_range == (_micros_of(micros[0]), _micros_of(micros[-1]))
 
 
 def _micros_of(moment: datetime) -> int:

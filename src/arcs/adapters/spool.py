@@ -45,8 +45,9 @@ _FREE_SUFFIX = ".free"  # a finished segment kept to be written over by a later 
 _LEGACY_SUFFIX = ".write"  # one file per write, as earlier versions spooled them
 _POISON_DIR = "dead-letter"
 # A segment (of records v2 or v3) starts with its header: magic and a random number drawn for this
-# life of the file, made durable before the file takes its name. Every record repeats that number: records
-# left from the file's earlier lives (or bytes a client sent, inside an envelope) cannot match it.
+# life of the file, made durable before the file takes its name. Every record repeats that number:
+# records left from the file's earlier lives (or bytes a client sent, inside an envelope) cannot
+# match it.
 _SEGMENT_MAGIC = b"ARSG"
 _SEGMENT_HEADER = struct.Struct("<4s4xQ")
 # Record v3: magic, the segment's number for this life, length of the write id, length of the
