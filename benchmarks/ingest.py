@@ -10,6 +10,8 @@ running server's recycled segments are):
   * their sum, the figure the targets are about (>= 3 M rows/s MessagePack columnar,
     >= 1 M rows/s line protocol, >= 0.5 M rows/s JSON),
 and, in a fresh child process, the ingest step's peak memory against the batch's decompressed size.
+The allocators are set as the runtimes set them (``arcs.allocator``); ``ARROW_DEFAULT_MEMORY_POOL``
+set in the environment keeps Arrow on the pool it names (``mimalloc``: Arrow's default).
 Finally it drives the standalone server over HTTP and samples its resident memory.
 Figures are printed, never asserted: tests check correctness, this checks speed.
 """
@@ -17,6 +19,7 @@ Figures are printed, never asserted: tests check correctness, this checks speed.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import random
@@ -40,10 +43,12 @@ import pyarrow.parquet as pq
 from arcs.adapters.local_storage import DirectoryStore
 from arcs.adapters.spool import Spool
 from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase
+from arcs.allocator import keep_large_blocks_on_heap
 from arcs.batch import MeasurementRows, WriteBatch
 from arcs.decoders import WireFormat, decode
 from arcs.ingest import Ingestor, QueuedWrite, parquet_options
 from arcs.schema import SchemaRegistry
+from arcs.settings import Settings
 from arcs.writes import WriteRequest, WriteService
 
 HOSTS = [f"server{i:02d}" for i in range(50)]
@@ -247,6 +252,7 @@ def peak_memory_child(requests: int, workdir: str, decompressed: int) -> None:
         QueuedWrite(e.handle, e.write_id, (lambda data=data: data)) for e, data in zip(entries, envelopes, strict=True)
     ]
     Ingestor(catalog, DirectoryStore(root / "warmup")).ingest(writes[:1])
+    _return_free_heap()  # freed memory kept by the C heap (the spool's scan) would flatter the growth
     baseline = _rss_bytes()
     _reset_peak()
     Ingestor(catalog, DirectoryStore(root / "storage")).ingest(writes[1:])
@@ -268,6 +274,11 @@ def _rss_bytes(pid: str = "self") -> int:
 
 def _peak_rss_bytes() -> int:
     return _status("VmHWM")
+
+
+def _return_free_heap() -> None:
+    if (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc"):
+        ctypes.CDLL(None).malloc_trim(0)
 
 
 def _reset_peak() -> None:
@@ -349,6 +360,8 @@ def main() -> None:
     parser.add_argument("--writers", type=int, default=8, help="concurrent writers of the second edge figure")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    # The C heap as the runtimes tune it (the child too, as the ingest function); Arrow's pool: benchmarks/__init__.
+    tuned = keep_large_blocks_on_heap(Settings().mmap_threshold_mb * 1024 * 1024)
     if args.child:
         peak_memory_child(args.requests, args.child[0], int(args.child[1]))
         return
@@ -357,6 +370,8 @@ def main() -> None:
         f"ingest benchmark: {args.requests} requests x {args.rows} rows, 6 columns (2 tags), one core, "
         f"best of {args.repeat}; CPU seconds"
     )
+    heap = "tuned as the runtimes tune it" if tuned else "not tuned"
+    print(f"C heap {heap}; Arrow's pool: {pa.default_memory_pool().backend_name}")
     header = (
         f"{'format':18} {'body MB':>8} {'edge rows/s':>12} {'edge us/req':>12} {'ingest rows/s':>14} "
         f"{'total rows/s':>13} {f'{args.writers} writers':>11} {'parquet MB':>10} {'peak/decomp':>11}"

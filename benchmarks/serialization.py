@@ -90,7 +90,7 @@ def main() -> None:
     pa.set_io_thread_count(1)
     print("rows/s per core (CPU time, one thread, best of", args.repeat, "); targets: JSON >= 5 M, Arrow >= 30 M")
     allocator = f"blocks up to {args.mmap_threshold_mb} MiB kept on the heap" if tuned else "the C library's default"
-    print("allocator:", allocator)
+    print(f"allocator: {allocator}; Arrow's pool: {pa.default_memory_pool().backend_name}")
     for rows in args.rows:
         table = make_table(rows, escapes=args.escapes)
         result = QueryResult(table, 1.0)

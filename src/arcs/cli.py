@@ -8,10 +8,12 @@ import os
 from pathlib import Path
 
 from arcs import envvars
+from arcs.allocator import arrow_on_c_heap
 from arcs.settings import Settings
 
 
 def main(argv: list[str] | None = None) -> None:
+    arrow_on_c_heap()  # before anything loads pyarrow
     parser = argparse.ArgumentParser(prog="arcs", description="Arc Serverless")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the standalone server on a local data directory")

@@ -22,6 +22,7 @@ INGEST_BATCH_WINDOW_S = "ARCS_INGEST_BATCH_WINDOW_S"
 DUCKDB_THREADS = "ARCS_DUCKDB_THREADS"
 DUCKDB_MEMORY_LIMIT = "ARCS_DUCKDB_MEMORY_LIMIT"
 MMAP_THRESHOLD_MB = "ARCS_MMAP_THRESHOLD_MB"  # C allocator: blocks up to this stay on the heap; 0 = its default
+ARROW_MEMORY_POOL = "ARROW_DEFAULT_MEMORY_POOL"  # Arrow's own; "system" in every runtime (arcs.allocator)
 WORK_DIR = "ARCS_WORK_DIR"  # DuckDB home, temp and extension directory (/tmp in Lambda)
 QUERY_MAX_ROWS = "ARCS_QUERY_MAX_ROWS"
 QUERY_TIMEOUT_S = "ARCS_QUERY_TIMEOUT_S"  # a query running longer is interrupted (503); 0 = no limit

@@ -25,6 +25,7 @@ from infra.storage import ArcsStorage
 from arcs import envvars, layout
 from arcs.adapters.aws_sqs import SQS_MAX_MESSAGE_BYTES, claim_key
 from arcs.adapters.dynamo_table import TTL_ATTRIBUTE
+from arcs.allocator import ARROW_POOL
 
 pytestmark = pytest.mark.infra
 
@@ -319,6 +320,8 @@ def test_environment_uses_only_arcs_envvars_names(synth: Synth) -> None:
         assert env[envvars.PREFIX] == ""
         assert env[envvars.TOKEN_CACHE_TTL_S] == "60"
         assert env[envvars.WORK_DIR].startswith("/tmp/")
+        # Arrow on the tuned C heap: a handler loads pyarrow before its runtime could choose.
+        assert env[envvars.ARROW_MEMORY_POOL] == ARROW_POOL, name
     assert envs["edge"][envvars.QUEUE_URL] == queue
     assert envs["ingest"][envvars.QUEUE_URL] == queue
     # The query function (a continuous query's manual execute) and the compact function (scheduled

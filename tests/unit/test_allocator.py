@@ -1,4 +1,4 @@
-"""The allocator setting: taken by glibc, validated, and applied by the runtimes."""
+"""The allocator settings: taken by glibc, validated, and applied by the runtimes (Arrow's pool too)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from arcs import envvars
-from arcs.allocator import keep_large_blocks_on_heap
+from arcs.allocator import ARROW_POOL, keep_large_blocks_on_heap
 from arcs.settings import ConfigError, Settings
 
 GLIBC = (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
@@ -75,3 +75,41 @@ print(faults_of_one_block())
     pages = 64 * 1024 * 1024 // 4096
     assert faults(256) < pages // 10
     assert faults(0) > pages // 2
+
+
+def _arrow_pool_in_fresh_process(script: str, environment: dict[str, str] | None = None) -> str:
+    """The pool Arrow's C++ parts use (the one its variable chose) after ``script`` runs in a new
+    interpreter; ``pyarrow.default_memory_pool`` reports it as long as nothing set another."""
+    env = {key: value for key, value in os.environ.items() if key != envvars.ARROW_MEMORY_POOL}
+    env.update(environment or {})
+    done = subprocess.run(
+        [sys.executable, "-c", script + "\nimport pyarrow\nprint(pyarrow.default_memory_pool().backend_name)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        env=env,
+    )
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_arrow_allocates_from_the_c_heap_when_chosen_before_it_loads() -> None:
+    script = "from arcs.allocator import arrow_on_c_heap\nassert arrow_on_c_heap()"
+    assert _arrow_pool_in_fresh_process(script) == ARROW_POOL == "system"
+    assert _arrow_pool_in_fresh_process("") != "system"  # Arrow's default: else this test proves nothing
+
+
+def test_too_late_once_pyarrow_is_loaded() -> None:
+    script = "import pyarrow\nfrom arcs.allocator import arrow_on_c_heap\nassert not arrow_on_c_heap()"
+    assert _arrow_pool_in_fresh_process(script) == _arrow_pool_in_fresh_process("")
+
+
+@pytest.mark.parametrize("named", ["mimalloc", "system"])
+def test_a_pool_named_in_the_environment_is_kept(named: str) -> None:
+    script = f"from arcs.allocator import arrow_on_c_heap\nassert arrow_on_c_heap() is {named == 'system'}"
+    assert _arrow_pool_in_fresh_process(script, {envvars.ARROW_MEMORY_POOL: named}) == named
+
+
+def test_the_cli_chooses_before_anything_loads_pyarrow() -> None:
+    script = "from arcs.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass"
+    assert _arrow_pool_in_fresh_process(script) == "system"
