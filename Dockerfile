@@ -23,6 +23,9 @@ COPY container/entrypoint.sh /usr/local/bin/arcs-entrypoint
 RUN python3 -m compileall -q ${LAMBDA_TASK_ROOT} && chmod 0755 /usr/local/bin/arcs-entrypoint
 
 ENV PYTHONPATH=${LAMBDA_TASK_ROOT}
+# Arrow on the C heap (src/arcs/allocator.py), as the stack and the CLI set it: here for a handler
+# started without either (the Lambda runtime interface emulator).
+ENV ARROW_DEFAULT_MEMORY_POOL=system
 EXPOSE 8000
 ENTRYPOINT ["/usr/local/bin/arcs-entrypoint"]
 CMD ["functions.query.handler.handler"]

@@ -277,7 +277,11 @@ def _peak_rss_bytes() -> int:
 
 
 def _return_free_heap() -> None:
-    if (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc"):
+    try:
+        glibc = (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
+    except (ValueError, OSError):  # not a glibc system
+        glibc = False
+    if glibc:
         ctypes.CDLL(None).malloc_trim(0)
 
 
@@ -361,7 +365,7 @@ def main() -> None:
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     # The C heap as the runtimes tune it (the child too, as the ingest function); Arrow's pool: benchmarks/__init__.
-    tuned = keep_large_blocks_on_heap(Settings().mmap_threshold_mb * 1024 * 1024)
+    tuned = keep_large_blocks_on_heap(Settings.from_env().mmap_threshold_mb * 1024 * 1024)
     if args.child:
         peak_memory_child(args.requests, args.child[0], int(args.child[1]))
         return

@@ -66,8 +66,8 @@ def base_environment(*, bucket_name: str, prefix: str, token_cache_ttl_s: int) -
         envvars.PREFIX: prefix,
         envvars.TOKEN_CACHE_TTL_S: str(token_cache_ttl_s),
         envvars.WORK_DIR: LAMBDA_WORK_DIR,
-        # Arrow on the C heap the runtime tunes (arcs.allocator): set here, as handlers load
-        # pyarrow before they build a runtime, and Arrow reads it when it first allocates.
+        # Arrow on the C heap the runtime tunes (arcs.allocator.ARROW_POOL): set here, as Arrow
+        # fixes its pool when pyarrow is imported, and handlers import it before any runtime exists.
         envvars.ARROW_MEMORY_POOL: "system",
     }
 

@@ -1,4 +1,4 @@
-"""The C allocator's handling of large blocks, tuned for a process that builds big results.
+"""The allocators: the C heap tuned for a process that builds big results, and Arrow's buffers on it.
 
 glibc serves every block above its mmap threshold (128 KiB at first, raised up to 32 MiB as blocks
 are freed) with a fresh ``mmap``, and gives it back with ``munmap`` on free. A query result of tens
@@ -12,8 +12,9 @@ the process after a large result (256 MiB by default, ``ARCS_MMAP_THRESHOLD_MB``
 
 Arrow's buffers come from the same heap (``arrow_on_c_heap``) rather than from the mimalloc that
 Arrow's wheels default to, which keeps the pages a Parquet write frees: an ingest of 100 requests
-grew the process by 4.06 times their bodies with it, 1.47 times on the heap (``benchmarks.ingest``),
-for the same speed there and in ``benchmarks.serialization``.
+grew the process by 4.05 times their bodies with it, 1.48 times on the heap (``benchmarks.ingest``),
+and 25 of them in a row by 31 MB against 6, for the same speed there and in
+``benchmarks.serialization``.
 
 Only glibc is tuned (Lambda's and the container's C library); elsewhere this does nothing.
 """
@@ -41,17 +42,20 @@ ARROW_POOL = "system"
 def arrow_on_c_heap() -> bool:
     """Have Arrow allocate from the C library's heap; True when it does or will.
 
-    Arrow picks the pool of its C++ parts (the Parquet writer's among them) once, from its
-    variable, when it first allocates; ``pyarrow.set_memory_pool`` later would move only the
-    buffers Python asks for. So this must run before pyarrow is imported: the CLI calls it first
-    thing, and the stack sets the variable for the Lambda functions, whose handlers import pyarrow
-    before they build a runtime. A pool named by whoever starts the process is left as it is.
+    Arrow fixes the pool of its C++ parts (the Parquet writer's among them) from its variable as
+    pyarrow is imported; ``pyarrow.set_memory_pool`` later would move only the buffers Python asks
+    for. So this must run before anything imports pyarrow: the CLI calls it first thing, and the
+    stack sets the variable for the Lambda functions, whose handlers import pyarrow before they
+    build a runtime. A pool named by whoever starts the process is left as it is.
     """
-    if "pyarrow" not in sys.modules:
-        os.environ.setdefault(envvars.ARROW_MEMORY_POOL, ARROW_POOL)
-    elif not os.environ.get(envvars.ARROW_MEMORY_POOL):
-        logger.warning("pyarrow was loaded before its pool was chosen; it keeps its default")
-        return False
+    pyarrow = sys.modules.get("pyarrow")
+    if pyarrow is not None:
+        chosen = pyarrow.default_memory_pool().backend_name
+        if chosen != ARROW_POOL:
+            logger.warning("pyarrow was imported before its pool was chosen; it keeps %s", chosen)
+        return bool(chosen == ARROW_POOL)
+    if not os.environ.get(envvars.ARROW_MEMORY_POOL):  # unset, or set empty (Arrow's default)
+        os.environ[envvars.ARROW_MEMORY_POOL] = ARROW_POOL
     return os.environ[envvars.ARROW_MEMORY_POOL] == ARROW_POOL
 
 

@@ -100,14 +100,31 @@ def test_arrow_allocates_from_the_c_heap_when_chosen_before_it_loads() -> None:
 
 
 def test_too_late_once_pyarrow_is_loaded() -> None:
-    script = "import pyarrow\nfrom arcs.allocator import arrow_on_c_heap\nassert not arrow_on_c_heap()"
-    assert _arrow_pool_in_fresh_process(script) == _arrow_pool_in_fresh_process("")
+    """Arrow fixed its pool as it loaded: the call says so (False, and a warning) and changes nothing."""
+    script = (
+        "import os, pyarrow\nfrom arcs.allocator import arrow_on_c_heap\nassert not arrow_on_c_heap()\n"
+        f"assert {envvars.ARROW_MEMORY_POOL!r} not in os.environ"
+    )
+    env = {key: value for key, value in os.environ.items() if key != envvars.ARROW_MEMORY_POOL}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "pyarrow was imported before its pool was chosen" in done.stderr
 
 
 @pytest.mark.parametrize("named", ["mimalloc", "system"])
 def test_a_pool_named_in_the_environment_is_kept(named: str) -> None:
     script = f"from arcs.allocator import arrow_on_c_heap\nassert arrow_on_c_heap() is {named == 'system'}"
     assert _arrow_pool_in_fresh_process(script, {envvars.ARROW_MEMORY_POOL: named}) == named
+
+
+def test_an_empty_variable_counts_as_unset() -> None:
+    script = "from arcs.allocator import arrow_on_c_heap\nassert arrow_on_c_heap()"
+    assert _arrow_pool_in_fresh_process(script, {envvars.ARROW_MEMORY_POOL: ""}) == "system"
+
+
+def test_loaded_on_the_chosen_pool_is_reported_so() -> None:
+    script = "import pyarrow\nfrom arcs.allocator import arrow_on_c_heap\nassert arrow_on_c_heap()"
+    assert _arrow_pool_in_fresh_process(script, {envvars.ARROW_MEMORY_POOL: "system"}) == "system"
 
 
 def test_the_cli_chooses_before_anything_loads_pyarrow() -> None:

@@ -97,7 +97,8 @@ class EmulationConfig:
 
 def function_environment(resources: AwsResources, endpoint_url: str, region: str, work_dir: str) -> dict[str, str]:
     """The functions' environment: the stack's names of the resources, the region Lambda itself sets,
-    the emulator's endpoint, and a work directory (``/tmp/arcs`` in Lambda)."""
+    the emulator's endpoint, and a work directory (``/tmp/arcs`` in Lambda). Not Arrow's pool: it
+    is fixed as pyarrow loads, which in this process is before; the ``arcs`` command chose it."""
     return {
         envvars.BACKEND: "aws",
         envvars.BUCKET: resources["bucket"],
