@@ -12,7 +12,7 @@ the process after a large result (256 MiB by default, ``ARCS_MMAP_THRESHOLD_MB``
 
 Arrow's buffers come from the same heap (``arrow_on_c_heap``) rather than from the mimalloc that
 Arrow's wheels default to, which keeps the pages a Parquet write frees: an ingest of 100 requests
-grew the process by 4.05 times their bodies with it, 1.48 times on the heap (``benchmarks.ingest``),
+grew the process by 4.05 times their bodies with it, 1.35 to 1.48 on the heap (``benchmarks.ingest``),
 and 25 of them in a row by 31 MB against 6, for the same speed there and in
 ``benchmarks.serialization``.
 
