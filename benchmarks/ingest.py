@@ -120,6 +120,19 @@ def one_core() -> Iterator[None]:
         os.sched_setaffinity(0, allowed)
 
 
+def machine_speed() -> float:
+    """Seconds of CPU a plain Python loop of 10 M additions takes here, best of 3: machines (and one
+    machine from one minute to the next) differ by two to three times, so figures from different
+    runs compare only beside this."""
+    best = float("inf")
+    for _ in range(3):
+        start, total = time.process_time(), 0
+        for number in range(10_000_000):
+            total += number
+        best = min(best, time.process_time() - start)
+    return best
+
+
 def warm_spool(spool: Spool) -> None:
     """Start the spool's segment before timing: a new one is zeroed once (16 MB), and a running
     server writes over recycled segments instead, so that cost is not the steady state's."""
@@ -376,6 +389,8 @@ def main() -> None:
     )
     heap = "tuned as the runtimes tune it" if tuned else "not tuned"
     print(f"C heap {heap}; Arrow's pool: {pa.default_memory_pool().backend_name}")
+    with one_core():
+        print(f"machine: a Python loop of 10 M additions takes {machine_speed():.2f} s of CPU (best of 3)")
     header = (
         f"{'format':18} {'body MB':>8} {'edge rows/s':>12} {'edge us/req':>12} {'ingest rows/s':>14} "
         f"{'total rows/s':>13} {f'{args.writers} writers':>11} {'parquet MB':>10} {'peak/decomp':>11}"
