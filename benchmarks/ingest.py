@@ -43,7 +43,7 @@ import pyarrow.parquet as pq
 from arcs.adapters.local_storage import DirectoryStore
 from arcs.adapters.spool import Spool
 from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase
-from arcs.allocator import keep_large_blocks_on_heap
+from arcs.allocator import glibc, keep_large_blocks_on_heap
 from arcs.batch import MeasurementRows, WriteBatch
 from arcs.decoders import WireFormat, decode
 from arcs.ingest import Ingestor, QueuedWrite, parquet_options
@@ -290,11 +290,7 @@ def _peak_rss_bytes() -> int:
 
 
 def _return_free_heap() -> None:
-    try:
-        glibc = (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
-    except (ValueError, OSError):  # not a glibc system
-        glibc = False
-    if glibc:
+    if glibc():
         ctypes.CDLL(None).malloc_trim(0)
 
 

@@ -67,7 +67,7 @@ def keep_large_blocks_on_heap(threshold_bytes: int) -> bool:
     """
     if threshold_bytes > _LARGEST:
         raise ValueError(f"an mmap threshold is at most {_LARGEST} bytes, got {threshold_bytes}")
-    if threshold_bytes <= 0 or not _glibc():
+    if threshold_bytes <= 0 or not glibc():
         return False
     try:
         libc = ctypes.CDLL(None)  # the process's own symbols, libc's among them (find_library runs ldconfig)
@@ -82,7 +82,8 @@ def keep_large_blocks_on_heap(threshold_bytes: int) -> bool:
     return accepted
 
 
-def _glibc() -> bool:
+def glibc() -> bool:
+    """Whether the process's C library is glibc (the one tuned here)."""
     try:
         return (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
     except (ValueError, OSError, AttributeError):  # not a glibc system

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from arcs import envvars
-from arcs.allocator import ARROW_POOL, keep_large_blocks_on_heap
+from arcs.allocator import ARROW_POOL, glibc, keep_large_blocks_on_heap
 from arcs.settings import ConfigError, Settings
 
-GLIBC = (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
+GLIBC = glibc()
 
 
 @pytest.mark.skipif(not GLIBC, reason="glibc only")
@@ -77,19 +77,20 @@ print(faults_of_one_block())
     assert faults(0) > pages // 2
 
 
+def _fresh_interpreter(script: str, environment: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``script`` run by a new interpreter whose environment names no Arrow pool but ``environment``'s."""
+    env = {key: value for key, value in os.environ.items() if key != envvars.ARROW_MEMORY_POOL}
+    env.update(environment or {})
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
+
+
 def _arrow_pool_in_fresh_process(script: str, environment: dict[str, str] | None = None) -> str:
     """The pool Arrow's C++ parts use (the one its variable chose) after ``script`` runs in a new
     interpreter; ``pyarrow.default_memory_pool`` reports it as long as nothing set another."""
-    env = {key: value for key, value in os.environ.items() if key != envvars.ARROW_MEMORY_POOL}
-    env.update(environment or {})
-    done = subprocess.run(
-        [sys.executable, "-c", script + "\nimport pyarrow\nprint(pyarrow.default_memory_pool().backend_name)"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-        env=env,
+    done = _fresh_interpreter(
+        script + "\nimport pyarrow\nprint(pyarrow.default_memory_pool().backend_name)", environment
     )
+    assert done.returncode == 0, done.stderr
     return done.stdout.strip().splitlines()[-1]
 
 
@@ -105,8 +106,7 @@ def test_too_late_once_pyarrow_is_loaded() -> None:
         "import os, pyarrow\nfrom arcs.allocator import arrow_on_c_heap\nassert not arrow_on_c_heap()\n"
         f"assert {envvars.ARROW_MEMORY_POOL!r} not in os.environ"
     )
-    env = {key: value for key, value in os.environ.items() if key != envvars.ARROW_MEMORY_POOL}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    done = _fresh_interpreter(script)
     assert done.returncode == 0, done.stderr
     assert "pyarrow was imported before its pool was chosen" in done.stderr
 
