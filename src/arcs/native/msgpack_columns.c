@@ -36,10 +36,15 @@ typedef struct {
     /* Set by the caller before the fill: where the column's buffers start in the output block. */
     int64_t values_at;    /* integers and floats: 8 bytes each; booleans: a bitmap; strings: int32 offsets */
     int64_t data_at;      /* strings: their bytes */
-    /* Set by the fill. */
+    /* Set by the scan, and again by the fill. */
     int64_t minimum;      /* integers: the least and the greatest value */
     int64_t maximum;
     int64_t flags;        /* strings: PRINTABLE_ASCII; integers: NONDECREASING */
+    /* Set by the caller before the fill (0 for a column of its own): where in the column this
+     * body's rows go, when several bodies fill one column - the row they start at and, for strings,
+     * the byte their data starts at (the offsets written count from the column's first byte). */
+    int64_t row_base;
+    int64_t data_base;
 } arcs_msgpack_column;
 
 typedef struct {
@@ -197,15 +202,37 @@ static int key_is(const uint8_t *body, const arcs_msgpack_span *key, const char 
     return (size_t)key->length == length && memcmp(body + key->offset, name, length) == 0;
 }
 
-/* Past ``count`` values of ``kind``, adding up their string bytes. */
-static inline __attribute__((always_inline)) int skip_values(cursor *c, const uint8_t *body, int kind, uint64_t count,
-                                                             int64_t *string_bytes) {
+static int printable_ascii(const uint8_t *at, int64_t length) {
+    for (int64_t i = 0; i < length; i++) {
+        if (at[i] < 0x20 || at[i] > 0x7e) return 0;
+    }
+    return 1;
+}
+
+/* Past ``count`` values of ``kind``, adding up their string bytes and noting the column's facts
+ * (integers' bounds and order, strings' printability), which the fill notes again. */
+static inline __attribute__((always_inline)) int scan_values(cursor *c, const uint8_t *body, int kind, uint64_t count,
+                                                             arcs_msgpack_column *column) {
+    int64_t minimum = INT64_MAX, maximum = INT64_MIN, descents = 0, string_bytes = 0;
+    int printable = 1;
     for (uint64_t i = 0; i < count; i++) {
-        uint64_t value;
+        uint64_t value = 0;
         arcs_msgpack_span span = {0, 0};
         if (read_scalar(c, body, kind, &value, &span)) return NOT_MINE;
-        *string_bytes += span.length;
+        if (kind == KIND_STRING) {
+            string_bytes += span.length;
+            printable &= printable_ascii(body + span.offset, span.length);
+        } else if (kind == KIND_INT64) {
+            int64_t number = (int64_t)value;
+            descents += i > 0 && number < maximum;
+            if (number < minimum) minimum = number;
+            if (number > maximum) maximum = number;
+        }
     }
+    column->string_bytes = string_bytes;
+    column->minimum = minimum;
+    column->maximum = maximum;
+    column->flags = kind == KIND_STRING && printable ? PRINTABLE_ASCII : kind == KIND_INT64 && descents == 0 ? NONDECREASING : 0;
     return 0;
 }
 
@@ -216,16 +243,16 @@ static int scan_column(cursor *c, const uint8_t *body, arcs_msgpack_column *colu
     column->array_offset = c->at - body;
     column->kind = kind_of(*c->at);
     column->count = (int64_t)count;
-    column->string_bytes = 0;
+    column->row_base = column->data_base = 0;
     switch (column->kind) {
     case KIND_INT64:
-        return skip_values(c, body, KIND_INT64, count, &column->string_bytes);
+        return scan_values(c, body, KIND_INT64, count, column);
     case KIND_FLOAT64:
-        return skip_values(c, body, KIND_FLOAT64, count, &column->string_bytes);
+        return scan_values(c, body, KIND_FLOAT64, count, column);
     case KIND_STRING:
-        return skip_values(c, body, KIND_STRING, count, &column->string_bytes);
+        return scan_values(c, body, KIND_STRING, count, column);
     case KIND_BOOL:
-        return skip_values(c, body, KIND_BOOL, count, &column->string_bytes);
+        return scan_values(c, body, KIND_BOOL, count, column);
     default:
         return NOT_MINE;
     }
@@ -314,17 +341,12 @@ static int fits(int64_t at, int64_t bytes, int64_t block_length) {
     return at >= 0 && bytes >= 0 && at <= block_length && bytes <= block_length - at;
 }
 
-static int printable_ascii(const uint8_t *at, int64_t length) {
-    for (int64_t i = 0; i < length; i++) {
-        if (at[i] < 0x20 || at[i] > 0x7e) return 0;
-    }
-    return 1;
-}
-
 typedef struct {
-    uint8_t *values;
-    int32_t *offsets;
-    uint8_t *data;
+    uint8_t *values;  /* at this body's first row */
+    int32_t *offsets; /* at this body's first row */
+    uint8_t *data;    /* at this body's first string byte */
+    int64_t row_base;
+    int64_t data_base;    /* the column's string bytes before this body's */
     int64_t string_bytes; /* what ``data`` holds */
     int64_t written;      /* of it so far */
     int64_t minimum, maximum;
@@ -342,9 +364,11 @@ static inline __attribute__((always_inline)) int fill_values(cursor *c, const ui
             if (out->written + span.length > out->string_bytes) return NOT_MINE;
             if (span.length > 0) memcpy(out->data + out->written, body + span.offset, (size_t)span.length);
             out->written += span.length;
-            out->offsets[i + 1] = (int32_t)out->written;
+            out->offsets[i + 1] = (int32_t)(out->data_base + out->written);
         } else if (kind == KIND_BOOL) {
-            out->values[i >> 3] |= (uint8_t)(value << (i & 7));
+            int64_t bit = out->row_base + i; /* set or cleared: the bitmap may hold another body's bits */
+            uint8_t mask = (uint8_t)(1u << (bit & 7));
+            out->values[bit >> 3] = (uint8_t)((out->values[bit >> 3] & ~mask) | (value ? mask : 0));
         } else {
             memcpy(out->values + 8 * i, &value, sizeof value);
             if (kind == KIND_INT64) {
@@ -359,29 +383,36 @@ static inline __attribute__((always_inline)) int fill_values(cursor *c, const ui
 }
 
 /* One scanned column's Arrow buffers in the block: values (8 bytes each for integers and floats;
- * a bitmap for booleans), or int32 offsets (count + 1) and data for strings. */
+ * a bitmap for booleans), or int32 offsets (rows + 1) and data for strings; this body's rows from
+ * ``row_base`` on (and its strings from ``data_base``). */
 static int fill_column(const uint8_t *body, int64_t length, arcs_msgpack_column *column, uint8_t *block,
                        int64_t block_length) {
     int kind = (int)column->kind;
-    int64_t count = column->count;
+    int64_t count = column->count, row_base = column->row_base, data_base = column->data_base;
     /* The description is checked before any size is computed from it: each element takes at least
-     * a byte of the body, so no size below can overflow. */
+     * a byte of the body, and the bases at most the block, so no size below can overflow. */
     if (count <= 0 || column->array_offset < 0 || column->array_offset >= length ||
         count > length - column->array_offset)
         return NOT_MINE;
+    if (row_base < 0 || row_base > block_length || data_base < 0 || data_base > block_length) return NOT_MINE;
     cursor c = {body + column->array_offset, body + length};
-    int64_t values_bytes = kind == KIND_STRING ? 4 * (count + 1) : kind == KIND_BOOL ? (count + 7) / 8 : 8 * count;
+    int64_t rows = row_base + count;
+    int64_t values_bytes = kind == KIND_STRING ? 4 * (rows + 1) : kind == KIND_BOOL ? (rows + 7) / 8 : 8 * rows;
     /* The caller's layout is checked for bounds and alignment (offsets are written as int32); that
      * the columns' regions do not overlap is the caller's part. */
     if (column->values_at % 8 || !fits(column->values_at, values_bytes, block_length)) return NOT_MINE;
-    if (kind == KIND_STRING && !fits(column->data_at, column->string_bytes, block_length)) return NOT_MINE;
+    if (kind == KIND_STRING && (!fits(column->data_at, data_base + column->string_bytes, block_length) ||
+                                data_base + column->string_bytes > INT32_MAX))
+        return NOT_MINE;
     uint8_t *values = block + column->values_at;
-    int32_t *offsets = (int32_t *)values;
-    uint8_t *data = kind == KIND_STRING ? block + column->data_at : block;
+    int32_t *offsets = (int32_t *)values + row_base;
+    uint8_t *data = kind == KIND_STRING ? block + column->data_at + data_base : block;
     int printable = 1;
-    if (kind == KIND_STRING) offsets[0] = 0;
-    if (kind == KIND_BOOL) memset(values, 0, (size_t)values_bytes);
-    fill_buffers buffers = {values, offsets, data, column->string_bytes, 0, INT64_MAX, INT64_MIN, 0};
+    if (kind == KIND_STRING) offsets[0] = (int32_t)data_base;
+    fill_buffers buffers = {
+        kind == KIND_BOOL ? values : values + 8 * row_base, offsets, data, row_base, data_base,
+        column->string_bytes, 0, INT64_MAX, INT64_MIN, 0,
+    };
     int refused;
     switch (kind) {
     case KIND_INT64:
