@@ -31,6 +31,10 @@ _MAGIC_V2 = b"\xc1AE2"
 _HEADER_LENGTH = struct.Struct("<I")
 _END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"  # an IPC stream's end: continuation marker, zero length
 _ALIGN = 8
+# A part may instead hold a MessagePack columnar body as its client sent it: "f" names that form,
+# "p" is the precision its times are in and "r" its rows; zero padding to 8 bytes follows it (not
+# counted in "n"). A build without this form refuses such a write as poison (it waits in the DLQ).
+_MSGPACK_COLUMNS = "msgpack-columns"
 # Envelope v1 (a MessagePack map holding each IPC stream as a bin) is still read: writes queued by
 # an earlier version may be waiting when this one starts.
 _ENVELOPE_V1 = 1
@@ -58,21 +62,49 @@ class MeasurementRows:
 
 
 @dataclass(frozen=True, slots=True)
+class ColumnarBody:
+    """A MessagePack columnar body queued as its client sent it (``arcs.decoders.columnar_lane``):
+    the edge checked it from a scan of its bytes, and ingest fills it, with the other bodies of its
+    shape, into one table. ``precision`` is the one its times are in (the body's, else the request's).
+    """
+
+    measurement: str
+    tags: tuple[str, ...]
+    body: bytes
+    precision: str | None
+    rows: int
+
+
+@dataclass(frozen=True, slots=True)
 class WriteBatch:
     """One accepted request: all of it is stored or none of it (API.md, all-or-nothing)."""
 
     write_id: str
     database: str
-    parts: tuple[MeasurementRows, ...]
+    parts: tuple[MeasurementRows | ColumnarBody, ...]
 
     @property
     def row_count(self) -> int:
-        return sum(part.table.num_rows for part in self.parts)
+        return sum(part.rows if isinstance(part, ColumnarBody) else part.table.num_rows for part in self.parts)
 
     def to_bytes(self, compression: str | None = None) -> bytes:
         streams: list[pa.Buffer | bytes] = []
         parts = []
         for part in self.parts:
+            if isinstance(part, ColumnarBody):
+                # The body as sent, padded so the parts after it stay aligned.
+                streams += [part.body, b"\0" * (-len(part.body) % _ALIGN)]
+                parts.append(
+                    {
+                        "m": part.measurement,
+                        "tags": list(part.tags),
+                        "n": len(part.body),
+                        "f": _MSGPACK_COLUMNS,
+                        "p": part.precision,
+                        "r": part.rows,
+                    }
+                )
+                continue
             stream = _ipc_stream(part.table, compression)
             streams += stream
             parts.append({"m": part.measurement, "tags": list(part.tags), "n": sum(len(piece) for piece in stream)})
@@ -116,13 +148,20 @@ class WriteBatch:
         write_id, database, raw_parts = _top(header)
         offset = start + length + (-(start + length) % _ALIGN)
         whole = pa.py_buffer(data)
-        parts = []
+        parts: list[MeasurementRows | ColumnarBody] = []
         for raw in raw_parts:
             if not isinstance(raw, dict):
                 raise BadRequest("queued write is not a valid envelope: a part is not a map")
             size = raw["n"]
             if not isinstance(size, int) or size < 0 or offset + size > len(data):
                 raise BadRequest("queued write is not a valid envelope: a part's length is wrong")
+            kind = raw.get("f")
+            if kind == _MSGPACK_COLUMNS:
+                parts.append(_columnar_body(raw, data[offset : offset + size]))
+                offset += size + (-size % _ALIGN)
+                continue
+            if kind is not None:
+                raise BadRequest(f"queued write is not a valid envelope: a part of unknown form {str(kind)[:40]!r}")
             parts.append(_part(raw["m"], raw["tags"], whole.slice(offset, size)))
             offset += size
         if offset != len(data):
@@ -168,12 +207,26 @@ def _top(envelope: dict[str, object]) -> tuple[str, str, list[object]]:
     return write_id, database, raw_parts
 
 
-def _part(measurement: object, tags: object, ipc: pa.Buffer) -> MeasurementRows:
+def _names(measurement: object, tags: object) -> tuple[str, tuple[str, ...]]:
     if not (isinstance(measurement, str) and isinstance(tags, list) and all(isinstance(tag, str) for tag in tags)):
         raise BadRequest("queued write is not a valid envelope: a part's 'm', 'tags' or 'ipc' has the wrong type")
+    return measurement, tuple(tags)
+
+
+def _columnar_body(raw: dict[object, object], body: bytes) -> ColumnarBody:
+    """A body part's description; ingest checks the body itself as the edge did."""
+    measurement, tags = _names(raw["m"], raw["tags"])
+    precision, rows = raw["p"], raw["r"]
+    if not (precision is None or isinstance(precision, str)) or not isinstance(rows, int) or rows < 1:
+        raise BadRequest("queued write is not a valid envelope: a body part's 'p' or 'r' has the wrong type")
+    return ColumnarBody(measurement, tags, body, precision, rows)
+
+
+def _part(measurement: object, tags: object, ipc: pa.Buffer) -> MeasurementRows:
+    measurement, tags = _names(measurement, tags)
     reader = pa.ipc.open_stream(ipc)
     table = reader.read_all()
     # The IPC reader checks structure as it goes; full validation (offsets in bounds, UTF-8) is
     # what makes a corrupt envelope a refusal here rather than a crash later.
     table.validate(full=True)
-    return MeasurementRows(measurement=measurement, table=table, tags=tuple(tags))
+    return MeasurementRows(measurement=measurement, table=table, tags=tags)

@@ -28,7 +28,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from arcs import layout
-from arcs.batch import WriteBatch
+from arcs.batch import MeasurementRows, WriteBatch
+from arcs.decoders import columnar_lane
 from arcs.decoders.columns import MIN_MICROS
 from arcs.errors import ArcsError, BadRequest
 from arcs.names import TIME_COLUMN
@@ -124,6 +125,7 @@ class Ingestor:
                     continue
                 try:
                     batch = write.batch if write.batch is not None else WriteBatch.from_bytes(write.load())
+                    batch = columnar_lane.scanned(batch)
                 except ArcsError as exc:
                     if exc.client_error:
                         result.poison[write.handle] = exc.message
@@ -143,8 +145,9 @@ class Ingestor:
         if not claimed:
             return result
         try:
-            files = self._write_files(commit_id, [batch for _write, batch in claimed])
-            self._ensure_schemas([batch for _write, batch in claimed])
+            parts = columnar_lane.tables([batch for _write, batch in claimed])
+            files = self._write_files(commit_id, parts)
+            self._ensure_schemas(parts)
             self._fault("files-written")
             committed = self.catalog.put_commit_if_absent(CommitRecord(commit_id, "committed", tuple(files)))
         except Exception as exc:
@@ -185,29 +188,28 @@ class Ingestor:
             return True
         return False
 
-    def _ensure_schemas(self, batches: list[WriteBatch]) -> None:
+    def _ensure_schemas(self, parts: list[tuple[str, MeasurementRows]]) -> None:
         """Committed rows always have a schema to be queried by.
 
         The edge recorded it before queueing, but the database may have been dropped since (and an
         edge's cache may not know): recreate what is missing. Harmless when nothing is.
         """
         registry = SchemaRegistry(self.catalog)
-        for batch in batches:
+        for database, part in parts:
             try:
-                registry.apply(batch.database, list(batch.parts))
+                registry.apply(database, [part])
             except BadRequest as exc:
                 # A concurrent writer recreated the measurement with other types; union_by_name
                 # still reads both, so store the rows rather than lose an acknowledged write.
                 logger.warning("schema of a queued write no longer matches: %s", exc.message)
 
-    def _write_files(self, commit_id: str, batches: list[WriteBatch]) -> list[FileRecord]:
+    def _write_files(self, commit_id: str, parts: list[tuple[str, MeasurementRows]]) -> list[FileRecord]:
         groups: dict[tuple[str, str], tuple[list[pa.Table], dict[str, None], list[tuple[int, int] | None]]] = {}
-        for batch in batches:
-            for part in batch.parts:
-                tables, tags, ranges = groups.setdefault((batch.database, part.measurement), ([], {}, []))
-                tables.append(part.table)
-                tags.update(dict.fromkeys(part.tags))
-                ranges.append(part.time_range)
+        for database, part in parts:
+            tables, tags, ranges = groups.setdefault((database, part.measurement), ([], {}, []))
+            tables.append(part.table)
+            tags.update(dict.fromkeys(part.tags))
+            ranges.append(part.time_range)
         files: list[FileRecord] = []
         for (database, measurement), (tables, tags, ranges) in groups.items():
             # Promoting types (for a column missing from some parts) costs more than checking for it.

@@ -88,6 +88,11 @@ class SchemaRegistry:
     def apply(self, database: str, parts: list[MeasurementRows]) -> list[MeasurementRows]:
         return apply_schema(self, database, parts)
 
+    def accepts(self, database: str, measurement: str, tags: tuple[str, ...], schema: pa.Schema) -> bool:
+        """Whether rows of ``schema`` were taken as they are before (by this process's cache):
+        they need neither a check nor a change to be stored."""
+        return any(schema == accepted for accepted in self._accepted.get((database, measurement, tags), ()))
+
     def reconcile(
         self, database: str, part: MeasurementRows, fresh: bool
     ) -> tuple[MeasurementRows, MeasurementSchema | None, bool]:

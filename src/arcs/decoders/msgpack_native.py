@@ -38,7 +38,7 @@ _NUMBERS = {MSGPACK_INT64: pa.int64(), MSGPACK_FLOAT64: pa.float64()}
 _scratch = threading.local()
 
 
-def _column_slots() -> ctypes.Array[MsgpackColumn]:
+def column_slots() -> ctypes.Array[MsgpackColumn]:
     slots: ctypes.Array[MsgpackColumn] | None = getattr(_scratch, "columns", None)
     if slots is None:
         slots = _scratch.columns = (MsgpackColumn * (MAX_COLUMNS + 1))()
@@ -52,7 +52,7 @@ def decode_columnar(
     if not isinstance(body, bytes):
         return None
     document = MsgpackDocument()
-    slots = _column_slots()
+    slots = column_slots()
     if native.arcs_msgpack_scan(body, len(body), ctypes.byref(document), slots, len(slots)):
         return None
     if document.tag_count > MAX_COLUMNS:
@@ -67,13 +67,13 @@ def decode_columnar(
         facts: dict[str, ColumnFacts] = {}
         time_column = None
         for column in columns:
-            name = _text(body, column.name)
+            name = text(body, column.name)
             arrays[name], facts[name] = _array(block, column)
             if name == TIME_COLUMN:
                 time_column = column
-        measurement = _text(body, document.measurement) if document.measurement.offset >= 0 else None
-        item_precision = _text(body, document.precision) if document.precision.offset >= 0 else None
-        names = [_text(body, tag) for tag in tags]
+        measurement = text(body, document.measurement) if document.measurement.offset >= 0 else None
+        item_precision = text(body, document.precision) if document.precision.offset >= 0 else None
+        names = [text(body, tag) for tag in tags]
         request_precision = check_precision(precision)  # checked first, as the general path does
         precision = check_precision(item_precision) or request_precision
         if time_column is not None:
@@ -85,7 +85,8 @@ def decode_columnar(
         return None  # the general path answers, in its own words
 
 
-def _text(body: bytes, span: MsgpackSpan) -> str:
+def text(body: bytes, span: MsgpackSpan) -> str:
+    """The string at ``span`` (UnicodeDecodeError for bytes that are not UTF-8)."""
     return body[span.offset : span.offset + span.length].decode()
 
 

@@ -1,0 +1,275 @@
+"""The columnar lane: MessagePack columnar bodies checked from a scan of their bytes, queued as sent,
+and filled into tables many at a time by ingest.
+
+Decoding a request into Arrow costs the edge far more than reading it: every array and table is a
+handful of C++ and Python objects, made per request. A body in the common shape (the one
+``msgpack_native`` reads) whose scan shows it valid needs none of them at the edge: the scan's
+facts (kinds, lengths, integer bounds and order, printable strings) settle every rule
+``build_rows`` applies, so the edge checks those, finds the shape among those its schema registry
+took as they are, and queues the body itself. Ingest scans it again (it trusts nothing queued), then
+fills all the bodies of one shape into one block: one table per shape and batch, not per request.
+
+Anything the lane is unsure of it declines (``None``), and the request takes the general path,
+which stores the same rows or words the error: the lane takes only bodies the general path would
+store unchanged, and makes the same table of them (a property test checks both).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from arcs.batch import TIME_TYPE, ColumnarBody, MeasurementRows, WriteBatch
+from arcs.decoders.columns import check_distinct, check_precision, one_unit_scale
+from arcs.decoders.msgpack_native import column_slots, text
+from arcs.errors import ArcsError, BadRequest
+from arcs.names import MAX_COLUMNS, TIME_COLUMN, check_measurement
+from arcs.native import (
+    MSGPACK_BOOL,
+    MSGPACK_FLOAT64,
+    MSGPACK_INT64,
+    MSGPACK_NONDECREASING,
+    MSGPACK_PRINTABLE_ASCII,
+    MSGPACK_STRING,
+    MsgpackColumn,
+    MsgpackDocument,
+    MsgpackSpan,
+    library,
+)
+
+_TYPES = {
+    MSGPACK_INT64: pa.int64(),
+    MSGPACK_FLOAT64: pa.float64(),
+    MSGPACK_STRING: pa.string(),
+    MSGPACK_BOOL: pa.bool_(),
+}
+_ALIGNMENT = 64  # Arrow's buffer alignment
+
+
+@dataclass(frozen=True, slots=True)
+class ScannedBody(ColumnarBody):
+    """A body the lane takes, with what its scan found."""
+
+    schema: pa.Schema  # of the table it makes: time (microseconds) first, then the others in body order
+    names: tuple[str, ...]  # its columns in body order
+    columns: ctypes.Array[MsgpackColumn]  # the scan's description of each, in body order
+    scale: tuple[int, int]  # (multiply, divide) making its times microseconds
+    time_range: tuple[int, int]  # its first and last time, in microseconds (they are in order)
+
+
+def scan(body: bytes, precision: str | None) -> ScannedBody | None:
+    """``body`` as the lane takes it, or None for the general path (so also without arcs.native)."""
+    native = library()
+    if native is None or not isinstance(body, bytes):
+        return None
+    document = MsgpackDocument()
+    slots = column_slots()
+    if native.arcs_msgpack_scan(body, len(body), ctypes.byref(document), slots, len(slots)):
+        return None
+    count = document.column_count
+    if count > MAX_COLUMNS or document.tag_count > MAX_COLUMNS or document.measurement.offset < 0:
+        return None
+    tag_spans = (MsgpackSpan * document.tag_count)()
+    if document.tag_count and native.arcs_msgpack_tags(body, len(body), ctypes.byref(document), tag_spans):
+        return None
+    columns = slots[:count]
+    try:
+        names = tuple(text(body, column.name) for column in columns)
+        measurement = check_measurement(text(body, document.measurement))
+        tags = tuple(text(body, span) for span in tag_spans)
+        request_precision = check_precision(precision)
+        item_precision = text(body, document.precision) if document.precision.offset >= 0 else None
+        precision = check_precision(item_precision) or request_precision
+        check_distinct(dict.fromkeys(names), measurement)
+    except (UnicodeDecodeError, ArcsError):
+        return None
+    kinds = {name: column.kind for name, column in zip(names, columns, strict=True)}
+    rows = columns[0].count
+    if count < 2 or TIME_COLUMN not in kinds or any(column.count != rows for column in columns):
+        return None  # no time, nothing besides it, or columns of different lengths
+    if len(set(tags)) != len(tags) or TIME_COLUMN in tags or any(kinds.get(tag) != MSGPACK_STRING for tag in tags):
+        return None
+    if any(column.kind == MSGPACK_STRING and not column.flags & MSGPACK_PRINTABLE_ASCII for column in columns):
+        return None  # UTF-8 and control characters: the general path checks and words them
+    time = columns[names.index(TIME_COLUMN)]
+    if time.kind != MSGPACK_INT64 or not time.flags & MSGPACK_NONDECREASING:
+        return None
+    scale = one_unit_scale((time.minimum, time.maximum), precision)
+    if scale is None:
+        return None
+    multiply, divide = scale
+    kept = (MsgpackColumn * count)()
+    ctypes.memmove(kept, slots, ctypes.sizeof(kept))
+    return ScannedBody(
+        measurement=measurement,
+        tags=tags,
+        body=body,
+        precision=precision,
+        rows=rows,
+        schema=_schema(names, tuple(kinds.values())),
+        names=names,
+        columns=kept,
+        scale=scale,
+        # In order, so the first and last times are the bounds, scaled alike.
+        time_range=(time.minimum * multiply // divide, time.maximum * multiply // divide),
+    )
+
+
+def scanned(batch: WriteBatch) -> WriteBatch:
+    """``batch`` with each queued body scanned again (a queued write is checked, never trusted);
+    raises BadRequest (a poison message) for a body the lane would not take."""
+    if all(not isinstance(part, ColumnarBody) or isinstance(part, ScannedBody) for part in batch.parts):
+        return batch
+    parts: list[MeasurementRows | ColumnarBody] = []
+    for part in batch.parts:
+        if isinstance(part, ColumnarBody) and not isinstance(part, ScannedBody):
+            again = scan(part.body, part.precision)
+            if again is None and library() is None:
+                parts.extend(_decoded(part))  # this build reads it without arcs.native
+                continue
+            if again is None or (again.measurement, again.tags, again.rows) != (part.measurement, part.tags, part.rows):
+                raise BadRequest("queued write is not a valid envelope: a queued body does not read as it did")
+            part = again
+        parts.append(part)
+    return WriteBatch(batch.write_id, batch.database, tuple(parts))
+
+
+def _decoded(part: ColumnarBody) -> list[MeasurementRows]:
+    from arcs.decoders.msgpack_format import decode_msgpack  # the general path, which imports this module's neighbours
+
+    return decode_msgpack(part.body, 0, part.precision)
+
+
+def tables(batches: Sequence[WriteBatch]) -> list[tuple[str, MeasurementRows]]:
+    """Every part of ``batches`` as (database, rows), the scanned bodies of each shape filled into
+    one table, in the order they came."""
+    # A shape's table takes the place of its first body, so parts keep their arrival order.
+    order: list[tuple[str, MeasurementRows] | list[ScannedBody]] = []
+    shapes: dict[tuple[str, str, tuple[str, ...], pa.Schema], list[ScannedBody]] = {}
+    for batch in batches:
+        for part in batch.parts:
+            if isinstance(part, ScannedBody):
+                key = (batch.database, part.measurement, part.tags, part.schema)
+                if key not in shapes:
+                    order.append(shapes.setdefault(key, []))
+                shapes[key].append(part)
+            elif isinstance(part, MeasurementRows):
+                order.append((batch.database, part))
+            else:
+                raise TypeError("a queued body reached ingest unscanned")
+    databases = {id(bodies): database for (database, *_rest), bodies in shapes.items()}
+    out: list[tuple[str, MeasurementRows]] = []
+    for item in order:
+        if isinstance(item, list):
+            out.extend((databases[id(item)], rows) for rows in fill(item))
+        else:
+            out.append(item)
+    return out
+
+
+def fill(bodies: Sequence[ScannedBody]) -> list[MeasurementRows]:
+    """Bodies of one measurement, tags and schema as tables: one, unless a string column would
+    pass Arrow's 32-bit offsets (then as few as keep each under them)."""
+    chunks: list[list[ScannedBody]] = [[]]
+    totals: dict[str, int] = {}
+    for body in bodies:
+        sizes = {name: column.string_bytes for name, column in zip(body.names, body.columns, strict=True)}
+        if chunks[-1] and any(totals.get(name, 0) + size > _MAX_STRING_BYTES for name, size in sizes.items()):
+            chunks.append([])
+            totals = {}
+        chunks[-1].append(body)
+        for name, size in sizes.items():
+            totals[name] = totals.get(name, 0) + size
+    return [_fill_one(chunk) for chunk in chunks if chunk]
+
+
+_MAX_STRING_BYTES = (1 << 31) - 1
+
+
+def _fill_one(bodies: Sequence[ScannedBody]) -> MeasurementRows:
+    native = library()
+    assert native is not None, "a scanned body implies arcs.native"
+    first = bodies[0]
+    schema, rows = first.schema, sum(body.rows for body in bodies)
+    string_bytes = dict.fromkeys(schema.names, 0)
+    for body in bodies:
+        for name, column in zip(body.names, body.columns, strict=True):
+            string_bytes[name] += column.string_bytes
+    # Each column's buffers, one after another, as the scan lays out one body's.
+    places: dict[str, tuple[int, int]] = {}
+    size = 0
+    for field in schema:
+        values = _values_bytes(field.type, rows)
+        places[field.name] = (size, size + _aligned(values))
+        size += _aligned(values) + _aligned(string_bytes[field.name])
+    block = pa.allocate_buffer(max(size, _ALIGNMENT))
+    row_base = 0
+    data_bases = dict.fromkeys(schema.names, 0)
+    for body in bodies:
+        columns = body.columns
+        for name, column in zip(body.names, columns, strict=True):
+            column.values_at, column.data_at = places[name]
+            column.row_base, column.data_base = row_base, data_bases[name]
+            data_bases[name] += column.string_bytes
+        if native.arcs_msgpack_fill(body.body, len(body.body), columns, len(columns), block.address, block.size):
+            raise BadRequest("queued write is not a valid envelope: a queued body does not read as it did")
+        multiply, divide = body.scale
+        time_at = places[TIME_COLUMN][0] + 8 * row_base
+        if (multiply, divide) != (1, 1) and native.arcs_msgpack_rescale(
+            block.address + time_at, body.rows, multiply, divide
+        ):
+            raise AssertionError("the rescale refused factors one_unit_scale chose")
+        row_base += body.rows
+    arrays = [_array(block, field, rows, places[field.name], string_bytes[field.name]) for field in schema]
+    table = pa.Table.from_arrays(arrays, schema=schema)
+    return MeasurementRows(first.measurement, table, first.tags, _time_range(bodies))
+
+
+def _time_range(bodies: Sequence[ScannedBody]) -> tuple[int, int] | None:
+    """The filled rows' first and last time when the bodies came in time order (each starting no
+    earlier than the one before ends), so the rows are in order; None when not."""
+    for earlier, later in itertools.pairwise(bodies):
+        if later.time_range[0] < earlier.time_range[1]:
+            return None
+    return bodies[0].time_range[0], bodies[-1].time_range[1]
+
+
+def _array(block: pa.Buffer, field: pa.Field, rows: int, place: tuple[int, int], string_bytes: int) -> pa.Array:
+    values_at, data_at = place
+    values = block.slice(values_at, _values_bytes(field.type, rows))
+    if field.type == pa.string():
+        return pa.StringArray.from_buffers(rows, values, block.slice(data_at, string_bytes))
+    return pa.Array.from_buffers(field.type, rows, [None, values])
+
+
+def _values_bytes(arrow_type: pa.DataType, rows: int) -> int:
+    if arrow_type == pa.string():
+        return 4 * (rows + 1)
+    if arrow_type == pa.bool_():
+        return (rows + 7) // 8
+    return 8 * rows
+
+
+def _aligned(size: int) -> int:
+    return -(-size // _ALIGNMENT) * _ALIGNMENT
+
+
+# Schemas by (names, kinds): a writer's requests repeat theirs, and the registry compares them.
+_schemas: dict[tuple[tuple[str, ...], tuple[int, ...]], pa.Schema] = {}
+_MAX_SCHEMAS = 1024
+
+
+def _schema(names: tuple[str, ...], kinds: tuple[int, ...]) -> pa.Schema:
+    key = (names, kinds)
+    schema = _schemas.get(key)
+    if schema is None:
+        fields = [(name, _TYPES[kind]) for name, kind in zip(names, kinds, strict=True) if name != TIME_COLUMN]
+        schema = pa.schema([(TIME_COLUMN, TIME_TYPE), *fields])
+        if len(_schemas) >= _MAX_SCHEMAS:
+            _schemas.clear()
+        _schemas[key] = schema
+    return schema
