@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -61,6 +62,18 @@ class ScannedBody(ColumnarBody):
     time_range: tuple[int, int]  # its first and last time, in microseconds (they are in order)
 
 
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """What a document's shape settles for every body of it (``_check_shape``)."""
+
+    measurement: str
+    tags: tuple[str, ...]
+    names: tuple[str, ...]
+    schema: pa.Schema
+    item_precision: str | None
+    time_at: int  # the time column's place in the body
+
+
 def scan(body: bytes, precision: str | None) -> ScannedBody | None:
     """``body`` as the lane takes it, or None for the general path (so also without arcs.native)."""
     native = library()
@@ -70,53 +83,99 @@ def scan(body: bytes, precision: str | None) -> ScannedBody | None:
     slots = column_slots()
     if native.arcs_msgpack_scan(body, len(body), ctypes.byref(document), slots, len(slots)):
         return None
-    count = document.column_count
-    if count > MAX_COLUMNS or document.tag_count > MAX_COLUMNS or document.measurement.offset < 0:
+    # Equal lengths and printable strings (so UTF-8 without control characters) for every column;
+    # the general path checks and words anything else.
+    if document.rows < 1 or not document.flags & MSGPACK_PRINTABLE_ASCII or document.column_count > MAX_COLUMNS:
         return None
-    tag_spans = (MsgpackSpan * document.tag_count)()
-    if document.tag_count and native.arcs_msgpack_tags(body, len(body), ctypes.byref(document), tag_spans):
+    shape = _shape_of(native, body, document, slots)
+    if shape is None:
         return None
-    columns = slots[:count]
+    time = slots[shape.time_at]
+    if not time.flags & MSGPACK_NONDECREASING:
+        return None
     try:
-        names = tuple(text(body, column.name) for column in columns)
-        measurement = check_measurement(text(body, document.measurement))
-        tags = tuple(text(body, span) for span in tag_spans)
-        request_precision = check_precision(precision)
-        item_precision = text(body, document.precision) if document.precision.offset >= 0 else None
-        precision = check_precision(item_precision) or request_precision
-        check_distinct(dict.fromkeys(names), measurement)
-    except (UnicodeDecodeError, ArcsError):
-        return None
-    kinds = {name: column.kind for name, column in zip(names, columns, strict=True)}
-    rows = columns[0].count
-    if count < 2 or TIME_COLUMN not in kinds or any(column.count != rows for column in columns):
-        return None  # no time, nothing besides it, or columns of different lengths
-    if len(set(tags)) != len(tags) or TIME_COLUMN in tags or any(kinds.get(tag) != MSGPACK_STRING for tag in tags):
-        return None
-    if any(column.kind == MSGPACK_STRING and not column.flags & MSGPACK_PRINTABLE_ASCII for column in columns):
-        return None  # UTF-8 and control characters: the general path checks and words them
-    time = columns[names.index(TIME_COLUMN)]
-    if time.kind != MSGPACK_INT64 or not time.flags & MSGPACK_NONDECREASING:
+        precision = shape.item_precision or check_precision(precision)
+    except ArcsError:
         return None
     scale = one_unit_scale((time.minimum, time.maximum), precision)
     if scale is None:
         return None
     multiply, divide = scale
-    kept = (MsgpackColumn * count)()
+    kept = (MsgpackColumn * document.column_count)()
     ctypes.memmove(kept, slots, ctypes.sizeof(kept))
     return ScannedBody(
-        measurement=measurement,
-        tags=tags,
+        measurement=shape.measurement,
+        tags=shape.tags,
         body=body,
         precision=precision,
-        rows=rows,
-        schema=_schema(names, tuple(kinds.values())),
-        names=names,
+        rows=document.rows,
+        schema=shape.schema,
+        names=shape.names,
         columns=kept,
         scale=scale,
         # In order, so the first and last times are the bounds, scaled alike.
         time_range=(time.minimum * multiply // divide, time.maximum * multiply // divide),
     )
+
+
+class _ShapeCache(threading.local):
+    def __init__(self) -> None:
+        self.key = ctypes.create_string_buffer(_MAX_SHAPE_KEY)
+
+
+_MAX_SHAPE_KEY = 64 * 1024  # a thousand columns with 48-byte names; wider documents take the general path
+_MAX_SHAPE_BYTES = 4 * 1024 * 1024  # of keys held, before the cache starts over
+_scratch = _ShapeCache()
+_shapes: dict[bytes, _Shape | None] = {}
+_shape_bytes = 0
+
+
+def _shape_of(
+    native: ctypes.CDLL, body: bytes, document: MsgpackDocument, slots: ctypes.Array[MsgpackColumn]
+) -> _Shape | None:
+    """The body's shape, checked once per distinct shape (clients repeat theirs); None: declined."""
+    global _shape_bytes
+    buffer = _scratch.key
+    length = native.arcs_msgpack_shape(body, len(body), ctypes.byref(document), slots, buffer, len(buffer))
+    if length < 0:
+        return None
+    key = ctypes.string_at(buffer, length)
+    if key in _shapes:
+        return _shapes[key]
+    shape = _check_shape(native, body, document, slots)
+    if _shape_bytes + length > _MAX_SHAPE_BYTES:
+        _shapes.clear()
+        _shape_bytes = 0
+    _shapes[key] = shape
+    _shape_bytes += length
+    return shape
+
+
+def _check_shape(
+    native: ctypes.CDLL, body: bytes, document: MsgpackDocument, slots: ctypes.Array[MsgpackColumn]
+) -> _Shape | None:
+    """The rules of ``build_rows`` that depend only on names and kinds."""
+    if document.measurement.offset < 0 or document.tag_count > MAX_COLUMNS:
+        return None
+    tag_spans = (MsgpackSpan * document.tag_count)()
+    if document.tag_count and native.arcs_msgpack_tags(body, len(body), ctypes.byref(document), tag_spans):
+        return None
+    columns = slots[: document.column_count]
+    try:
+        names = tuple(text(body, column.name) for column in columns)
+        measurement = check_measurement(text(body, document.measurement))
+        tags = tuple(text(body, span) for span in tag_spans)
+        item_precision = check_precision(text(body, document.precision)) if document.precision.offset >= 0 else None
+        check_distinct(dict.fromkeys(names), measurement)
+    except (UnicodeDecodeError, ArcsError):
+        return None
+    kinds = {name: column.kind for name, column in zip(names, columns, strict=True)}
+    if len(names) < 2 or kinds.get(TIME_COLUMN) != MSGPACK_INT64:
+        return None  # no integer time, or nothing besides it
+    if len(set(tags)) != len(tags) or TIME_COLUMN in tags or any(kinds.get(tag) != MSGPACK_STRING for tag in tags):
+        return None
+    schema = _schema(names, tuple(kinds.values()))
+    return _Shape(measurement, tags, names, schema, item_precision, names.index(TIME_COLUMN))
 
 
 def scanned(batch: WriteBatch) -> WriteBatch:
@@ -195,36 +254,51 @@ def _fill_one(bodies: Sequence[ScannedBody]) -> MeasurementRows:
     assert native is not None, "a scanned body implies arcs.native"
     first = bodies[0]
     schema, rows = first.schema, sum(body.rows for body in bodies)
-    string_bytes = dict.fromkeys(schema.names, 0)
+    targets = {name: index for index, name in enumerate(schema.names)}
+    string_bytes = [0] * len(targets)
     for body in bodies:
         for name, column in zip(body.names, body.columns, strict=True):
-            string_bytes[name] += column.string_bytes
+            string_bytes[targets[name]] += column.string_bytes
     # Each column's buffers, one after another, as the scan lays out one body's.
-    places: dict[str, tuple[int, int]] = {}
+    per_column = ctypes.c_int64 * len(targets)
+    values_at, data_at, data_bases = per_column(), per_column(), per_column()
     size = 0
-    for field in schema:
-        values = _values_bytes(field.type, rows)
-        places[field.name] = (size, size + _aligned(values))
-        size += _aligned(values) + _aligned(string_bytes[field.name])
+    for index, field in enumerate(schema):
+        values_at[index] = size
+        size += _aligned(_values_bytes(field.type, rows))
+        data_at[index] = size
+        size += _aligned(string_bytes[index])
     block = pa.allocate_buffer(max(size, _ALIGNMENT))
+    orders: dict[tuple[str, ...], ctypes.Array[ctypes.c_int64]] = {}  # body column -> block column
     row_base = 0
-    data_bases = dict.fromkeys(schema.names, 0)
     for body in bodies:
-        columns = body.columns
-        for name, column in zip(body.names, columns, strict=True):
-            column.values_at, column.data_at = places[name]
-            column.row_base, column.data_base = row_base, data_bases[name]
-            data_bases[name] += column.string_bytes
-        if native.arcs_msgpack_fill(body.body, len(body.body), columns, len(columns), block.address, block.size):
-            raise BadRequest("queued write is not a valid envelope: a queued body does not read as it did")
+        order = orders.get(body.names)
+        if order is None:
+            order = orders[body.names] = (ctypes.c_int64 * len(body.names))(*(targets[n] for n in body.names))
         multiply, divide = body.scale
-        time_at = places[TIME_COLUMN][0] + 8 * row_base
-        if (multiply, divide) != (1, 1) and native.arcs_msgpack_rescale(
-            block.address + time_at, body.rows, multiply, divide
+        if native.arcs_msgpack_fill_into(
+            body.body,
+            len(body.body),
+            body.columns,
+            len(body.names),
+            block.address,
+            block.size,
+            order,
+            len(targets),
+            values_at,
+            data_at,
+            data_bases,
+            row_base,
+            body.names.index(TIME_COLUMN),
+            multiply,
+            divide,
         ):
-            raise AssertionError("the rescale refused factors one_unit_scale chose")
+            raise BadRequest("queued write is not a valid envelope: a queued body does not read as it did")
         row_base += body.rows
-    arrays = [_array(block, field, rows, places[field.name], string_bytes[field.name]) for field in schema]
+    arrays = [
+        _array(block, field, rows, values_at[index], data_at[index], string_bytes[index])
+        for index, field in enumerate(schema)
+    ]
     table = pa.Table.from_arrays(arrays, schema=schema)
     return MeasurementRows(first.measurement, table, first.tags, _time_range(bodies))
 
@@ -238,8 +312,7 @@ def _time_range(bodies: Sequence[ScannedBody]) -> tuple[int, int] | None:
     return bodies[0].time_range[0], bodies[-1].time_range[1]
 
 
-def _array(block: pa.Buffer, field: pa.Field, rows: int, place: tuple[int, int], string_bytes: int) -> pa.Array:
-    values_at, data_at = place
+def _array(block: pa.Buffer, field: pa.Field, rows: int, values_at: int, data_at: int, string_bytes: int) -> pa.Array:
     values = block.slice(values_at, _values_bytes(field.type, rows))
     if field.type == pa.string():
         return pa.StringArray.from_buffers(rows, values, block.slice(data_at, string_bytes))

@@ -71,6 +71,8 @@ class MsgpackDocument(ctypes.Structure):
         ("tag_count", ctypes.c_int64),
         ("column_count", ctypes.c_int64),
         ("block_bytes", ctypes.c_int64),  # the fill's block, every column laid out in it
+        ("rows", ctypes.c_int64),  # every column's length when they share one, else -1
+        ("flags", ctypes.c_int64),  # MSGPACK_PRINTABLE_ASCII: every string column's is
     ]
 
 
@@ -151,6 +153,34 @@ def library() -> ctypes.CDLL | None:
         ctypes.c_int64,
     ]
     loaded.arcs_msgpack_fill.restype = ctypes.c_int64
+    int64s = ctypes.POINTER(ctypes.c_int64)
+    loaded.arcs_msgpack_fill_into.argtypes = [
+        body,
+        ctypes.c_int64,
+        ctypes.POINTER(MsgpackColumn),
+        ctypes.c_int64,
+        ctypes.c_void_p,
+        ctypes.c_int64,
+        int64s,
+        ctypes.c_int64,
+        int64s,
+        int64s,
+        int64s,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_int64,
+    ]
+    loaded.arcs_msgpack_fill_into.restype = ctypes.c_int64
+    loaded.arcs_msgpack_shape.argtypes = [
+        body,
+        ctypes.c_int64,
+        ctypes.POINTER(MsgpackDocument),
+        ctypes.POINTER(MsgpackColumn),
+        ctypes.c_void_p,
+        ctypes.c_int64,
+    ]
+    loaded.arcs_msgpack_shape.restype = ctypes.c_int64
     loaded.arcs_msgpack_rescale.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]
     loaded.arcs_msgpack_rescale.restype = ctypes.c_int64
     loaded.arcs_lp_read.argtypes = [

@@ -54,6 +54,8 @@ typedef struct {
     int64_t tag_count;
     int64_t column_count;
     int64_t block_bytes; /* the fill's block, with every column's buffers laid out in it */
+    int64_t rows;        /* every column's length when they have one, else -1 */
+    int64_t flags;       /* PRINTABLE_ASCII: every string of every column is */
 } arcs_msgpack_document;
 
 typedef struct {
@@ -325,6 +327,12 @@ int64_t arcs_msgpack_scan(const uint8_t *body, int64_t length, arcs_msgpack_docu
         }
     }
     if (document->column_count < 0 || c.at != c.end) return NOT_MINE;
+    document->rows = columns[0].count;
+    document->flags = PRINTABLE_ASCII;
+    for (int64_t i = 0; i < document->column_count; i++) {
+        if (columns[i].count != document->rows) document->rows = -1;
+        if (columns[i].kind == KIND_STRING && !(columns[i].flags & PRINTABLE_ASCII)) document->flags = 0;
+    }
     return lay_out(columns, document);
 }
 
@@ -336,6 +344,40 @@ int64_t arcs_msgpack_tags(const uint8_t *body, int64_t length, const arcs_msgpac
         if (read_string(&c, body, &tags[t])) return NOT_MINE;
     }
     return 0;
+}
+
+/* Appends a length-prefixed span to the shape key; 0, or NOT_MINE when it would not fit. */
+static int put_span(uint8_t *out, int64_t capacity, int64_t *used, const uint8_t *body, arcs_msgpack_span span,
+                    int64_t kind) {
+    int64_t length = span.offset < 0 ? -1 : span.length;
+    int64_t bytes = length < 0 ? 0 : length;
+    if (capacity - *used < 16 + bytes) return NOT_MINE;
+    memcpy(out + *used, &length, 8);
+    memcpy(out + *used + 8, &kind, 8);
+    if (bytes) memcpy(out + *used + 16, body + span.offset, (size_t)bytes);
+    *used += 16 + bytes;
+    return 0;
+}
+
+/* The scanned document's shape - its measurement, precision, tags and each column's name and kind,
+ * length-prefixed so no two shapes write the same bytes - into ``out``: a key under which whatever
+ * was concluded from them holds for every body of that shape. Its length, or -1 when it needs more
+ * than ``capacity`` bytes. */
+int64_t arcs_msgpack_shape(const uint8_t *body, int64_t length, const arcs_msgpack_document *document,
+                           const arcs_msgpack_column *columns, uint8_t *out, int64_t capacity) {
+    int64_t used = 0;
+    if (put_span(out, capacity, &used, body, document->measurement, 0) ||
+        put_span(out, capacity, &used, body, document->precision, 0))
+        return -1;
+    cursor c = {body + (document->tags_offset < 0 ? length : document->tags_offset), body + length};
+    for (int64_t t = 0; t < document->tag_count; t++) {
+        arcs_msgpack_span tag;
+        if (read_string(&c, body, &tag) || put_span(out, capacity, &used, body, tag, -1)) return -1;
+    }
+    for (int64_t i = 0; i < document->column_count; i++) {
+        if (put_span(out, capacity, &used, body, columns[i].name, columns[i].kind)) return -1;
+    }
+    return used;
 }
 
 static int fits(int64_t at, int64_t bytes, int64_t block_length) {
@@ -470,4 +512,32 @@ int64_t arcs_msgpack_rescale(int64_t *values, int64_t count, int64_t multiply, i
         for (int64_t i = 0; i < count; i++) values[i] *= multiply;
     }
     return 0;
+}
+
+/* One body's columns filled where several bodies of one shape share a block: body column i goes
+ * to the block's column target[i], whose values start at values_at[target[i]] (and strings'
+ * bytes at data_at[...], after the data_bases[...] bytes earlier bodies put there, which this
+ * adds to); its rows start at row_base. Its time column (``time_column``, or -1) is then scaled
+ * by multiply / divide, as arcs_msgpack_rescale does. 0, or NOT_MINE. */
+int64_t arcs_msgpack_fill_into(const uint8_t *body, int64_t length, arcs_msgpack_column *columns, int64_t column_count,
+                               uint8_t *block, int64_t block_length, const int64_t *target, int64_t targets,
+                               const int64_t *values_at, const int64_t *data_at, int64_t *data_bases,
+                               int64_t row_base, int64_t time_column, int64_t multiply, int64_t divide) {
+    if (time_column >= column_count) return NOT_MINE;
+    for (int64_t i = 0; i < column_count; i++) {
+        int64_t t = target[i];
+        if (t < 0 || t >= targets) return NOT_MINE;
+        arcs_msgpack_column *column = &columns[i];
+        column->values_at = values_at[t];
+        column->data_at = data_at[t];
+        column->row_base = row_base;
+        column->data_base = data_bases[t];
+        if (fill_column(body, length, column, block, block_length)) return NOT_MINE;
+        data_bases[t] += column->string_bytes;
+    }
+    if (time_column < 0) return 0;
+    const arcs_msgpack_column *time = &columns[time_column];
+    if (time->kind != KIND_INT64) return NOT_MINE;
+    /* fill_column checked values_at and the rows against the block; the values are 8-aligned */
+    return arcs_msgpack_rescale((int64_t *)(block + time->values_at) + row_base, time->count, multiply, divide);
 }
