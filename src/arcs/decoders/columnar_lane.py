@@ -208,11 +208,14 @@ def tables(batches: Sequence[WriteBatch]) -> list[tuple[str, MeasurementRows]]:
     one table, in the order they came."""
     # A shape's table takes the place of its first body, so parts keep their arrival order.
     order: list[tuple[str, MeasurementRows] | list[ScannedBody]] = []
-    shapes: dict[tuple[str, str, tuple[str, ...], pa.Schema], list[ScannedBody]] = {}
+    shapes: dict[tuple[str, str, tuple[str, ...], int], list[ScannedBody]] = {}
     for batch in batches:
         for part in batch.parts:
             if isinstance(part, ScannedBody):
-                key = (batch.database, part.measurement, part.tags, part.schema)
+                # The schema by identity (the scan hands out one object per shape): hashing an Arrow
+                # schema costs more than filling a body. Equal schemas that are other objects only
+                # make separate tables.
+                key = (batch.database, part.measurement, part.tags, id(part.schema))
                 if key not in shapes:
                     order.append(shapes.setdefault(key, []))
                 shapes[key].append(part)
@@ -233,6 +236,8 @@ def tables(batches: Sequence[WriteBatch]) -> list[tuple[str, MeasurementRows]]:
 def fill(bodies: Sequence[ScannedBody]) -> list[MeasurementRows]:
     """Bodies of one measurement, tags and schema as tables: one, unless a string column would
     pass Arrow's 32-bit offsets (then as few as keep each under them)."""
+    if sum(len(body.body) for body in bodies) <= _MAX_STRING_BYTES:
+        return [_fill_one(bodies)]  # a body holds fewer string bytes than it has bytes
     chunks: list[list[ScannedBody]] = [[]]
     totals: dict[str, int] = {}
     for body in bodies:
@@ -243,7 +248,7 @@ def fill(bodies: Sequence[ScannedBody]) -> list[MeasurementRows]:
         chunks[-1].append(body)
         for name, size in sizes.items():
             totals[name] = totals.get(name, 0) + size
-    return [_fill_one(chunk) for chunk in chunks if chunk]
+    return [_fill_one(chunk) for chunk in chunks]
 
 
 _MAX_STRING_BYTES = (1 << 31) - 1
