@@ -5,12 +5,14 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+import msgpack
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from arcs.adapters.local_storage import DirectoryStore
 from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase
 from arcs.batch import TIME_TYPE, MeasurementRows, WriteBatch
+from arcs.decoders import columnar_lane
 from arcs.ingest import QueuedWrite
 from arcs.ports import Catalog, ObjectStore
 
@@ -27,6 +29,15 @@ def make_batch(database: str, measurement: str, times_us: list[int], host: str =
         }
     )
     return WriteBatch(uuid.uuid4().hex, database, (MeasurementRows(measurement, table, ("host",)),))
+
+
+def make_body_batch(database: str, measurement: str, times_us: list[int], host: str = "a") -> WriteBatch:
+    """``make_batch``'s rows as the columnar lane queues them: the MessagePack body as sent."""
+    columns = {"time": times_us, "host": [host] * len(times_us), "value": [float(t % 1000) for t in times_us]}
+    body = msgpack.packb({"m": measurement, "columns": columns, "tags": ["host"], "precision": "us"})
+    scanned = columnar_lane.scan(body, None)
+    assert scanned is not None, "the lane takes rows in time order (and needs arcs.native)"
+    return WriteBatch(uuid.uuid4().hex, database, (scanned,))
 
 
 def queued(batch: WriteBatch, handle: str | None = None) -> QueuedWrite:

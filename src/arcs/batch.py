@@ -70,7 +70,7 @@ class ColumnarBody:
 
     measurement: str
     tags: tuple[str, ...]
-    body: bytes
+    body: bytes | pa.Buffer  # a queued one is a slice of its envelope, not a copy
     precision: str | None
     rows: int
 
@@ -157,7 +157,7 @@ class WriteBatch:
                 raise BadRequest("queued write is not a valid envelope: a part's length is wrong")
             kind = raw.get("f")
             if kind == _MSGPACK_COLUMNS:
-                parts.append(_columnar_body(raw, data[offset : offset + size]))
+                parts.append(_columnar_body(raw, whole.slice(offset, size)))
                 offset += size + (-size % _ALIGN)
                 continue
             if kind is not None:
@@ -213,7 +213,7 @@ def _names(measurement: object, tags: object) -> tuple[str, tuple[str, ...]]:
     return measurement, tuple(tags)
 
 
-def _columnar_body(raw: dict[object, object], body: bytes) -> ColumnarBody:
+def _columnar_body(raw: dict[object, object], body: pa.Buffer) -> ColumnarBody:
     """A body part's description; ingest checks the body itself as the edge did."""
     measurement, tags = _names(raw["m"], raw["tags"])
     precision, rows = raw["p"], raw["r"]

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from arcs import layout
 from arcs.ingest import Ingestor, QueuedWrite
-from tests.helpers import BASE_US, HOUR_US, local_ports, make_batch, queued, visible_rows
+from tests.helpers import BASE_US, HOUR_US, local_ports, make_batch, make_body_batch, queued, visible_rows
 
 STEPS = ["markers-read", "claimed", "file-written", "files-written", "committed", "files-listed"]
 
@@ -97,13 +97,16 @@ def test_redelivery_after_success_is_acknowledged_and_not_stored_twice(ports) ->
 
 @pytest.mark.parametrize("step", STEPS)
 @pytest.mark.parametrize("redeliver", ["whole", "part-regrouped"])
-def test_crash_at_every_step_then_redelivery_leaves_exact_rows(ports, step: str, redeliver: str) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("form", ["tables", "bodies"])
+def test_crash_at_every_step_then_redelivery_leaves_exact_rows(ports, step: str, redeliver: str, form: str) -> None:  # type: ignore[no-untyped-def]
     store, catalog = ports
-    a = make_batch("db", "cpu", [BASE_US + i for i in range(10)])
-    b = make_batch("db", "cpu", [BASE_US + HOUR_US + i for i in range(7)], host="b")
+    # Tables (the general path's form) or MessagePack bodies as sent (the columnar lane's)
+    make = make_batch if form == "tables" else make_body_batch
+    a = make("db", "cpu", [BASE_US + i for i in range(10)])
+    b = make("db", "cpu", [BASE_US + HOUR_US + i for i in range(7)], host="b")
     with pytest.raises(Crash):
         Ingestor(catalog, store, fault=crash_at(step)).ingest([queued(a), queued(b)])
-    fresh = make_batch("db", "cpu", [BASE_US + 100 + i for i in range(3)], host="c")
+    fresh = make("db", "cpu", [BASE_US + 100 + i for i in range(3)], host="c")
     # SQS may hand back the whole batch, or only part of it mixed with new messages.
     retry = [queued(a), queued(b)] if redeliver == "whole" else [queued(b), queued(fresh)]
     result = Ingestor(catalog, store).ingest(retry)

@@ -74,20 +74,24 @@ class _Shape:
     time_at: int  # the time column's place in the body
 
 
-def scan(body: bytes, precision: str | None) -> ScannedBody | None:
-    """``body`` as the lane takes it, or None for the general path (so also without arcs.native)."""
+def scan(body: bytes | pa.Buffer, precision: str | None) -> ScannedBody | None:
+    """``body`` as the lane takes it, or None for the general path (so also without arcs.native).
+
+    A queued body is a slice of its envelope (a ``pa.Buffer``), read where it lies.
+    """
     native = library()
-    if native is None or not isinstance(body, bytes):
+    if native is None or not isinstance(body, bytes | pa.Buffer):
         return None
     document = MsgpackDocument()
     slots = column_slots()
-    if native.arcs_msgpack_scan(body, len(body), ctypes.byref(document), slots, len(slots)):
+    at = _address(body)
+    if native.arcs_msgpack_scan(at, len(body), ctypes.byref(document), slots, len(slots)):
         return None
     # Equal lengths and printable strings (so UTF-8 without control characters) for every column;
     # the general path checks and words anything else.
     if document.rows < 1 or not document.flags & MSGPACK_PRINTABLE_ASCII or document.column_count > MAX_COLUMNS:
         return None
-    shape = _shape_of(native, body, document, slots)
+    shape = _shape_of(native, body, at, document, slots)
     if shape is None:
         return None
     time = slots[shape.time_at]
@@ -131,18 +135,22 @@ _shape_bytes = 0
 
 
 def _shape_of(
-    native: ctypes.CDLL, body: bytes, document: MsgpackDocument, slots: ctypes.Array[MsgpackColumn]
+    native: ctypes.CDLL,
+    body: bytes | pa.Buffer,
+    at: bytes | int,
+    document: MsgpackDocument,
+    slots: ctypes.Array[MsgpackColumn],
 ) -> _Shape | None:
     """The body's shape, checked once per distinct shape (clients repeat theirs); None: declined."""
     global _shape_bytes
     buffer = _scratch.key
-    length = native.arcs_msgpack_shape(body, len(body), ctypes.byref(document), slots, buffer, len(buffer))
+    length = native.arcs_msgpack_shape(at, len(body), ctypes.byref(document), slots, buffer, len(buffer))
     if length < 0:
         return None
     key = ctypes.string_at(buffer, length)
     if key in _shapes:
         return _shapes[key]
-    shape = _check_shape(native, body, document, slots)
+    shape = _check_shape(native, body if isinstance(body, bytes) else body.to_pybytes(), document, slots)
     if _shape_bytes + length > _MAX_SHAPE_BYTES:
         _shapes.clear()
         _shape_bytes = 0
@@ -200,7 +208,8 @@ def scanned(batch: WriteBatch) -> WriteBatch:
 def _decoded(part: ColumnarBody) -> list[MeasurementRows]:
     from arcs.decoders.msgpack_format import decode_msgpack  # the general path, which imports this module's neighbours
 
-    return decode_msgpack(part.body, 0, part.precision)
+    body = part.body if isinstance(part.body, bytes) else part.body.to_pybytes()
+    return decode_msgpack(body, 0, part.precision)
 
 
 def tables(batches: Sequence[WriteBatch]) -> list[tuple[str, MeasurementRows]]:
@@ -282,7 +291,7 @@ def _fill_one(bodies: Sequence[ScannedBody]) -> MeasurementRows:
             order = orders[body.names] = (ctypes.c_int64 * len(body.names))(*(targets[n] for n in body.names))
         multiply, divide = body.scale
         if native.arcs_msgpack_fill_into(
-            body.body,
+            _address(body.body),
             len(body.body),
             body.columns,
             len(body.names),
@@ -322,6 +331,11 @@ def _array(block: pa.Buffer, field: pa.Field, rows: int, values_at: int, data_at
     if field.type == pa.string():
         return pa.StringArray.from_buffers(rows, values, block.slice(data_at, string_bytes))
     return pa.Array.from_buffers(field.type, rows, [None, values])
+
+
+def _address(body: bytes | pa.Buffer) -> bytes | int:
+    """What the C functions take as the body: the bytes object, or where the buffer's bytes are."""
+    return body if isinstance(body, bytes) else body.address
 
 
 def _values_bytes(arrow_type: pa.DataType, rows: int) -> int:

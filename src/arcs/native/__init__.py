@@ -129,8 +129,9 @@ def library() -> ctypes.CDLL | None:
     loaded.arcs_format_timestamps.argtypes = [values, ctypes.c_int64, ctypes.c_int32, offsets, data]
     loaded.arcs_format_timestamps.restype = ctypes.c_int64
     body = ctypes.c_char_p
+    body_at = ctypes.c_void_p  # a bytes object, or the address of a buffer's bytes
     loaded.arcs_msgpack_scan.argtypes = [
-        body,
+        body_at,
         ctypes.c_int64,
         ctypes.POINTER(MsgpackDocument),
         ctypes.POINTER(MsgpackColumn),
@@ -138,7 +139,7 @@ def library() -> ctypes.CDLL | None:
     ]
     loaded.arcs_msgpack_scan.restype = ctypes.c_int64
     loaded.arcs_msgpack_tags.argtypes = [
-        body,
+        body_at,
         ctypes.c_int64,
         ctypes.POINTER(MsgpackDocument),
         ctypes.POINTER(MsgpackSpan),
@@ -155,7 +156,7 @@ def library() -> ctypes.CDLL | None:
     loaded.arcs_msgpack_fill.restype = ctypes.c_int64
     int64s = ctypes.POINTER(ctypes.c_int64)
     loaded.arcs_msgpack_fill_into.argtypes = [
-        body,
+        body_at,
         ctypes.c_int64,
         ctypes.POINTER(MsgpackColumn),
         ctypes.c_int64,
@@ -173,7 +174,7 @@ def library() -> ctypes.CDLL | None:
     ]
     loaded.arcs_msgpack_fill_into.restype = ctypes.c_int64
     loaded.arcs_msgpack_shape.argtypes = [
-        body,
+        body_at,
         ctypes.c_int64,
         ctypes.POINTER(MsgpackDocument),
         ctypes.POINTER(MsgpackColumn),
