@@ -91,6 +91,24 @@ def test_a_body_the_lane_takes_makes_the_table_the_general_path_makes(data: st.D
     assert filled.time_range == expected.time_range
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_a_corrupted_body_the_lane_takes_is_one_the_general_path_stores_alike(data: st.DataObject) -> None:
+    columns = {"time": [NOW + i for i in range(4)], "host": ["a", "bb", "a", "c"], "v": [0.5, 1.0, -2.0, 3e9]}
+    body = bytearray(msgpack.packb({"m": "cpu", "columns": columns, "tags": ["host"], "precision": "us"}))
+    assert columnar_lane.scan(bytes(body), None) is not None  # whole, the lane takes it
+    for _ in range(data.draw(st.integers(1, 4))):
+        body[data.draw(st.integers(0, len(body) - 1))] = data.draw(st.integers(0, 255))
+    scanned = columnar_lane.scan(bytes(body), None)
+    event(f"lane took it: {scanned is not None}")
+    if scanned is None:
+        return
+    general = _general(bytes(body), None)
+    assert not isinstance(general, BadRequest), f"the lane took a body the general path refuses: {general}"
+    (filled,) = columnar_lane.fill([scanned])
+    assert filled.table.equals(general[0].table) and filled.tags == general[0].tags
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.data())
 def test_bodies_of_one_shape_fill_one_table_of_their_rows_in_order(data: st.DataObject) -> None:
