@@ -122,15 +122,18 @@ def scan(body: bytes | pa.Buffer, precision: str | None) -> ScannedBody | None:
     )
 
 
-class _ShapeCache(threading.local):
+class _KeyScratch(threading.local):
+    """Each thread's buffer for the shape key the scan writes."""
+
     def __init__(self) -> None:
         self.key = ctypes.create_string_buffer(_MAX_SHAPE_KEY)
 
 
 _MAX_SHAPE_KEY = 64 * 1024  # a thousand columns with 48-byte names; wider documents take the general path
 _MAX_SHAPE_BYTES = 4 * 1024 * 1024  # of keys held, before the cache starts over
-_scratch = _ShapeCache()
-_shapes: dict[bytes, _Shape | None] = {}
+_scratch = _KeyScratch()
+_shapes: dict[bytes, _Shape | None] = {}  # None: a shape the lane declines
+_UNKNOWN = _Shape("", (), (), pa.schema([]), None, -1)
 _shape_bytes = 0
 
 
@@ -148,8 +151,9 @@ def _shape_of(
     if length < 0:
         return None
     key = ctypes.string_at(buffer, length)
-    if key in _shapes:
-        return _shapes[key]
+    known = _shapes.get(key, _UNKNOWN)  # one look-up: another thread may clear the cache meanwhile
+    if known is not _UNKNOWN:
+        return known
     shape = _check_shape(native, body if isinstance(body, bytes) else body.to_pybytes(), document, slots)
     if _shape_bytes + length > _MAX_SHAPE_BYTES:
         _shapes.clear()
