@@ -221,3 +221,10 @@ def test_the_edge_queues_a_body_once_its_shape_is_accepted_and_only_on_a_local_s
     for _ in range(2):
         queued = compressed.accept(WriteRequest(WireFormat.MSGPACK, _body(time=[4], host=["d"], v=[4.5]), "db"))
         assert isinstance(queued.parts[0], MeasurementRows)
+
+
+def test_the_requests_precision_is_checked_even_when_the_body_has_its_own() -> None:
+    body = _body(time=[1], host=["a"], v=[1.5])  # its own precision: ms
+    assert columnar_lane.scan(body, "fortnight") is None
+    scanned = columnar_lane.scan(body, "s")
+    assert scanned is not None and scanned.precision == "ms" and scanned.time_range == (1_000, 1_000)

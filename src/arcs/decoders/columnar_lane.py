@@ -98,9 +98,10 @@ def scan(body: bytes | pa.Buffer, precision: str | None) -> ScannedBody | None:
     if not time.flags & MSGPACK_NONDECREASING:
         return None
     try:
-        precision = shape.item_precision or check_precision(precision)
+        request_precision = check_precision(precision)  # checked even when the body has its own, as ever
     except ArcsError:
         return None
+    precision = shape.item_precision or request_precision
     scale = one_unit_scale((time.minimum, time.maximum), precision)
     if scale is None:
         return None
