@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from arcs.batch import TIME_TYPE, ColumnarBody, MeasurementRows, WriteBatch
 from arcs.decoders.columns import check_distinct, check_precision, one_unit_scale
+from arcs.decoders.msgpack_format import decode_msgpack
 from arcs.decoders.msgpack_native import column_slots, text
 from arcs.errors import ArcsError, BadRequest
 from arcs.names import MAX_COLUMNS, TIME_COLUMN, check_measurement
@@ -211,8 +212,6 @@ def scanned(batch: WriteBatch) -> WriteBatch:
 
 
 def _decoded(part: ColumnarBody) -> list[MeasurementRows]:
-    from arcs.decoders.msgpack_format import decode_msgpack  # the general path, which imports this module's neighbours
-
     body = part.body if isinstance(part.body, bytes) else part.body.to_pybytes()
     return decode_msgpack(body, 0, part.precision)
 
