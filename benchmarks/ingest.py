@@ -5,8 +5,11 @@
 For each wire format it builds 100 requests x 1,000 rows (6 columns: time, 2 tags, 3 fields),
 then measures pinned to one core, with CPU time, the spool's segment started beforehand (as a
 running server's recycled segments are):
-  * the write edge (decompress, decode, validate, schema check, envelope, durable spool write),
-  * the ingest step (read envelopes, group by hour, sort, write Parquet to a directory),
+  * the write edge (decompress, decode, validate, schema check, envelope, durable spool write;
+    MessagePack columnar bodies take the columnar lane after their shape's first two requests:
+    scan, check, queue the body as sent),
+  * the ingest step (read envelopes, fill queued bodies into tables, group by hour, sort, write
+    Parquet to a directory),
   * their sum, the figure the targets are about (>= 3 M rows/s MessagePack columnar,
     >= 1 M rows/s line protocol, >= 0.5 M rows/s JSON),
 and, in a fresh child process, the ingest step's peak memory against the batch's decompressed size.
