@@ -428,3 +428,24 @@ def test_times_in_order_are_made_microseconds_by_the_reader_not_arrow(
         expected = [1_700_000_000_000_000, 1_700_000_001_000_000] if precision == "s" else [t // 1_000 for t in times]
         assert part.table.column("time").cast("int64").to_pylist() == expected
         assert part.time_range == (expected[0], expected[-1])
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    strings=st.lists(
+        st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x2FF), max_size=20), min_size=1, max_size=6
+    )
+)
+def test_scan_and_fill_call_a_column_printable_exactly_when_every_byte_is(strings: list[str]) -> None:
+    # Strings shorter and longer than the eight bytes tested at a time, the last ending the body.
+    body = msgpack.packb({"m": "cpu", "columns": {"s": strings}})
+    library = native.library()
+    assert library is not None
+    document, slots, (column,) = _scan(library, body)
+    expected = all(0x20 <= byte <= 0x7E for text in strings for byte in text.encode())
+    assert bool(column.flags & native.MSGPACK_PRINTABLE_ASCII) == expected
+    import pyarrow as pa
+
+    block = pa.allocate_buffer(document.block_bytes)
+    assert library.arcs_msgpack_fill(body, len(body), slots, 1, block.address, block.size) == 0
+    assert bool(column.flags & native.MSGPACK_PRINTABLE_ASCII) == expected
