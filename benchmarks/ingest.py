@@ -467,7 +467,7 @@ def main() -> None:
     print("peak/decomp: the ingest step's resident-memory growth over the batch's decompressed request bodies")
     print(f"\nper request of {args.rows} rows, CPU us (each stage alone, best of {args.repeat}):")
     columns = ("decode", "schema", "envelope", "spool", "read", "parquet")
-    line = f"{'format':18} {'edge':>7} " + " ".join(f"{c:>9}" for c in columns[:4])
+    line = f"{'format':23} {'edge':>7} " + " ".join(f"{c:>9}" for c in columns[:4])
     line += f" {'(wall)':>8} {'ingest':>7} " + " ".join(f"{c:>8}" for c in columns[4:])
     print(line)
     for fmt, (best, stage) in breakdown.items():
@@ -477,7 +477,7 @@ def main() -> None:
         edge = f"{best['edge_cpu'] * per:7,.0f}" if ran else f"{'-':>7}"
         ingest = f"{best['ingest_cpu'] * per:7,.0f}" if ran else f"{'-':>7}"
         print(
-            f"{fmt:18} {edge} "
+            f"{fmt:23} {edge} "
             + " ".join(f"{stage[c]:9,.0f}" for c in columns[:4])
             + f" {stage['spool_wall']:8,.0f} {ingest} "
             + " ".join(f"{stage[c]:8,.0f}" for c in columns[4:])
