@@ -249,7 +249,7 @@ def _scan(library: Any, body: bytes) -> tuple[Any, Any, list[Any]]:
     return document, slots, list(slots[: document.column_count])
 
 
-def test_fill_reports_integer_bounds_and_printable_strings_at_their_edges(library: Any) -> None:
+def test_the_scan_reports_integer_bounds_and_printable_strings_at_their_edges(library: Any) -> None:
     import pyarrow as pa
 
     from arcs.decoders.msgpack_native import _fill

@@ -27,12 +27,10 @@ import pyarrow as pa
 from arcs.batch import TIME_TYPE, ColumnarBody, MeasurementRows, WriteBatch
 from arcs.decoders.columns import check_distinct, check_precision, one_unit_scale
 from arcs.decoders.msgpack_format import decode_msgpack
-from arcs.decoders.msgpack_native import column_slots, text
+from arcs.decoders.msgpack_native import ARROW_TYPES, column_slots, text
 from arcs.errors import ArcsError, BadRequest
 from arcs.names import MAX_COLUMNS, TIME_COLUMN, check_measurement
 from arcs.native import (
-    MSGPACK_BOOL,
-    MSGPACK_FLOAT64,
     MSGPACK_INT64,
     MSGPACK_NONDECREASING,
     MSGPACK_PRINTABLE_ASCII,
@@ -43,12 +41,6 @@ from arcs.native import (
     library,
 )
 
-_TYPES = {
-    MSGPACK_INT64: pa.int64(),
-    MSGPACK_FLOAT64: pa.float64(),
-    MSGPACK_STRING: pa.string(),
-    MSGPACK_BOOL: pa.bool_(),
-}
 _ALIGNMENT = 64  # Arrow's buffer alignment
 
 
@@ -220,7 +212,7 @@ def tables(batches: Sequence[WriteBatch]) -> list[tuple[str, MeasurementRows]]:
     """Every part of ``batches`` as (database, rows), the scanned bodies of each shape filled into
     one table, in the order they came."""
     # A shape's table takes the place of its first body, so parts keep their arrival order.
-    order: list[tuple[str, MeasurementRows] | list[ScannedBody]] = []
+    order: list[tuple[str, MeasurementRows | list[ScannedBody]]] = []
     shapes: dict[tuple[str, str, tuple[str, ...], int], list[ScannedBody]] = {}
     for batch in batches:
         for part in batch.parts:
@@ -230,19 +222,18 @@ def tables(batches: Sequence[WriteBatch]) -> list[tuple[str, MeasurementRows]]:
                 # make separate tables.
                 key = (batch.database, part.measurement, part.tags, id(part.schema))
                 if key not in shapes:
-                    order.append(shapes.setdefault(key, []))
+                    order.append((batch.database, shapes.setdefault(key, [])))
                 shapes[key].append(part)
             elif isinstance(part, MeasurementRows):
                 order.append((batch.database, part))
             else:
                 raise TypeError("a queued body reached ingest unscanned")
-    databases = {id(bodies): database for (database, *_rest), bodies in shapes.items()}
     out: list[tuple[str, MeasurementRows]] = []
-    for item in order:
+    for database, item in order:
         if isinstance(item, list):
-            out.extend((databases[id(item)], rows) for rows in fill(item))
+            out.extend((database, rows) for rows in fill(item))
         else:
-            out.append(item)
+            out.append((database, item))
     return out
 
 
@@ -363,7 +354,7 @@ def _schema(names: tuple[str, ...], kinds: tuple[int, ...]) -> pa.Schema:
     key = (names, kinds)
     schema = _schemas.get(key)
     if schema is None:
-        fields = [(name, _TYPES[kind]) for name, kind in zip(names, kinds, strict=True) if name != TIME_COLUMN]
+        fields = [(name, ARROW_TYPES[kind]) for name, kind in zip(names, kinds, strict=True) if name != TIME_COLUMN]
         schema = pa.schema([(TIME_COLUMN, TIME_TYPE), *fields])
         if len(_schemas) >= _MAX_SCHEMAS:
             _schemas.clear()

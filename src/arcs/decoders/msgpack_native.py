@@ -2,9 +2,9 @@
 
 The common body of Arc's clients - one ``{"m", "columns", "tags", "precision"}`` map whose columns
 each hold one kind of scalar - skips the Python objects of a general decoder: the C scan checks its
-shape, sizes every column and lays them out in one block; one fill writes them all, noting what
-validation would otherwise look for again (integer bounds and order, printable-ASCII strings), and
-the arrays go through the same ``build_rows`` validation as every other body. Anything the scan does
+shape, notes what validation would otherwise look for again (integer bounds and order,
+printable-ASCII strings), sizes every column and lays them out in one block; one fill writes them
+all, and the arrays go through the same ``build_rows`` validation as every other body. Anything the scan does
 not take, and any body that validation refuses, returns ``None``: the general decoders then read it
 and word the error, so both paths answer every body alike (a property test checks it).
 """
@@ -32,7 +32,13 @@ from arcs.native import (
     MsgpackSpan,
 )
 
-_NUMBERS = {MSGPACK_INT64: pa.int64(), MSGPACK_FLOAT64: pa.float64()}
+#: The Arrow type of each column kind the scan reports.
+ARROW_TYPES = {
+    MSGPACK_INT64: pa.int64(),
+    MSGPACK_FLOAT64: pa.float64(),
+    MSGPACK_STRING: pa.string(),
+    MSGPACK_BOOL: pa.bool_(),
+}
 # One more than a measurement may have: a body with more is refused by the general path. Each
 # thread keeps its descriptions (90 KB) rather than zeroing new ones per body.
 _scratch = threading.local()
@@ -111,7 +117,7 @@ def _array(block: pa.Buffer, column: MsgpackColumn) -> tuple[pa.Array, ColumnFac
     if kind == MSGPACK_BOOL:
         bitmap = block.slice(column.values_at, (count + 7) // 8)
         return pa.Array.from_buffers(pa.bool_(), count, [None, bitmap]), NO_FACTS
-    array = pa.Array.from_buffers(_NUMBERS[kind], count, [None, block.slice(column.values_at, 8 * count)])
+    array = pa.Array.from_buffers(ARROW_TYPES[kind], count, [None, block.slice(column.values_at, 8 * count)])
     if kind == MSGPACK_INT64:
         ordered = bool(column.flags & MSGPACK_NONDECREASING)
         return array, ColumnFacts(bounds=(column.minimum, column.maximum), ordered=ordered)

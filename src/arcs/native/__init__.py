@@ -53,7 +53,7 @@ class MsgpackColumn(ctypes.Structure):
         ("array_offset", ctypes.c_int64),
         ("values_at", ctypes.c_int64),  # set by the scan: where its buffers go in the fill's block
         ("data_at", ctypes.c_int64),
-        ("minimum", ctypes.c_int64),  # set by the scan (and the fill): integers' bounds
+        ("minimum", ctypes.c_int64),  # set by the scan: integers' bounds
         ("maximum", ctypes.c_int64),
         ("flags", ctypes.c_int64),  # MSGPACK_PRINTABLE_ASCII, MSGPACK_NONDECREASING
         ("row_base", ctypes.c_int64),  # set by the caller when bodies share a column: its first row

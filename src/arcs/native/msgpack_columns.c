@@ -9,9 +9,9 @@
  * hostile until proven otherwise.
  *
  * Two passes: arcs_msgpack_scan finds the document's parts and each column's kind, length and
- * string bytes; the caller lays every column's buffers out in one block of exactly that size, and
- * arcs_msgpack_fill writes them all, noting what validation would otherwise look for again: the
- * bounds of integer columns, and whether string columns are plain printable ASCII.
+ * string bytes, noting what validation would otherwise look for again (the bounds and order of
+ * integer columns, whether string columns are plain printable ASCII); the caller lays every
+ * column's buffers out in one block of exactly that size, and arcs_msgpack_fill writes them all.
  */
 #include <stdint.h>
 #include <string.h>
@@ -36,7 +36,7 @@ typedef struct {
     /* Set by the caller before the fill: where the column's buffers start in the output block. */
     int64_t values_at;    /* integers and floats: 8 bytes each; booleans: a bitmap; strings: int32 offsets */
     int64_t data_at;      /* strings: their bytes */
-    /* Set by the scan, and again by the fill. */
+    /* Set by the scan. */
     int64_t minimum;      /* integers: the least and the greatest value */
     int64_t maximum;
     int64_t flags;        /* strings: PRINTABLE_ASCII; integers: NONDECREASING */
@@ -213,7 +213,7 @@ static inline int printable_ascii(const uint8_t *at, int64_t length) {
 }
 
 /* Past ``count`` values of ``kind``, adding up their string bytes and noting the column's facts
- * (integers' bounds and order, strings' printability), which the fill notes again. */
+ * (integers' bounds and order, strings' printability). */
 static inline __attribute__((always_inline)) int scan_values(cursor *c, const uint8_t *body, int kind, uint64_t count,
                                                              arcs_msgpack_column *column) {
     int64_t minimum = INT64_MAX, maximum = INT64_MIN, descents = 0, string_bytes = 0;
@@ -392,8 +392,6 @@ typedef struct {
     int64_t data_base;    /* the column's string bytes before this body's */
     int64_t string_bytes; /* what ``data`` holds */
     int64_t written;      /* of it so far */
-    int64_t minimum, maximum;
-    int64_t descents; /* integers smaller than the one before */
 } fill_buffers;
 
 /* ``count`` values of ``kind`` into their buffers (made once per kind, the kind a constant). */
@@ -414,12 +412,6 @@ static inline __attribute__((always_inline)) int fill_values(cursor *c, const ui
             out->values[bit >> 3] = (uint8_t)((out->values[bit >> 3] & ~mask) | (value ? mask : 0));
         } else {
             memcpy(out->values + 8 * i, &value, sizeof value);
-            if (kind == KIND_INT64) {
-                int64_t number = (int64_t)value;
-                out->descents += i > 0 && number < out->maximum;  /* below an earlier one */
-                if (number < out->minimum) out->minimum = number;
-                if (number > out->maximum) out->maximum = number;
-            }
         }
     }
     return 0;
@@ -427,7 +419,8 @@ static inline __attribute__((always_inline)) int fill_values(cursor *c, const ui
 
 /* One scanned column's Arrow buffers in the block: values (8 bytes each for integers and floats;
  * a bitmap for booleans), or int32 offsets (rows + 1) and data for strings; this body's rows from
- * ``row_base`` on (and its strings from ``data_base``). */
+ * ``row_base`` on (and its strings from ``data_base``). The column's facts are the scan's: the
+ * fill reads the same bytes. */
 static int fill_column(const uint8_t *body, int64_t length, arcs_msgpack_column *column, uint8_t *block,
                        int64_t block_length) {
     int kind = (int)column->kind;
@@ -450,11 +443,10 @@ static int fill_column(const uint8_t *body, int64_t length, arcs_msgpack_column 
     uint8_t *values = block + column->values_at;
     int32_t *offsets = (int32_t *)values + row_base;
     uint8_t *data = kind == KIND_STRING ? block + column->data_at + data_base : block;
-    int printable = 1;
     if (kind == KIND_STRING) offsets[0] = (int32_t)data_base;
     fill_buffers buffers = {
         kind == KIND_BOOL ? values : values + 8 * row_base, offsets, data, row_base, data_base,
-        column->string_bytes, 0, INT64_MAX, INT64_MIN, 0,
+        column->string_bytes, 0,
     };
     int refused;
     switch (kind) {
@@ -474,15 +466,7 @@ static int fill_column(const uint8_t *body, int64_t length, arcs_msgpack_column 
         refused = NOT_MINE;
     }
     if (refused) return NOT_MINE;
-    if (kind == KIND_STRING) {
-        if (buffers.written != column->string_bytes) return NOT_MINE;
-        printable = printable_ascii(data, buffers.written);
-    }
-    column->minimum = buffers.minimum;
-    column->maximum = buffers.maximum;
-    column->flags = kind == KIND_STRING && printable               ? PRINTABLE_ASCII
-                    : kind == KIND_INT64 && buffers.descents == 0 ? NONDECREASING
-                                                                  : 0;
+    if (kind == KIND_STRING && buffers.written != column->string_bytes) return NOT_MINE;
     return 0;
 }
 
