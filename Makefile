@@ -15,7 +15,7 @@ setup:
 	@$(MAKE) --no-print-directory --quiet $(NATIVE_LIBRARY)
 
 # arcs.native's C library for this machine (Zig's compiler, from uv.lock); rebuilt when its sources change.
-$(NATIVE_LIBRARY): $(wildcard src/arcs/native/*.c) layers/native.py
+$(NATIVE_LIBRARY): $(wildcard src/arcs/native/*.c src/arcs/native/*.h) layers/native.py
 	@$(UV) run --no-sync python -m layers.native >/dev/null
 
 serve: setup

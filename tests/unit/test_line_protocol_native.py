@@ -7,6 +7,9 @@ one back (``None``); ``decode_line_protocol`` must answer every body as the Pyth
 
 from __future__ import annotations
 
+import math
+import random
+import struct
 import time
 from typing import Any
 
@@ -85,6 +88,11 @@ def test_the_common_body_takes_the_native_path(library: Any) -> None:
         *("0.1", "0.3", "76.57482765617637", "11.503805593416416", "9007199254740993", "123456789012345678901"),
         *("1e22", "1e23", "1.7976931348623157e308", "4.9e-324", "2.2250738585072014e-308", "1e-400"),
         *("0.000000000000000000000000001", "3.14159265358979323846264338327950288"),
+        # Halfway and near-halfway between two doubles, the largest and smallest normal ones, and
+        # 19-digit mantissas at the ends of the exponent range.
+        *("9007199254740995", "9007199254740993e-5", "9007199254740993e30", "1.7976931348623158e308"),
+        *("2.2250738585072011e-308", "5e-324", "8.988465674311579e307", "9999999999999999999e288"),
+        *("1234567890123456789e-340", "4503599627370497.5", "1e-22", "7.2057594037927933e16"),
     ],
 )
 def test_floats_are_read_as_python_reads_them(library: Any, text: str) -> None:
@@ -94,6 +102,35 @@ def test_floats_are_read_as_python_reads_them(library: Any, text: str) -> None:
     assert value == float(text)
     assert str(value) == str(float(text))  # the sign of zero too
     _same_either_way(body)
+
+
+def _float_texts(seed: int, count: int) -> list[str]:
+    """Decimal texts across the double's range: shortest round-trip forms (up to 17 digits), the
+    same with their exponent written out or moved, and random mantissas of up to 19 digits."""
+    rng = random.Random(seed)
+    texts: list[str] = []
+    for _ in range(count):
+        bits = struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0]
+        if not math.isfinite(bits):
+            bits = rng.uniform(-1e6, 1e6)
+        digits = "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 19)))
+        texts += [
+            repr(bits),
+            f"{bits:.17e}",
+            f"{rng.random() * 10 ** rng.randint(-30, 30)!r}",
+            f"{digits}e{rng.randint(-340, 290)}",
+            f"{digits[:1]}.{digits[1:] or '0'}",
+        ]
+    return texts
+
+
+def test_many_floats_are_read_bit_for_bit_as_python_reads_them(library: Any) -> None:
+    texts = [text for text in _float_texts(seed=2, count=2_000) if math.isfinite(float(text))]
+    body = "\n".join(f"m v={text} {i}" for i, text in enumerate(texts)).encode()
+    [part] = _native(library, body)
+    read = part.table.column("v").to_pylist()
+    wrong = [(t, v) for t, v in zip(texts, read, strict=True) if struct.pack("<d", v) != struct.pack("<d", float(t))]
+    assert not wrong, wrong[:5]
 
 
 @pytest.mark.parametrize(

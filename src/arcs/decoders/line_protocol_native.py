@@ -14,12 +14,20 @@ import ctypes
 
 import pyarrow as pa
 
-from arcs.batch import MeasurementRows
-from arcs.decoders.columns import build_rows
+from arcs.batch import TIME_TYPE, MeasurementRows
+from arcs.decoders.columns import NO_FACTS, ColumnFacts, build_rows, one_unit_scale
 from arcs.decoders.line_protocol_columnar import field_kind
 from arcs.errors import ArcsError
 from arcs.names import MAX_COLUMNS, TIME_COLUMN
-from arcs.native import LP_KINDS, MAX_INT32_OFFSET, LineProtocolColumn
+from arcs.native import (
+    LP_EVERY_LINE_TIMED,
+    LP_KINDS,
+    LP_NONDECREASING,
+    LP_PRINTABLE_ASCII,
+    MAX_INT32_OFFSET,
+    LineProtocolColumn,
+    LineProtocolTimes,
+)
 
 _UNUSUAL = frozenset('\\"#\r\t')
 _TAG_BUDGET_BYTES = 256 << 20  # address space reserved for tag values (pages are touched only as written)
@@ -67,23 +75,53 @@ def decode_one_shape(
             buffers.append((values,))
     times, times_valid = pa.allocate_buffer(8 * lines), pa.allocate_buffer((lines + 7) // 8)
     name = measurement.encode()
+    seen = LineProtocolTimes()
     read = native.arcs_lp_read(
-        body, len(body), name, len(name), columns, len(pairs), len(tag_pairs), times.address, times_valid.address, lines
+        body,
+        len(body),
+        name,
+        len(name),
+        columns,
+        len(pairs),
+        len(tag_pairs),
+        times.address,
+        times_valid.address,
+        lines,
+        ctypes.byref(seen),
     )
     if read < 0:
         return None
     arrays: dict[str, pa.Array] = {}
-    valid = pa.Array.from_buffers(pa.bool_(), read, [None, times_valid])
-    arrays[TIME_COLUMN] = pa.Array.from_buffers(
-        pa.int64(), read, [None if valid.true_count == read else times_valid, times]
-    )
-    for column_name, kind, owned in zip(names, kinds, buffers, strict=True):
+    facts: dict[str, ColumnFacts] = {}
+    arrays[TIME_COLUMN], facts[TIME_COLUMN] = _times(native, read, times, times_valid, seen, precision)
+    for column, column_name, kind, owned in zip(columns, names, kinds, buffers, strict=True):
         if kind == "tag":
             arrays[column_name] = pa.StringArray.from_buffers(read, owned[0], owned[1])
+            facts[column_name] = ColumnFacts(printable=bool(column.flags & LP_PRINTABLE_ASCII))
         else:
             arrays[column_name] = pa.Array.from_buffers(_ARRAY_TYPES[kind], read, [None, owned[0]])
     tags = names[: len(tag_pairs)]
     try:
-        return [build_rows(measurement, arrays, tags, precision, now_micros, null_time_is_now=True)]
+        return [build_rows(measurement, arrays, tags, precision, now_micros, null_time_is_now=True, facts=facts)]
     except (pa.ArrowException, ArcsError):
         return None  # the other decoders answer, naming the line
+
+
+def _times(
+    native: ctypes.CDLL, lines: int, times: pa.Buffer, valid: pa.Buffer, seen: LineProtocolTimes, precision: str
+) -> tuple[pa.Array, ColumnFacts]:
+    """The lines' times, and what the reader saw of them: made microseconds in place when every
+    line has one, in order, and one unit covers them (as the MessagePack reader does); else as
+    written, for ``build_rows`` to convert."""
+    if not seen.flags & LP_EVERY_LINE_TIMED:
+        return pa.Array.from_buffers(pa.int64(), lines, [valid, times]), NO_FACTS
+    written = pa.Array.from_buffers(pa.int64(), lines, [None, times])
+    ordered = bool(seen.flags & LP_NONDECREASING)
+    bounds = (seen.minimum, seen.maximum)
+    scale = one_unit_scale(bounds, precision) if ordered else None
+    if scale is None or native.arcs_msgpack_rescale(times.address, lines, *scale):
+        return written, ColumnFacts(bounds=bounds, ordered=ordered)
+    multiply, divide = scale
+    micros = pa.Array.from_buffers(TIME_TYPE, lines, [None, times])
+    scaled = (bounds[0] * multiply // divide, bounds[1] * multiply // divide)
+    return micros, ColumnFacts(bounds=scaled, ordered=True, micros=True)

@@ -87,6 +87,17 @@ class LineProtocolColumn(ctypes.Structure):
         ("offsets", ctypes.c_void_p),
         ("data", ctypes.c_void_p),
         ("data_capacity", ctypes.c_int64),
+        ("flags", ctypes.c_int64),  # set by the reader: LP_PRINTABLE_ASCII for tags
+    ]
+
+
+class LineProtocolTimes(ctypes.Structure):
+    """``arcs_lp_times``: the lines' times as the reader saw them."""
+
+    _fields_ = [
+        ("minimum", ctypes.c_int64),
+        ("maximum", ctypes.c_int64),
+        ("flags", ctypes.c_int64),  # LP_NONDECREASING, LP_EVERY_LINE_TIMED
     ]
 
 
@@ -95,6 +106,8 @@ MAX_INT32_OFFSET = (1 << 31) - 1
 
 #: ``kind`` codes of line_protocol.c.
 LP_KINDS = {"tag": 0, "float": 1, "integer": 2, "unsigned": 3, "boolean": 4}
+#: ``flags`` of line_protocol.c.
+LP_PRINTABLE_ASCII, LP_NONDECREASING, LP_EVERY_LINE_TIMED = 1, 2, 4
 
 #: ``kind`` codes of msgpack_columns.c.
 MSGPACK_INT64, MSGPACK_FLOAT64, MSGPACK_STRING, MSGPACK_BOOL = 1, 2, 3, 4
@@ -195,6 +208,7 @@ def library() -> ctypes.CDLL | None:
         ctypes.c_void_p,
         ctypes.c_void_p,
         ctypes.c_int64,
+        ctypes.POINTER(LineProtocolTimes),
     ]
     loaded.arcs_lp_read.restype = ctypes.c_int64
     loaded.arcs_count_byte.argtypes = [body, ctypes.c_int64, ctypes.c_int32]

@@ -15,7 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "powers_of_five.h"
+
 enum { KIND_TAG = 0, KIND_FLOAT = 1, KIND_INTEGER = 2, KIND_UNSIGNED = 3, KIND_BOOLEAN = 4 };
+/* What the reader noted while reading, so the caller need not look again (msgpack_columns.c's
+ * values for the first two). */
+enum { PRINTABLE_ASCII = 1, NONDECREASING = 2, EVERY_LINE_TIMED = 4 };
 #define NOT_MINE (-1)
 
 /* One column of the shape: its key as written, its kind, and where its values go. Tags: int32
@@ -29,11 +34,28 @@ typedef struct {
     int32_t *offsets;
     uint8_t *data;
     int64_t data_capacity;
+    int64_t flags; /* set by the reader: tags whose every value is printable ASCII get PRINTABLE_ASCII */
 } arcs_lp_column;
+
+/* The lines' times as the reader saw them: the least and greatest, and flags (NONDECREASING,
+ * EVERY_LINE_TIMED). */
+typedef struct {
+    int64_t minimum;
+    int64_t maximum;
+    int64_t flags;
+} arcs_lp_times;
 
 /* Bytes only the exact parser handles, and the separators that end a key or value. */
 static int is_unusual(uint8_t byte) {
     return byte == '\\' || byte == '"' || byte == '#' || byte == '\r' || byte == '\t';
+}
+
+/* Whether every byte is in 0x20..0x7e (so valid UTF-8 without control characters); without
+ * branches, which the compiler vectorizes. */
+static int printable_ascii(const uint8_t *at, int64_t length) {
+    uint8_t outside = 0;
+    for (int64_t i = 0; i < length; i++) outside |= (uint8_t)(at[i] - 0x20) > 0x5e;
+    return !outside;
 }
 
 static int is_digit(uint8_t byte) { return byte >= '0' && byte <= '9'; }
@@ -54,10 +76,47 @@ static locale_t c_locale(void) {
     return expected;
 }
 
+/* mantissa * 10**exponent as a double, correctly rounded, by the Eisel-Lemire method: the
+ * mantissa (not zero) times a 128-bit power of five gives the double's 53 bits and, nearly
+ * always, enough bits below them to round by. 0, or NOT_MINE where it cannot decide (a product
+ * too close to a rounding boundary, a subnormal result: rare) or the value is not finite. */
+static int eisel_lemire(uint64_t mantissa, int64_t exponent, double *out) {
+    if (exponent < ARCS_SMALLEST_POWER_OF_FIVE || exponent > ARCS_LARGEST_POWER_OF_FIVE) return NOT_MINE;
+    const uint64_t *power = ARCS_POWERS_OF_FIVE[exponent - ARCS_SMALLEST_POWER_OF_FIVE];
+    int leading_zeros = __builtin_clzll(mantissa);
+    uint64_t normalized = mantissa << leading_zeros;
+    unsigned __int128 product = (unsigned __int128)normalized * power[0];
+    uint64_t high = (uint64_t)(product >> 64), low = (uint64_t)product;
+    if ((high & 0x1ff) == 0x1ff) { /* the 9 bits below the 55 kept are all ones: a carry may reach them */
+        uint64_t next = (uint64_t)(((unsigned __int128)normalized * power[1]) >> 64);
+        low += next;
+        high += next > low;
+    }
+    /* Still all ones below: only exact when 5**exponent itself is (or its reciprocal is exact enough). */
+    if (low == UINT64_MAX && (exponent < -27 || exponent > 55)) return NOT_MINE;
+    int top = (int)(high >> 63);
+    uint64_t bits = high >> (top + 9); /* 54 or 55 bits: the double's 53 and a rounding bit */
+    /* floor(exponent * log2(10)) + 63, as (217706 * exponent) >> 16 computes it for |exponent| < 1,000 */
+    int64_t biased = ((217706 * exponent) >> 16) + 63 + top - leading_zeros + 1023;
+    if (biased <= 0) return NOT_MINE; /* subnormal */
+    /* Exactly halfway between two doubles (possible only for small exponents): round to even. */
+    if (low <= 1 && exponent >= -4 && exponent <= 23 && (bits & 3) == 1 && (bits << (top + 9)) == high) bits &= ~UINT64_C(1);
+    bits = (bits + (bits & 1)) >> 1;
+    if (bits >= UINT64_C(2) << 52) { /* rounding carried into a new bit */
+        bits = UINT64_C(1) << 52;
+        biased++;
+    }
+    if (biased >= 0x7ff) return NOT_MINE;
+    uint64_t word = (bits & ~(UINT64_C(1) << 52)) | ((uint64_t)biased << 52);
+    memcpy(out, &word, sizeof word);
+    return 0;
+}
+
 /* A decimal float in line protocol's syntax, [+-]?(d+.?d*|.d+)([eE][+-]?d+)?, correctly rounded:
  * exactly by one multiplication or division when the digits fit 53 bits and the power of ten is
- * exact (at most 22), else by strtod over a terminated copy. 0, or NOT_MINE for other text, a
- * value too long to copy, or a result that is not finite. */
+ * exact (at most 22); else, for up to 19 significant digits, by eisel_lemire; else (or where it
+ * cannot decide) by strtod over a terminated copy. 0, or NOT_MINE for other text, a value too
+ * long to copy, or a result that is not finite. */
 static int parse_float(const uint8_t *text, int64_t length, double *out) {
     /* Longer text is left to Python: it also bounds how far the digits can move the exponent. */
     if (length >= 128) return NOT_MINE;
@@ -99,6 +158,10 @@ static int parse_float(const uint8_t *text, int64_t length, double *out) {
     if (significant <= 19 && mantissa <= (UINT64_C(1) << 53) && exponent >= -22 && exponent <= 22) {
         value = (double)mantissa;
         value = exponent < 0 ? value / POWERS_OF_TEN[-exponent] : value * POWERS_OF_TEN[exponent];
+    } else if (significant <= 19 && mantissa == 0) {
+        value = 0.0;
+    } else if (significant <= 19 && eisel_lemire(mantissa, exponent, &value) == 0) {
+        /* value is set */
     } else {
         char copy[128];
         locale_t locale = c_locale();
@@ -173,9 +236,11 @@ static int expect(const uint8_t *body, int64_t *at, int64_t line_end, const uint
  * where the line had one). Returns the lines read (at most max_lines), or NOT_MINE. */
 int64_t arcs_lp_read(const uint8_t *body, int64_t length, const uint8_t *measurement, int64_t measurement_length,
                      arcs_lp_column *columns, int64_t column_count, int64_t tag_count, int64_t *times,
-                     uint8_t *times_valid, int64_t max_lines) {
+                     uint8_t *times_valid, int64_t max_lines, arcs_lp_times *time_facts) {
     if (length > 0 && body[length - 1] == '\n') length--;
-    int64_t line = 0, at = 0;
+    int64_t line = 0, at = 0, timed = 0, descents = 0;
+    int64_t earliest = INT64_MAX, latest = INT64_MIN;
+    for (int64_t c = 0; c < column_count; c++) columns[c].flags = columns[c].kind == KIND_TAG ? PRINTABLE_ASCII : 0;
     for (int64_t c = 0; c < tag_count; c++) columns[c].offsets[0] = 0;
     while (at < length) {
         if (line >= max_lines) return NOT_MINE;
@@ -199,6 +264,7 @@ int64_t arcs_lp_read(const uint8_t *body, int64_t length, const uint8_t *measure
                 if (used + size > column->data_capacity || used + size > INT32_MAX) return NOT_MINE;
                 memcpy(column->data + used, text, (size_t)size);
                 column->offsets[line + 1] = (int32_t)(used + size);
+                if (!printable_ascii(text, size)) column->flags &= ~(int64_t)PRINTABLE_ASCII;
             } else if (column->kind == KIND_FLOAT) {
                 double value;
                 if (parse_float(text, size, &value)) return NOT_MINE;
@@ -226,6 +292,11 @@ int64_t arcs_lp_read(const uint8_t *body, int64_t length, const uint8_t *measure
             if (parse_int64(body + at, line_end - at, &times[line])) return NOT_MINE;
             if ((line & 7) == 0) times_valid[line >> 3] = 0;
             times_valid[line >> 3] |= (uint8_t)(1u << (line & 7));
+            int64_t time = times[line];
+            descents += timed > 0 && time < latest;
+            if (time < earliest) earliest = time;
+            if (time > latest) latest = time;
+            timed++;
         } else {
             times[line] = 0;
             if ((line & 7) == 0) times_valid[line >> 3] = 0;
@@ -233,6 +304,9 @@ int64_t arcs_lp_read(const uint8_t *body, int64_t length, const uint8_t *measure
         at = line_end + 1;
         line++;
     }
+    time_facts->minimum = earliest;
+    time_facts->maximum = latest;
+    time_facts->flags = (descents == 0 ? NONDECREASING : 0) | (timed == line ? EVERY_LINE_TIMED : 0);
     return line;
 }
 
