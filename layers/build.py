@@ -324,7 +324,7 @@ def build(arch: str = DEFAULT_ARCH, build_dir: Path = BUILD_DIR, python: str | N
             install(groups[name], root, arch)
         else:
             # This machine's native library stays behind; the layer gets one built for its architecture.
-            ignored = shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "*.c")
+            ignored = shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "*.c", "*.h")
             shutil.copytree(CORE_SOURCE, root / "arcs", ignore=ignored)
             native.build(arch, root / "arcs" / "native")
         trim(root)

@@ -289,3 +289,12 @@ def test_integers_beyond_2_53_widen_into_a_float_column() -> None:
     body = b"m v=8082034794506534410i 1\nm v=1.5 2"
     [(_m, _t, _s, rows)] = _same_either_way(body)
     assert [row["v"] for row in rows] == [float(8082034794506534410), 1.5]
+
+
+def test_the_powers_of_five_table_is_what_its_generator_writes() -> None:
+    from layers import powers_of_five
+
+    assert powers_of_five.HEADER.read_text() == powers_of_five.header_text()
+    # Spot checks against exact arithmetic: 5**1 and 5**-1 scaled to 128 bits.
+    assert powers_of_five.power_of_five(1) == 5 << 125
+    assert powers_of_five.power_of_five(-1) == (1 << 130) // 5 + 1  # 0xcccc...cd
