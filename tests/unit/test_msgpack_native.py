@@ -264,7 +264,7 @@ def test_the_scan_reports_integer_bounds_and_printable_strings_at_their_edges(li
     for name, values in edges.items():
         body = msgpack.packb({"m": "cpu", "columns": {name: values}})
         document, slots, columns = _scan(library, body)
-        block = _fill(library, body, document, slots)
+        block = _fill(library.arcs_msgpack_fill, body, document, slots)
         (column,) = columns
         if name == "n":
             assert (column.minimum, column.maximum) == (-(2**63), 2**63 - 1)

@@ -1,4 +1,4 @@
-"""MessagePack columnar bodies read by ``arcs.native`` straight into Arrow arrays.
+"""MessagePack (and JSON) columnar bodies read by ``arcs.native`` straight into Arrow arrays.
 
 The common body of Arc's clients - one ``{"m", "columns", "tags", "precision"}`` map whose columns
 each hold one kind of scalar - skips the Python objects of a general decoder: the C scan checks its
@@ -7,6 +7,9 @@ printable-ASCII strings), sizes every column and lays them out in one block; one
 all, and the arrays go through the same ``build_rows`` validation as every other body. Anything the scan does
 not take, and any body that validation refuses, returns ``None``: the general decoders then read it
 and word the error, so both paths answer every body alike (a property test checks it).
+
+The same document written as JSON is read by a C twin of the scan and fill (json_columns.c) into
+the same descriptions, and from there on alike.
 """
 
 from __future__ import annotations
@@ -51,24 +54,30 @@ def column_slots() -> ctypes.Array[MsgpackColumn]:
     return slots
 
 
+#: The C readers of the columnar document: MessagePack's (msgpack_columns.c) and JSON's
+#: (json_columns.c), which describe a body alike.
+MSGPACK, JSON = "msgpack", "json"
+
+
 def decode_columnar(
-    native: ctypes.CDLL, body: bytes, now_micros: int, precision: str | None
+    native: ctypes.CDLL, body: bytes, now_micros: int, precision: str | None, reader: str = MSGPACK
 ) -> list[MeasurementRows] | None:
-    """The body's rows, or None when the general decoders must read it."""
+    """The body's rows (a document in ``reader``'s format), or None when the general decoders must read it."""
     if not isinstance(body, bytes):
         return None
+    scan, read_tags, fill = (getattr(native, f"arcs_{reader}_{step}") for step in ("scan", "tags", "fill"))
     document = MsgpackDocument()
     slots = column_slots()
-    if native.arcs_msgpack_scan(body, len(body), ctypes.byref(document), slots, len(slots)):
+    if scan(body, len(body), ctypes.byref(document), slots, len(slots)):
         return None
     if document.tag_count > MAX_COLUMNS:
         return None  # more tags than a measurement has columns (and spans sized by a hostile count)
     tags = (MsgpackSpan * document.tag_count)()
-    if document.tag_count and native.arcs_msgpack_tags(body, len(body), ctypes.byref(document), tags):
+    if document.tag_count and read_tags(body, len(body), ctypes.byref(document), tags):
         return None
     columns = slots[: document.column_count]
     try:
-        block = _fill(native, body, document, slots)
+        block = _fill(fill, body, document, slots)
         arrays: dict[str, pa.Array] = {}
         facts: dict[str, ColumnFacts] = {}
         time_column = None
@@ -96,10 +105,12 @@ def text(body: bytes, span: MsgpackSpan) -> str:
     return body[span.offset : span.offset + span.length].decode()
 
 
-def _fill(native: ctypes.CDLL, body: bytes, document: MsgpackDocument, slots: ctypes.Array[MsgpackColumn]) -> pa.Buffer:
+def _fill(
+    fill: ctypes._NamedFuncPointer, body: bytes, document: MsgpackDocument, slots: ctypes.Array[MsgpackColumn]
+) -> pa.Buffer:
     """Every column's buffers in one block, where the scan laid them out, filled in one call."""
     block = pa.allocate_buffer(document.block_bytes)
-    if native.arcs_msgpack_fill(body, len(body), slots, document.column_count, block.address, block.size):
+    if fill(body, len(body), slots, document.column_count, block.address, block.size):
         raise pa.ArrowInvalid("the columns changed between scan and fill")
     return block
 

@@ -167,6 +167,11 @@ def library() -> ctypes.CDLL | None:
         ctypes.c_int64,
     ]
     loaded.arcs_msgpack_fill.restype = ctypes.c_int64
+    # json_columns.c reads JSON's columnar document into the same descriptions.
+    for reader in ("scan", "tags", "fill"):
+        twin = getattr(loaded, f"arcs_json_{reader}")
+        twin.argtypes = getattr(loaded, f"arcs_msgpack_{reader}").argtypes
+        twin.restype = ctypes.c_int64
     int64s = ctypes.POINTER(ctypes.c_int64)
     loaded.arcs_msgpack_fill_into.argtypes = [
         body_at,

@@ -9,13 +9,10 @@
  * finite. The Python decoders then read the body and name the bad line. Every read is
  * bounds-checked.
  */
-#define _GNU_SOURCE /* strtod_l and newlocale: decimal points whatever the process's locale */
-#include <locale.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "powers_of_five.h"
+#include "decimal.h"
 
 enum { KIND_TAG = 0, KIND_FLOAT = 1, KIND_INTEGER = 2, KIND_UNSIGNED = 3, KIND_BOOLEAN = 4 };
 /* What the reader noted while reading, so the caller need not look again (msgpack_columns.c's
@@ -59,123 +56,6 @@ static int printable_ascii(const uint8_t *at, int64_t length) {
 }
 
 static int is_digit(uint8_t byte) { return byte >= '0' && byte <= '9'; }
-
-static const double POWERS_OF_TEN[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
-                                         1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-
-/* The C locale, made once (threads racing to make it keep one and free the others). */
-static locale_t c_locale(void) {
-    static locale_t shared = (locale_t)0;
-    locale_t current = __atomic_load_n(&shared, __ATOMIC_ACQUIRE);
-    if (current) return current;
-    locale_t made = newlocale(LC_ALL_MASK, "C", (locale_t)0);
-    if (!made) return (locale_t)0;
-    locale_t expected = (locale_t)0;
-    if (__atomic_compare_exchange_n(&shared, &expected, made, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return made;
-    freelocale(made);
-    return expected;
-}
-
-/* mantissa * 10**exponent as a double, correctly rounded, by the Eisel-Lemire method: the
- * mantissa (not zero) times a 128-bit power of five gives the double's 53 bits and, nearly
- * always, enough bits below them to round by. 0, or NOT_MINE where it cannot decide (a product
- * too close to a rounding boundary, a subnormal result: rare) or the value is not finite. */
-static int eisel_lemire(uint64_t mantissa, int64_t exponent, double *out) {
-    if (exponent < ARCS_SMALLEST_POWER_OF_FIVE || exponent > ARCS_LARGEST_POWER_OF_FIVE) return NOT_MINE;
-    const uint64_t *power = ARCS_POWERS_OF_FIVE[exponent - ARCS_SMALLEST_POWER_OF_FIVE];
-    int leading_zeros = __builtin_clzll(mantissa);
-    uint64_t normalized = mantissa << leading_zeros;
-    unsigned __int128 product = (unsigned __int128)normalized * power[0];
-    uint64_t high = (uint64_t)(product >> 64), low = (uint64_t)product;
-    if ((high & 0x1ff) == 0x1ff) { /* the 9 bits below the 55 kept are all ones: a carry may reach them */
-        uint64_t next = (uint64_t)(((unsigned __int128)normalized * power[1]) >> 64);
-        low += next;
-        high += next > low;
-    }
-    /* Still all ones below: only exact when 5**exponent itself is (or its reciprocal is exact enough). */
-    if (low == UINT64_MAX && (exponent < -27 || exponent > 55)) return NOT_MINE;
-    int top = (int)(high >> 63);
-    uint64_t bits = high >> (top + 9); /* 54 or 55 bits: the double's 53 and a rounding bit */
-    /* floor(exponent * log2(10)) + 63, as (217706 * exponent) >> 16 computes it for |exponent| < 1,000 */
-    int64_t biased = ((217706 * exponent) >> 16) + 63 + top - leading_zeros + 1023;
-    if (biased <= 0) return NOT_MINE; /* subnormal */
-    /* Exactly halfway between two doubles (possible only for small exponents): round to even. */
-    if (low <= 1 && exponent >= -4 && exponent <= 23 && (bits & 3) == 1 && (bits << (top + 9)) == high) bits &= ~UINT64_C(1);
-    bits = (bits + (bits & 1)) >> 1;
-    if (bits >= UINT64_C(2) << 52) { /* rounding carried into a new bit */
-        bits = UINT64_C(1) << 52;
-        biased++;
-    }
-    if (biased >= 0x7ff) return NOT_MINE;
-    uint64_t word = (bits & ~(UINT64_C(1) << 52)) | ((uint64_t)biased << 52);
-    memcpy(out, &word, sizeof word);
-    return 0;
-}
-
-/* A decimal float in line protocol's syntax, [+-]?(d+.?d*|.d+)([eE][+-]?d+)?, correctly rounded:
- * exactly by one multiplication or division when the digits fit 53 bits and the power of ten is
- * exact (at most 22); else, for up to 19 significant digits, by eisel_lemire; else (or where it
- * cannot decide) by strtod over a terminated copy. 0, or NOT_MINE for other text, a value too
- * long to copy, or a result that is not finite. */
-static int parse_float(const uint8_t *text, int64_t length, double *out) {
-    /* Longer text is left to Python: it also bounds how far the digits can move the exponent. */
-    if (length >= 128) return NOT_MINE;
-    int64_t at = 0;
-    int negative = 0;
-    if (at < length && (text[at] == '+' || text[at] == '-')) negative = text[at++] == '-';
-    uint64_t mantissa = 0;
-    int64_t digits = 0, significant = 0, exponent = 0;
-    int64_t integer_digits = 0, fraction_digits = 0;
-    for (; at < length && is_digit(text[at]); at++, integer_digits++) {
-        if (significant || text[at] != '0') significant++;
-        if (significant <= 19) mantissa = mantissa * 10 + (uint64_t)(text[at] - '0');
-        else exponent++;
-    }
-    if (at < length && text[at] == '.') {
-        for (at++; at < length && is_digit(text[at]); at++, fraction_digits++) {
-            if (significant || text[at] != '0') significant++;
-            if (significant <= 19) {
-                mantissa = mantissa * 10 + (uint64_t)(text[at] - '0');
-                exponent--;
-            }
-        }
-    }
-    digits = integer_digits + fraction_digits;
-    if (digits == 0) return NOT_MINE;
-    if (at < length && (text[at] == 'e' || text[at] == 'E')) {
-        at++;
-        int exponent_negative = 0;
-        if (at < length && (text[at] == '+' || text[at] == '-')) exponent_negative = text[at++] == '-';
-        if (at >= length || !is_digit(text[at])) return NOT_MINE;
-        int64_t written = 0;
-        for (; at < length && is_digit(text[at]); at++) {
-            if (written < 100000) written = written * 10 + (text[at] - '0');
-        }
-        exponent += exponent_negative ? -written : written;
-    }
-    if (at != length) return NOT_MINE;
-    double value;
-    if (significant <= 19 && mantissa <= (UINT64_C(1) << 53) && exponent >= -22 && exponent <= 22) {
-        value = (double)mantissa;
-        value = exponent < 0 ? value / POWERS_OF_TEN[-exponent] : value * POWERS_OF_TEN[exponent];
-    } else if (significant <= 19 && mantissa == 0) {
-        value = 0.0;
-    } else if (significant <= 19 && eisel_lemire(mantissa, exponent, &value) == 0) {
-        /* value is set */
-    } else {
-        char copy[128];
-        locale_t locale = c_locale();
-        if (!locale) return NOT_MINE;
-        memcpy(copy, text, (size_t)length);
-        copy[length] = '\0';
-        value = strtod_l(copy, NULL, locale);
-        negative = 0; /* strtod read the sign */
-    }
-    if (negative) value = -value;
-    if (value - value != 0) return NOT_MINE; /* infinite (NaN cannot be written in this syntax) */
-    *out = value;
-    return 0;
-}
 
 /* -?digits within int64 (the integer kind and timestamps). */
 static int parse_int64(const uint8_t *text, int64_t length, int64_t *out) {
@@ -267,7 +147,7 @@ int64_t arcs_lp_read(const uint8_t *body, int64_t length, const uint8_t *measure
                 if (!printable_ascii(text, size)) column->flags &= ~(int64_t)PRINTABLE_ASCII;
             } else if (column->kind == KIND_FLOAT) {
                 double value;
-                if (parse_float(text, size, &value)) return NOT_MINE;
+                if (arcs_parse_decimal(text, size, &value)) return NOT_MINE;
                 memcpy(column->values + 8 * line, &value, sizeof value);
             } else if (column->kind == KIND_INTEGER || column->kind == KIND_UNSIGNED) {
                 int64_t value;
