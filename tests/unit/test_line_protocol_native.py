@@ -59,7 +59,7 @@ def _same_either_way(body: bytes, precision: str | None = None) -> Any:
 
 
 def _native(library: Any, body: bytes, precision: str = "ns") -> Any:
-    return decode_one_shape(library, body.decode(), body, NOW, precision)
+    return decode_one_shape(library, body, NOW, precision)
 
 
 def test_the_common_body_takes_the_native_path(library: Any) -> None:
@@ -210,13 +210,18 @@ LEFT = {
 
 @pytest.mark.parametrize("body", LEFT.values(), ids=LEFT.keys())
 def test_what_it_leaves_is_answered_as_before(library: Any, body: bytes) -> None:
-    try:
-        text = body.decode()
-    except UnicodeDecodeError:
-        _same_either_way(body)  # refused before any decoder runs
-        return
-    assert decode_one_shape(library, text, body, NOW, "ns") is None
+    assert decode_one_shape(library, body, NOW, "ns") is None
     _same_either_way(body)
+
+
+def test_tag_values_beyond_ascii_are_checked_as_utf8(library: Any) -> None:
+    valid = "m,host=zürich,dc=東京 v=1 1\nm,host=bern,dc=x v=2 2".encode()
+    [part] = _native(library, valid)
+    assert part.table.column("host").to_pylist() == ["zürich", "bern"]
+    _same_either_way(valid)
+    for bad in (b"m,host=z\xfcrich v=1 1\nm,host=bern v=2 2", b"m,host=bern v=1 1\nm,host=\xe6\x9d v=2 2"):
+        assert decode_one_shape(library, bad, NOW, "ns") is None
+        assert _same_either_way(bad)[0] == "error"
 
 
 def test_every_truncation_is_answered_as_before() -> None:
@@ -265,7 +270,7 @@ def test_random_one_shape_bodies_are_read_natively_and_alike(data: st.DataObject
     outcome = _same_either_way(body, precision)
     library = native.library()
     assert library is not None
-    taken = decode_one_shape(library, body.decode(), body, NOW, precision or "ns") is not None
+    taken = decode_one_shape(library, body, NOW, precision or "ns") is not None
     if outcome[0] != "error":
         assert taken  # every body of one shape that validation accepts is read natively
 

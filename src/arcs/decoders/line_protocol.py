@@ -64,17 +64,17 @@ def _show(value: str) -> str:
 
 def decode_line_protocol(body: bytes, now_micros: int, precision: str | None) -> list[MeasurementRows]:
     precision = check_precision(precision) or "ns"
+    native = library()
+    if native is not None:
+        one_shape = decode_one_shape(native, body, now_micros, precision)
+        if one_shape is not None:
+            return one_shape
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         number = body.count(b"\n", 0, exc.start) + 1
         column = exc.start - body.rfind(b"\n", 0, exc.start)
         raise BadRequest(f"line {number}: not valid UTF-8 at byte {column} of the line") from exc
-    native = library()
-    if native is not None:
-        one_shape = decode_one_shape(native, text, body, now_micros, precision)
-        if one_shape is not None:
-            return one_shape
     uniform = decode_uniform(text, now_micros, precision)
     if uniform:
         return uniform

@@ -34,11 +34,19 @@ _TAG_BUDGET_BYTES = 256 << 20  # address space reserved for tag values (pages ar
 _ARRAY_TYPES = {"float": pa.float64(), "integer": pa.int64(), "unsigned": pa.int64(), "boolean": pa.bool_()}
 
 
-def decode_one_shape(
-    native: ctypes.CDLL, text: str, body: bytes, now_micros: int, precision: str
-) -> list[MeasurementRows] | None:
-    """``body`` (``text`` encoded)'s rows, or None when the other decoders must read it."""
-    first = text.partition("\n")[0]
+def decode_one_shape(native: ctypes.CDLL, body: bytes, now_micros: int, precision: str) -> list[MeasurementRows] | None:
+    """``body``'s rows, or None when the other decoders must read it.
+
+    The body need not have been decoded as UTF-8 first: every line must match the first one's
+    bytes (decoded here) outside its values, and numbers and booleans are ASCII, so only tag
+    values can hold other bytes, and a tag column the reader did not find printable ASCII is
+    checked as UTF-8.
+    """
+    end = body.find(b"\n")
+    try:
+        first = (body if end < 0 else body[:end]).decode()
+    except UnicodeDecodeError:
+        return None
     if not first or len(body) > MAX_INT32_OFFSET or not _UNUSUAL.isdisjoint(first):
         return None
     sections = first.split(" ")
@@ -102,6 +110,9 @@ def decode_one_shape(
             arrays[column_name] = pa.Array.from_buffers(_ARRAY_TYPES[kind], read, [None, owned[0]])
     tags = names[: len(tag_pairs)]
     try:
+        for tag in tags:
+            if not facts[tag].printable:
+                arrays[tag].validate(full=True)  # UTF-8: the other decoders name a bad line
         return [build_rows(measurement, arrays, tags, precision, now_micros, null_time_is_now=True, facts=facts)]
     except (pa.ArrowException, ArcsError):
         return None  # the other decoders answer, naming the line
