@@ -303,3 +303,12 @@ def test_the_powers_of_five_table_is_what_its_generator_writes() -> None:
     # Spot checks against exact arithmetic: 5**1 and 5**-1 scaled to 128 bits.
     assert powers_of_five.power_of_five(1) == 5 << 125
     assert powers_of_five.power_of_five(-1) == (1 << 130) // 5 + 1  # 0xcccc...cd
+
+
+def test_tag_values_longer_than_the_first_lines_get_more_room(library: Any) -> None:
+    """Tag buffers start sized from the first line's values; a body that needs more is read again."""
+    lines = ["m,host=a v=1 1"] + [f"m,host={'x' * (100 + i)} v={i} {i + 2}" for i in range(50)]
+    body = "\n".join(lines).encode()
+    [part] = _native(library, body)
+    assert part.table.column("host").to_pylist()[-1] == "x" * 149
+    _same_either_way(body)

@@ -30,6 +30,7 @@ from arcs.native import (
 )
 
 _UNUSUAL = frozenset('\\"#\r\t')
+_OUT_OF_ROOM = -2  # arcs_lp_read: a tag column's values need more room than it was given
 _TAG_BUDGET_BYTES = 256 << 20  # address space reserved for tag values (pages are touched only as written)
 _ARRAY_TYPES = {"float": pa.float64(), "integer": pa.int64(), "unsigned": pa.int64(), "boolean": pa.bool_()}
 
@@ -71,10 +72,13 @@ def decode_one_shape(native: ctypes.CDLL, body: bytes, now_micros: int, precisio
     keys = [name.encode() for name in names]
     buffers: list[tuple[pa.Buffer, ...]] = []
     columns = (LineProtocolColumn * len(pairs))()
-    for column, encoded, kind in zip(columns, keys, kinds, strict=True):
+    for column, encoded, kind, (_name, _eq, first_value) in zip(columns, keys, kinds, pairs, strict=True):
         column.key, column.key_length, column.kind = encoded, len(encoded), LP_KINDS[kind]
         if kind == "tag":
-            offsets, data = pa.allocate_buffer(4 * (lines + 1)), pa.allocate_buffer(len(body))
+            # Room for values twice as long as the first line's, not the whole body: each request's
+            # buffers then stay small (and in the cache); a body that needs more is read again.
+            capacity = min(len(body), lines * (2 * len(first_value) + 8))
+            offsets, data = pa.allocate_buffer(4 * (lines + 1)), pa.allocate_buffer(capacity)
             column.offsets, column.data, column.data_capacity = offsets.address, data.address, data.size
             buffers.append((offsets, data))
         else:
@@ -84,19 +88,31 @@ def decode_one_shape(native: ctypes.CDLL, body: bytes, now_micros: int, precisio
     times, times_valid = pa.allocate_buffer(8 * lines), pa.allocate_buffer((lines + 7) // 8)
     name = measurement.encode()
     seen = LineProtocolTimes()
-    read = native.arcs_lp_read(
-        body,
-        len(body),
-        name,
-        len(name),
-        columns,
-        len(pairs),
-        len(tag_pairs),
-        times.address,
-        times_valid.address,
-        lines,
-        ctypes.byref(seen),
-    )
+
+    def read_lines() -> int:
+        return int(
+            native.arcs_lp_read(
+                body,
+                len(body),
+                name,
+                len(name),
+                columns,
+                len(pairs),
+                len(tag_pairs),
+                times.address,
+                times_valid.address,
+                lines,
+                ctypes.byref(seen),
+            )
+        )
+
+    read = read_lines()
+    if read == _OUT_OF_ROOM:
+        for index, column in enumerate(columns[: len(tag_pairs)]):
+            data = pa.allocate_buffer(len(body))  # no line's tags can hold more than the body
+            column.data, column.data_capacity = data.address, data.size
+            buffers[index] = (buffers[index][0], data)
+        read = read_lines()
     if read < 0:
         return None
     arrays: dict[str, pa.Array] = {}

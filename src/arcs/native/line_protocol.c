@@ -19,6 +19,7 @@ enum { KIND_TAG = 0, KIND_FLOAT = 1, KIND_INTEGER = 2, KIND_UNSIGNED = 3, KIND_B
  * values for the first two). */
 enum { PRINTABLE_ASCII = 1, NONDECREASING = 2, EVERY_LINE_TIMED = 4 };
 #define NOT_MINE (-1)
+#define OUT_OF_ROOM (-2) /* a tag column's data did not fit its capacity: the caller may give it more */
 
 /* One column of the shape: its key as written, its kind, and where its values go. Tags: int32
  * offsets (lines + 1) and data (data_capacity bytes); numbers: 8 bytes a line; booleans: a
@@ -121,7 +122,7 @@ static int expect(const uint8_t *body, int64_t *at, int64_t line_end, const uint
 
 /* Reads every line (one optional final newline allowed) into the columns: tags first (tag_count
  * of them), then fields, in the shape's order, and each line's time (times_valid: a bitmap, set
- * where the line had one). Returns the lines read (at most max_lines), or NOT_MINE. */
+ * where the line had one). Returns the lines read (at most max_lines), OUT_OF_ROOM, or NOT_MINE. */
 int64_t arcs_lp_read(const uint8_t *body, int64_t length, const uint8_t *measurement, int64_t measurement_length,
                      arcs_lp_column *columns, int64_t column_count, int64_t tag_count, int64_t *times,
                      uint8_t *times_valid, int64_t max_lines, arcs_lp_times *time_facts) {
@@ -149,7 +150,8 @@ int64_t arcs_lp_read(const uint8_t *body, int64_t length, const uint8_t *measure
             int64_t size = end - at;
             if (column->kind == KIND_TAG) {
                 int64_t used = column->offsets[line];
-                if (used + size > column->data_capacity || used + size > INT32_MAX) return NOT_MINE;
+                if (used + size > INT32_MAX) return NOT_MINE;
+                if (used + size > column->data_capacity) return OUT_OF_ROOM;
                 memcpy(column->data + used, text, (size_t)size);
                 column->offsets[line + 1] = (int32_t)(used + size);
                 if (!printable_ascii(text, size)) column->flags &= ~(int64_t)PRINTABLE_ASCII;
