@@ -7,6 +7,7 @@
 #define ARCS_COLUMNS_H
 
 #include <stdint.h>
+#include <string.h>
 
 enum { NOT_MINE = 1 };
 enum { KIND_INT64 = 1, KIND_FLOAT64 = 2, KIND_STRING = 3, KIND_BOOL = 4 };
@@ -70,6 +71,35 @@ static inline int lay_out(arcs_msgpack_column *columns, arcs_msgpack_document *d
     }
     document->block_bytes = size;
     return 0;
+}
+
+/* Whether column ``count``'s name repeats an earlier column's: a map or object decoder keeps the
+ * last silently, so the readers leave such bodies to the Python decoders. */
+static inline int repeats_a_name(const uint8_t *body, const arcs_msgpack_column *columns, int64_t count) {
+    const arcs_msgpack_span *name = &columns[count].name;
+    for (int64_t j = 0; j < count; j++) {
+        const arcs_msgpack_span *other = &columns[j].name;
+        if (other->length == name->length &&
+            memcmp(body + other->offset, body + name->offset, (size_t)other->length) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* The scanned document's rows and flags from its columns, and the columns laid out (lay_out). */
+static inline int finish_document(arcs_msgpack_column *columns, arcs_msgpack_document *document) {
+    document->rows = columns[0].count;
+    document->flags = PRINTABLE_ASCII;
+    for (int64_t i = 0; i < document->column_count; i++) {
+        if (columns[i].count != document->rows) document->rows = -1;
+        if (columns[i].kind == KIND_STRING && !(columns[i].flags & PRINTABLE_ASCII)) document->flags = 0;
+    }
+    return lay_out(columns, document);
+}
+
+/* Whether ``bytes`` from ``at`` lie within a block of ``block_length`` (without overflow). */
+static inline int fits(int64_t at, int64_t bytes, int64_t block_length) {
+    return at >= 0 && bytes >= 0 && at <= block_length && bytes <= block_length - at;
 }
 
 #endif

@@ -11,8 +11,7 @@
 #include <string.h>
 
 #include "powers_of_five.h"
-
-static int is_digit(uint8_t byte) { return byte >= '0' && byte <= '9'; }
+#include "text.h"
 
 static const double POWERS_OF_TEN[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                          1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
@@ -80,13 +79,13 @@ int arcs_parse_decimal(const uint8_t *text, int64_t length, double *out) {
     uint64_t mantissa = 0;
     int64_t digits = 0, significant = 0, exponent = 0;
     int64_t integer_digits = 0, fraction_digits = 0;
-    for (; at < length && is_digit(text[at]); at++, integer_digits++) {
+    for (; at < length && arcs_is_digit(text[at]); at++, integer_digits++) {
         if (significant || text[at] != '0') significant++;
         if (significant <= 19) mantissa = mantissa * 10 + (uint64_t)(text[at] - '0');
         else exponent++;
     }
     if (at < length && text[at] == '.') {
-        for (at++; at < length && is_digit(text[at]); at++, fraction_digits++) {
+        for (at++; at < length && arcs_is_digit(text[at]); at++, fraction_digits++) {
             if (significant || text[at] != '0') significant++;
             if (significant <= 19) {
                 mantissa = mantissa * 10 + (uint64_t)(text[at] - '0');
@@ -100,9 +99,9 @@ int arcs_parse_decimal(const uint8_t *text, int64_t length, double *out) {
         at++;
         int exponent_negative = 0;
         if (at < length && (text[at] == '+' || text[at] == '-')) exponent_negative = text[at++] == '-';
-        if (at >= length || !is_digit(text[at])) return -1;
+        if (at >= length || !arcs_is_digit(text[at])) return -1;
         int64_t written = 0;
-        for (; at < length && is_digit(text[at]); at++) {
+        for (; at < length && arcs_is_digit(text[at]); at++) {
             if (written < 100000) written = written * 10 + (text[at] - '0');
         }
         exponent += exponent_negative ? -written : written;

@@ -17,6 +17,7 @@
 
 #include "columns.h"
 #include "decimal.h"
+#include "text.h"
 
 typedef struct {
     const uint8_t *at;
@@ -37,8 +38,6 @@ static inline int take(cursor *c, uint8_t byte) {
     }
     return 0;
 }
-
-static inline int is_digit(uint8_t byte) { return byte >= '0' && byte <= '9'; }
 
 /* A string without escapes or control characters: the span of the bytes between its quotes,
  * and whether they are all printable ASCII. NOT_MINE for anything else. */
@@ -67,40 +66,27 @@ static int read_number(cursor *c, const uint8_t **text, int64_t *length, int *in
     skip_space(c);
     const uint8_t *p = c->at, *end = c->end;
     if (p < end && *p == '-') p++;
-    if (p >= end || !is_digit(*p)) return NOT_MINE;
+    if (p >= end || !arcs_is_digit(*p)) return NOT_MINE;
     if (*p == '0') p++;
     else
-        while (p < end && is_digit(*p)) p++;
+        while (p < end && arcs_is_digit(*p)) p++;
     *integer = 1;
     if (p < end && *p == '.') {
         p++;
-        if (p >= end || !is_digit(*p)) return NOT_MINE;
-        while (p < end && is_digit(*p)) p++;
+        if (p >= end || !arcs_is_digit(*p)) return NOT_MINE;
+        while (p < end && arcs_is_digit(*p)) p++;
         *integer = 0;
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
         p++;
         if (p < end && (*p == '+' || *p == '-')) p++;
-        if (p >= end || !is_digit(*p)) return NOT_MINE;
-        while (p < end && is_digit(*p)) p++;
+        if (p >= end || !arcs_is_digit(*p)) return NOT_MINE;
+        while (p < end && arcs_is_digit(*p)) p++;
         *integer = 0;
     }
     *text = c->at;
     *length = p - c->at;
     c->at = p;
-    return 0;
-}
-
-/* An integer's text (as read_number found it) within int64. */
-static int integer_value(const uint8_t *text, int64_t length, int64_t *out) {
-    int negative = text[0] == '-';
-    uint64_t magnitude = 0, limit = negative ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
-    for (int64_t at = negative; at < length; at++) {
-        uint64_t digit = (uint64_t)(text[at] - '0');
-        if (magnitude > (limit - digit) / 10) return NOT_MINE;
-        magnitude = magnitude * 10 + digit;
-    }
-    *out = negative ? (int64_t)(0 - magnitude) : (int64_t)magnitude;
     return 0;
 }
 
@@ -128,7 +114,7 @@ static int kind_at(cursor *c) {
     uint8_t head = *c->at;
     if (head == '"') return KIND_STRING;
     if (head == 't' || head == 'f') return KIND_BOOL;
-    if (head == '-' || is_digit(head)) return KIND_INT64;
+    if (head == '-' || arcs_is_digit(head)) return KIND_INT64;
     return 0;
 }
 
@@ -162,7 +148,7 @@ static int scan_column(cursor *c, const uint8_t *body, arcs_msgpack_column *colu
             if (read_number(c, &text, &length, &integer)) return NOT_MINE;
             if (integer) {
                 int64_t value;
-                if (integer_value(text, length, &value)) return NOT_MINE;
+                if (arcs_parse_int64(text, length, &value)) return NOT_MINE;
                 descents += count > 0 && value < maximum;
                 if (value < minimum) minimum = value;
                 if (value > maximum) maximum = value;
@@ -221,14 +207,9 @@ int64_t arcs_json_scan(const uint8_t *body, int64_t length, arcs_msgpack_documen
             do {
                 if (count >= max_columns) return NOT_MINE;
                 arcs_msgpack_column *column = &columns[count];
-                if (read_string(&c, body, &column->name, &printable) || !take(&c, ':') || !take(&c, '['))
+                if (read_string(&c, body, &column->name, &printable) || repeats_a_name(body, columns, count) ||
+                    !take(&c, ':') || !take(&c, '['))
                     return NOT_MINE;
-                for (int64_t j = 0; j < count; j++) {
-                    const arcs_msgpack_span *other = &columns[j].name;
-                    if (other->length == column->name.length &&
-                        memcmp(body + other->offset, body + column->name.offset, (size_t)other->length) == 0)
-                        return NOT_MINE; /* a repeated name: a JSON decoder keeps the last, silently */
-                }
                 if (scan_column(&c, body, column)) return NOT_MINE;
                 count++;
             } while (take(&c, ','));
@@ -241,13 +222,7 @@ int64_t arcs_json_scan(const uint8_t *body, int64_t length, arcs_msgpack_documen
     if (!take(&c, '}')) return NOT_MINE;
     skip_space(&c);
     if (document->column_count < 0 || c.at != c.end) return NOT_MINE;
-    document->rows = columns[0].count;
-    document->flags = PRINTABLE_ASCII;
-    for (int64_t i = 0; i < document->column_count; i++) {
-        if (columns[i].count != document->rows) document->rows = -1;
-        if (columns[i].kind == KIND_STRING && !(columns[i].flags & PRINTABLE_ASCII)) document->flags = 0;
-    }
-    return lay_out(columns, document);
+    return finish_document(columns, document);
 }
 
 /* The tags array's spans (tag_count of them, as scanned). */
@@ -260,10 +235,6 @@ int64_t arcs_json_tags(const uint8_t *body, int64_t length, const arcs_msgpack_d
         if ((t > 0 && !take(&c, ',')) || read_string(&c, body, &tags[t], &printable)) return NOT_MINE;
     }
     return 0;
-}
-
-static int fits(int64_t at, int64_t bytes, int64_t block_length) {
-    return at >= 0 && bytes >= 0 && at <= block_length && bytes <= block_length - at;
 }
 
 /* One scanned column's values into its buffers in the block, as msgpack_columns.c lays them
@@ -305,7 +276,7 @@ static int fill_column(const uint8_t *body, int64_t length, const arcs_msgpack_c
             if (read_number(&c, &text, &size, &integer)) return NOT_MINE;
             if (kind == KIND_INT64) {
                 int64_t value;
-                if (!integer || integer_value(text, size, &value)) return NOT_MINE;
+                if (!integer || arcs_parse_int64(text, size, &value)) return NOT_MINE;
                 memcpy(values + 8 * i, &value, sizeof value);
             } else if (kind == KIND_FLOAT64) {
                 double value;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "decimal.h"
+#include "text.h"
 
 enum { KIND_TAG = 0, KIND_FLOAT = 1, KIND_INTEGER = 2, KIND_UNSIGNED = 3, KIND_BOOLEAN = 4 };
 /* What the reader noted while reading, so the caller need not look again (msgpack_columns.c's
@@ -51,40 +52,6 @@ static const uint8_t BYTE_CLASS[256] = {
     [','] = ENDS_VALUE, [' '] = ENDS_VALUE, ['='] = REFUSED,  ['\\'] = REFUSED,
     ['"'] = REFUSED,    ['#'] = REFUSED,    ['\r'] = REFUSED, ['\t'] = REFUSED,
 };
-
-/* Whether every byte is in 0x20..0x7e (so valid UTF-8 without control characters); without
- * branches, which the compiler vectorizes. */
-static int printable_ascii(const uint8_t *at, int64_t length) {
-    uint8_t outside = 0;
-    for (int64_t i = 0; i < length; i++) outside |= (uint8_t)(at[i] - 0x20) > 0x5e;
-    return !outside;
-}
-
-/* -?digits within int64 (the integer kind and timestamps). */
-static int parse_int64(const uint8_t *text, int64_t length, int64_t *out) {
-    int64_t at = 0;
-    int negative = 0;
-    if (at < length && text[at] == '-') {
-        negative = 1;
-        at++;
-    }
-    if (at >= length) return NOT_MINE;
-    uint64_t magnitude = 0, limit = negative ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
-    /* Up to 18 digits cannot pass int64 (10**18 < 2**63): no check but that they are digits. */
-    int64_t unchecked = length - at < 18 ? length : at + 18;
-    for (; at < unchecked; at++) {
-        uint64_t digit = (uint64_t)(text[at] - '0');
-        if (digit > 9) return NOT_MINE;
-        magnitude = magnitude * 10 + digit;
-    }
-    for (; at < length; at++) {
-        uint64_t digit = (uint64_t)(text[at] - '0');
-        if (digit > 9 || magnitude > (limit - digit) / 10) return NOT_MINE;
-        magnitude = magnitude * 10 + digit;
-    }
-    *out = negative ? (int64_t)(0 - magnitude) : (int64_t)magnitude;
-    return 0;
-}
 
 static int parse_boolean(const uint8_t *text, int64_t length, int *out) {
     static const char *const truths[] = {"t", "T", "true", "True", "TRUE"};
@@ -154,7 +121,7 @@ int64_t arcs_lp_read(const uint8_t *body, int64_t length, const uint8_t *measure
                 if (used + size > column->data_capacity) return OUT_OF_ROOM;
                 memcpy(column->data + used, text, (size_t)size);
                 column->offsets[line + 1] = (int32_t)(used + size);
-                if (!printable_ascii(text, size)) column->flags &= ~(int64_t)PRINTABLE_ASCII;
+                if (!arcs_printable_ascii(text, size)) column->flags &= ~(int64_t)PRINTABLE_ASCII;
             } else if (column->kind == KIND_FLOAT) {
                 double value;
                 if (arcs_parse_decimal(text, size, &value)) return NOT_MINE;
@@ -164,7 +131,7 @@ int64_t arcs_lp_read(const uint8_t *body, int64_t length, const uint8_t *measure
                 uint8_t suffix = column->kind == KIND_INTEGER ? 'i' : 'u';
                 if (size < 2 || text[size - 1] != suffix) return NOT_MINE;
                 if (column->kind == KIND_UNSIGNED && text[0] == '-') return NOT_MINE;
-                if (parse_int64(text, size - 1, &value)) return NOT_MINE;
+                if (arcs_parse_int64(text, size - 1, &value)) return NOT_MINE;
                 memcpy(column->values + 8 * line, &value, sizeof value);
             } else if (column->kind == KIND_BOOLEAN) {
                 int value;
@@ -179,7 +146,7 @@ int64_t arcs_lp_read(const uint8_t *body, int64_t length, const uint8_t *measure
         if (at < line_end) {
             if (body[at] != ' ') return NOT_MINE;
             at++;
-            if (parse_int64(body + at, line_end - at, &times[line])) return NOT_MINE;
+            if (arcs_parse_int64(body + at, line_end - at, &times[line])) return NOT_MINE;
             if ((line & 7) == 0) times_valid[line >> 3] = 0;
             times_valid[line >> 3] |= (uint8_t)(1u << (line & 7));
             int64_t time = times[line];

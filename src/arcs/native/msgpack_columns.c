@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "columns.h"
+#include "text.h"
 
 typedef struct {
     const uint8_t *at;
@@ -164,14 +165,6 @@ static int key_is(const uint8_t *body, const arcs_msgpack_span *key, const char 
     return (size_t)key->length == length && memcmp(body + key->offset, name, length) == 0;
 }
 
-/* Whether every byte is in 0x20..0x7e; without branches, which the compiler vectorizes (the
- * strings are mostly printable, so stopping early saves little). */
-static inline int printable_ascii(const uint8_t *at, int64_t length) {
-    uint8_t outside = 0;
-    for (int64_t i = 0; i < length; i++) outside |= (uint8_t)(at[i] - 0x20) > 0x5e;
-    return !outside;
-}
-
 /* Past ``count`` values of ``kind``, adding up their string bytes and noting the column's facts
  * (integers' bounds and order, strings' printability). */
 static inline __attribute__((always_inline)) int scan_values(cursor *c, const uint8_t *body, int kind, uint64_t count,
@@ -184,7 +177,7 @@ static inline __attribute__((always_inline)) int scan_values(cursor *c, const ui
         if (read_scalar(c, body, kind, &value, &span)) return NOT_MINE;
         if (kind == KIND_STRING) {
             string_bytes += span.length;
-            printable &= printable_ascii(body + span.offset, span.length);
+            printable &= arcs_printable_ascii(body + span.offset, span.length);
         } else if (kind == KIND_INT64) {
             int64_t number = (int64_t)value;
             descents += i > 0 && number < maximum;
@@ -251,13 +244,8 @@ int64_t arcs_msgpack_scan(const uint8_t *body, int64_t length, arcs_msgpack_docu
             if (read_container(&c, 0x80, 0xde, &count) || count == 0 || count > (uint64_t)max_columns) return NOT_MINE;
             document->column_count = (int64_t)count;
             for (uint64_t i = 0; i < count; i++) {
-                if (read_string(&c, body, &columns[i].name)) return NOT_MINE;
-                for (uint64_t j = 0; j < i; j++) {
-                    const arcs_msgpack_span *other = &columns[j].name;
-                    if (other->length == columns[i].name.length &&
-                        memcmp(body + other->offset, body + columns[i].name.offset, (size_t)other->length) == 0)
-                        return NOT_MINE; /* a repeated name: a map decoder keeps the last, silently */
-                }
+                if (read_string(&c, body, &columns[i].name) || repeats_a_name(body, columns, (int64_t)i))
+                    return NOT_MINE;
                 if (scan_column(&c, body, &columns[i])) return NOT_MINE;
             }
         } else {
@@ -265,13 +253,7 @@ int64_t arcs_msgpack_scan(const uint8_t *body, int64_t length, arcs_msgpack_docu
         }
     }
     if (document->column_count < 0 || c.at != c.end) return NOT_MINE;
-    document->rows = columns[0].count;
-    document->flags = PRINTABLE_ASCII;
-    for (int64_t i = 0; i < document->column_count; i++) {
-        if (columns[i].count != document->rows) document->rows = -1;
-        if (columns[i].kind == KIND_STRING && !(columns[i].flags & PRINTABLE_ASCII)) document->flags = 0;
-    }
-    return lay_out(columns, document);
+    return finish_document(columns, document);
 }
 
 /* The tags array's spans (tag_count of them, as scanned). */
@@ -316,10 +298,6 @@ int64_t arcs_msgpack_shape(const uint8_t *body, int64_t length, const arcs_msgpa
         if (put_span(out, capacity, &used, body, columns[i].name, columns[i].kind)) return -1;
     }
     return used;
-}
-
-static int fits(int64_t at, int64_t bytes, int64_t block_length) {
-    return at >= 0 && bytes >= 0 && at <= block_length && bytes <= block_length - at;
 }
 
 typedef struct {
