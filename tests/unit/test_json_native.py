@@ -39,13 +39,6 @@ GOOD = {
 }
 
 
-@pytest.fixture(scope="module")
-def library() -> Any:
-    loaded = native.library()
-    assert loaded is not None, "run `make setup` to build arcs.native"
-    return loaded
-
-
 def _outcome(body: bytes, with_native: bool) -> Any:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(NATIVE, "1" if with_native else "0")

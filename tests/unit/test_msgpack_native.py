@@ -41,13 +41,6 @@ GOOD = {
 }
 
 
-@pytest.fixture(scope="module")
-def library() -> Any:
-    loaded = native.library()
-    assert loaded is not None, "run `make setup` to build arcs.native"
-    return loaded
-
-
 def _decoded(body: bytes, with_native: bool, precision: str | None = None) -> Any:
     """The body's parts as ``decode_msgpack`` gives them with or without the library, or its error."""
     with pytest.MonkeyPatch.context() as patch:
