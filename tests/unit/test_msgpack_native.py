@@ -267,6 +267,53 @@ def test_the_scan_reports_integer_bounds_and_printable_strings_at_their_edges(li
             assert bool(column.flags & native.MSGPACK_PRINTABLE_ASCII) == (name == "plain"), name
 
 
+_BIG = 2**40  # encoded as uint64 (0xcf) when positive, int64 (0xd3) when below -2**31
+
+
+@pytest.mark.parametrize(
+    ("values", "nondecreasing"),
+    [
+        ([_BIG, _BIG + 1, _BIG + 1, 2**63 - 1], True),  # uint64 throughout
+        ([_BIG + 5, _BIG, _BIG + 9], False),  # one step down
+        ([-_BIG, -_BIG + 7, -(2**63)], False),  # int64 throughout
+        ([-(2**63), -_BIG], True),
+        ([_BIG] * 5 + [1], False),  # one value in another encoding: read value by value
+        ([1, _BIG, _BIG], True),
+    ],
+)
+def test_columns_of_one_nine_byte_encoding_read_as_value_by_value(
+    library: Any, values: list[int], nondecreasing: bool
+) -> None:
+    import pyarrow as pa
+
+    from arcs.decoders.msgpack_native import _fill
+
+    body = msgpack.packb({"m": "cpu", "columns": {"n": values, "f": [float(v) for v in values]}})
+    document, slots, (integers, floats) = _scan(library, body)
+    assert (integers.minimum, integers.maximum) == (min(values), max(values))
+    assert bool(integers.flags & native.MSGPACK_NONDECREASING) == nondecreasing
+    block = _fill(library.arcs_msgpack_fill, body, document, slots)
+    for column, arrow_type, expected in ((integers, pa.int64(), values), (floats, pa.float64(), map(float, values))):
+        buffer = block.slice(column.values_at, 8 * column.count)
+        assert pa.Array.from_buffers(arrow_type, column.count, [None, buffer]).to_pylist() == list(expected)
+    _same_either_way(body)
+
+
+def test_a_uint64_beyond_int64_is_refused_in_a_column_of_one_encoding(library: Any) -> None:
+    import pyarrow as pa
+
+    body = msgpack.packb({"m": "cpu", "columns": {"n": [_BIG, 2**63, _BIG]}})
+    assert decode_columnar(library, body, NOW, None) is None
+    assert _same_either_way(body)[0] == "error"
+    # The fill checks again what the scan found: a value changed between them is refused.
+    good = bytearray(msgpack.packb({"m": "cpu", "columns": {"n": [_BIG, _BIG + 1]}}))
+    _document, slots, (column,) = _scan(library, bytes(good))
+    good[column.array_offset + 1] = 0x80  # the first value's top byte: now beyond int64
+    block = pa.allocate_buffer(1024)
+    column.values_at = 0
+    assert library.arcs_msgpack_fill(bytes(good), len(good), slots, 1, block.address, block.size) == 1
+
+
 @pytest.mark.parametrize(
     "change",
     [
