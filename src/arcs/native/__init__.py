@@ -1,7 +1,8 @@
 """The few loops no vectorized kernel offers, in C, loaded through ctypes: the JSON text of
 integers and timestamps (``json_values.c``), the interleaving of a result's rows (``json_rows.c``)
-and MessagePack columnar and one-shape line protocol bodies read into Arrow buffers
-(``msgpack_columns.c``, ``line_protocol.c``).
+MessagePack columnar and one-shape line protocol bodies read into Arrow buffers
+(``msgpack_columns.c``, ``line_protocol.c``), and tag columns made dictionaries for the Parquet
+writer (``dictionary.c``).
 
 The library is built by ``layers/native.py`` (``make setup`` for this machine, the layer build for
 Lambda). Where it is missing, :func:`library` is None and callers take their Arrow-only path, which
@@ -33,6 +34,20 @@ class TextColumn(ctypes.Structure):
         ("after", ctypes.c_char_p),
         ("after_length", ctypes.c_int64),
         ("escape", ctypes.c_int64),
+    ]
+
+
+class Dictionary(ctypes.Structure):
+    """``arcs_dictionary``: a string column's distinct values so far, and the table finding them."""
+
+    _fields_ = [
+        ("slots", ctypes.c_void_p),
+        ("slot_count", ctypes.c_int64),
+        ("offsets", ctypes.c_void_p),
+        ("data", ctypes.c_void_p),
+        ("max_values", ctypes.c_int64),
+        ("max_bytes", ctypes.c_int64),
+        ("values", ctypes.c_int64),
     ]
 
 
@@ -218,4 +233,13 @@ def library() -> ctypes.CDLL | None:
     loaded.arcs_lp_read.restype = ctypes.c_int64
     loaded.arcs_count_byte.argtypes = [body, ctypes.c_int64, ctypes.c_int32]
     loaded.arcs_count_byte.restype = ctypes.c_int64
+    loaded.arcs_dictionary_encode.argtypes = [
+        ctypes.POINTER(Dictionary),
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_void_p,
+    ]
+    loaded.arcs_dictionary_encode.restype = ctypes.c_int64
     return loaded
