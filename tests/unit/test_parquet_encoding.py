@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import io
 import itertools
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -27,7 +28,7 @@ def _written(table: pa.Table, tags: list[str]) -> pa.Table:
     return pq.read_table(io.BytesIO(sink.getvalue()))
 
 
-def _table(hosts: list[str | None], regions: list[str]) -> pa.Table:
+def _table(hosts: Sequence[str | None], regions: list[str]) -> pa.Table:
     rows = len(regions)
     return pa.table(
         {
