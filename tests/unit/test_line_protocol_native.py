@@ -207,6 +207,20 @@ def test_what_it_leaves_is_answered_as_before(library: Any, body: bytes) -> None
     _same_either_way(body)
 
 
+@pytest.mark.parametrize("special", [b",", b" ", b"=", b"\\", b'"', b"#", b"\r", b"\t", b"\n"])
+def test_a_special_byte_anywhere_in_a_long_value_is_seen(special: bytes) -> None:
+    """The reader looks for a value's end eight bytes at a time: a separator or a byte it leaves to
+    the exact parser is found at every place in the word, and near the body's end."""
+    for at in range(20):
+        tag, field = bytearray(b"abcdefghijklmnopqrstuv"), bytearray(b"1234567890.123456789")
+        for value in (tag, field):
+            value[at] = special[0]
+            line = b"m,t=" + bytes(tag) + b" v=" + bytes(field) + b" 2"
+            _same_either_way(b"m,t=x v=1 1\n" + line + b"\nm,t=y v=3 3")
+            _same_either_way(b"m,t=x v=1 1\n" + line)  # the value within the body's last eight bytes
+            value[at] = b"abcdefghijklmnopqrstuv"[at] if value is tag else b"1234567890.123456789"[at]
+
+
 def test_tag_values_beyond_ascii_are_checked_as_utf8(library: Any) -> None:
     valid = "m,host=zürich,dc=東京 v=1 1\nm,host=bern,dc=x v=2 2".encode()
     [part] = _native(library, valid)
