@@ -300,6 +300,27 @@ def test_marker_swap_semantics(ports: Ports) -> None:
     assert catalog.get_markers(["w2"]) == {}
 
 
+def test_marker_swaps_in_one_call_win_exactly_the_free_ones(ports: Ports) -> None:
+    catalog = ports.catalog
+    assert catalog.swap_marker("taken", None, "c0")
+    assert catalog.swap_marker("moved", None, "c0")
+    claims: list[tuple[str, str | None]] = [
+        ("new-1", None),
+        ("taken", None),  # already set: lost
+        ("new-2", None),
+        ("moved", "c0"),  # as expected: won
+        ("stale", "c9"),  # expected a value it never had: lost
+    ]
+    assert catalog.swap_markers(claims, "c1") == {"new-1", "new-2", "moved"}
+    assert catalog.get_markers(["new-1", "taken", "new-2", "moved", "stale"]) == {
+        "new-1": "c1",
+        "taken": "c0",
+        "new-2": "c1",
+        "moved": "c1",
+    }
+    assert catalog.swap_markers([("new-3", None), ("new-4", None)], "c2") == {"new-3", "new-4"}
+
+
 def test_get_markers_in_bulk(ports: Ports) -> None:
     catalog = ports.catalog
     expected = {f"w{n:03d}": f"c{n % 3}" for n in range(130)}

@@ -392,7 +392,12 @@ class Spool:
     def take(self, limit: int) -> list[SpoolEntry]:
         with self._ready:
             oldest = list(islice(self._pending.values(), limit))
-            return [replace(entry, attempts=self._attempts.get(entry.handle, 0) + 1) for entry in oldest]
+            # An entry is made with attempts=1, what its first take counts: copied only after a failure.
+            return [
+                entry if entry.attempts == attempt else replace(entry, attempts=attempt)
+                for entry in oldest
+                for attempt in (self._attempts.get(entry.handle, 0) + 1,)
+            ]
 
     def done(self, entries: list[SpoolEntry]) -> None:
         # No directory fsync for the deletes: a delete lost in a crash only means those records

@@ -241,12 +241,16 @@ class SqliteCatalog:
             )
 
     def get_markers(self, write_ids: Iterable[str]) -> dict[str, str]:
-        ids = list(write_ids)
+        with self.db.snapshot() as conn:
+            return self._markers(conn, list(write_ids))
+
+    @staticmethod
+    def _markers(conn: sqlite3.Connection, ids: list[str]) -> dict[str, str]:
         found: dict[str, str] = {}
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            for write_id, commit_id in self.db.query(
+            for write_id, commit_id in conn.execute(
                 f"SELECT write_id, commit_id FROM write_markers WHERE write_id IN ({marks})", chunk
             ):
                 found[str(write_id)] = str(commit_id)
@@ -255,19 +259,26 @@ class SqliteCatalog:
     def swap_markers(self, claims: Sequence[tuple[str, str | None]], commit_id: str) -> set[str]:
         won: set[str] = set()
         now = _now()
+        fresh = [write_id for write_id, expected in claims if expected is None]
         with self.db.transaction() as conn:
-            for write_id, expected in claims:
-                if expected is None:
-                    cursor = conn.execute(
-                        "INSERT OR IGNORE INTO write_markers VALUES (?, ?, ?)", (write_id, commit_id, now)
-                    )
+            if fresh:
+                # New writes (the common case) in one statement; when some marker existed already,
+                # the ones this attempt holds are those naming its commit id, which no other has.
+                cursor = conn.executemany(
+                    "INSERT OR IGNORE INTO write_markers VALUES (?, ?, ?)", [(w, commit_id, now) for w in fresh]
+                )
+                if cursor.rowcount == len(fresh):
+                    won.update(fresh)
                 else:
+                    won.update(w for w, held in self._markers(conn, fresh).items() if held == commit_id)
+            for write_id, expected in claims:
+                if expected is not None:
                     cursor = conn.execute(
                         "UPDATE write_markers SET commit_id=?, updated_at=? WHERE write_id=? AND commit_id=?",
                         (commit_id, now, write_id, expected),
                     )
-                if cursor.rowcount == 1:
-                    won.add(write_id)
+                    if cursor.rowcount == 1:
+                        won.add(write_id)
         return won
 
     def swap_marker(self, write_id: str, expected: str | None, commit_id: str) -> bool:
