@@ -52,28 +52,31 @@ def for_parquet(table: pa.Table, tags: Sequence[str]) -> pa.Table:
 
 
 def dictionary_encoded(column: pa.ChunkedArray) -> pa.ChunkedArray | None:
-    """A string column without nulls as dictionary arrays sharing one dictionary; None when the
-    library is missing, the column is not of that kind, or it has too many distinct values."""
+    """A string column without nulls as one dictionary array; None when the library is missing,
+    the column is not of that kind, or it has too many distinct values. The chunks (a request's
+    rows each, on the general path) are put together first: a copy of the column's strings costs
+    less than encoding them chunk by chunk."""
     native = library()
     if native is None or column.type != pa.string() or column.null_count or not len(column):
         return None
+    strings = column.combine_chunks()
     for capacity in _DICTIONARY_CAPACITIES:
-        encoded = _encoded(native, column, min(capacity, len(column)))
+        encoded = _encoded(native, strings, min(capacity, len(strings)))
         if encoded is not _FULL:
-            return encoded
-        if capacity >= len(column):
+            return None if encoded is None else pa.chunked_array([encoded])
+        if capacity >= len(strings):
             break
     return None
 
 
 # Tables sized for few values first (tags have few), grown when they fill; see dictionary.c.
 _DICTIONARY_CAPACITIES = (256, 8_192, MAX_DICTIONARY_VALUES)
-_FULL = pa.chunked_array([], pa.null())  # a marker: the dictionary had no room
+_FULL = pa.DictionaryArray.from_arrays(pa.array([], pa.int32()), pa.array([], pa.string()))  # no room: a marker
 
 
-def _encoded(native: ctypes.CDLL, column: pa.ChunkedArray, max_values: int) -> pa.ChunkedArray | None:
-    """The column encoded with room for ``max_values`` distinct values: the dictionary arrays,
-    _FULL when there were more, None for a column the encoder refused."""
+def _encoded(native: ctypes.CDLL, strings: pa.StringArray, max_values: int) -> pa.DictionaryArray | None:
+    """``strings`` encoded with room for ``max_values`` distinct values: the dictionary array,
+    _FULL when there were more, None for strings the encoder refused."""
     slot_count = 1 << (2 * max_values - 1).bit_length()  # a power of two, at least twice the values
     slots = (ctypes.c_int64 * slot_count)()  # zeroed: every slot empty
     offsets = pa.allocate_buffer(4 * (max_values + 1))
@@ -81,30 +84,25 @@ def _encoded(native: ctypes.CDLL, column: pa.ChunkedArray, max_values: int) -> p
     dictionary = Dictionary(
         ctypes.addressof(slots), slot_count, offsets.address, text.address, max_values, MAX_DICTIONARY_BYTES, 0
     )
-    indices: list[pa.Buffer] = []
-    for chunk in column.chunks:
-        _validity, chunk_offsets, data = chunk.buffers()
-        out = pa.allocate_buffer(4 * len(chunk))
-        at = chunk_offsets.address + 4 * chunk.offset
-        distinct = native.arcs_dictionary_encode(
-            ctypes.byref(dictionary), at, data.address, data.size, len(chunk), out.address
-        )
-        if distinct == _DICTIONARY_FULL:
-            return _FULL
-        if distinct < 0:
-            return None
-        indices.append(out)
+    _validity, string_offsets, data = strings.buffers()
+    indices = pa.allocate_buffer(4 * len(strings))
+    distinct = native.arcs_dictionary_encode(
+        ctypes.byref(dictionary),
+        string_offsets.address + 4 * strings.offset,
+        data.address,
+        data.size,
+        len(strings),
+        indices.address,
+    )
+    if distinct == _DICTIONARY_FULL:
+        return _FULL
+    if distinct < 0:
+        return None
     values = dictionary.values
     used = ctypes.c_int32.from_address(offsets.address + 4 * values).value
-    strings = pa.StringArray.from_buffers(values, offsets.slice(0, 4 * (values + 1)), text.slice(0, used))
-    return pa.chunked_array(
-        [
-            pa.DictionaryArray.from_arrays(
-                pa.Array.from_buffers(pa.int32(), len(chunk), [None, out]), strings, safe=False
-            )
-            for chunk, out in zip(column.chunks, indices, strict=True)
-        ],
-        type=pa.dictionary(pa.int32(), pa.string()),
+    values_array = pa.StringArray.from_buffers(values, offsets.slice(0, 4 * (values + 1)), text.slice(0, used))
+    return pa.DictionaryArray.from_arrays(
+        pa.Array.from_buffers(pa.int32(), len(strings), [None, indices]), values_array, safe=False
     )
 
 
