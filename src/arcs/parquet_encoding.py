@@ -61,11 +61,9 @@ def dictionary_encoded(column: pa.ChunkedArray) -> pa.ChunkedArray | None:
         return None
     strings = column.combine_chunks()
     for capacity in _DICTIONARY_CAPACITIES:
-        encoded = _encoded(native, strings, min(capacity, len(strings)))
+        encoded = _encoded(native, strings, min(capacity, len(strings)), min(MAX_DICTIONARY_BYTES, 64 * capacity))
         if encoded is not _FULL:
             return None if encoded is None else pa.chunked_array([encoded])
-        if capacity >= len(strings):
-            break
     return None
 
 
@@ -74,15 +72,18 @@ _DICTIONARY_CAPACITIES = (256, 8_192, MAX_DICTIONARY_VALUES)
 _FULL = pa.DictionaryArray.from_arrays(pa.array([], pa.int32()), pa.array([], pa.string()))  # no room: a marker
 
 
-def _encoded(native: ctypes.CDLL, strings: pa.StringArray, max_values: int) -> pa.DictionaryArray | None:
-    """``strings`` encoded with room for ``max_values`` distinct values: the dictionary array,
-    _FULL when there were more, None for strings the encoder refused."""
+def _encoded(
+    native: ctypes.CDLL, strings: pa.StringArray, max_values: int, max_bytes: int
+) -> pa.DictionaryArray | None:
+    """``strings`` encoded with room for ``max_values`` distinct values of ``max_bytes`` in all
+    (64 a value: longer ones fill it sooner, and the next size is tried): the dictionary array,
+    _FULL when they did not fit, None for strings the encoder refused."""
     slot_count = 1 << (2 * max_values - 1).bit_length()  # a power of two, at least twice the values
     slots = (ctypes.c_int64 * slot_count)()  # zeroed: every slot empty
     offsets = pa.allocate_buffer(4 * (max_values + 1))
-    text = pa.allocate_buffer(MAX_DICTIONARY_BYTES + 16)  # the encoder may read 16 bytes from any value's start
+    text = pa.allocate_buffer(max_bytes + 16)  # the encoder may read 16 bytes from any value's start
     dictionary = Dictionary(
-        ctypes.addressof(slots), slot_count, offsets.address, text.address, max_values, MAX_DICTIONARY_BYTES, 0
+        ctypes.addressof(slots), slot_count, offsets.address, text.address, max_values, max_bytes, 0
     )
     _validity, string_offsets, data = strings.buffers()
     indices = pa.allocate_buffer(4 * len(strings))

@@ -76,6 +76,13 @@ def test_a_dictionary_that_fills_its_table_starts_again_larger(library: Any, dis
     assert encoded.cast(pa.string()).to_pylist() == values
 
 
+def test_long_values_fill_a_small_dictionary_and_a_larger_one_takes_them(library: Any) -> None:
+    values = [f"{i % 3}" * 5_000 for i in range(10)]  # 15,000 bytes of distinct values: past 64 a value
+    encoded = dictionary_encoded(pa.chunked_array([pa.array(values)]))
+    assert encoded is not None
+    assert encoded.cast(pa.string()).to_pylist() == values
+
+
 def test_more_distinct_values_than_a_dictionary_holds_stay_plain(library: Any) -> None:
     values = pa.chunked_array([pa.array([f"v{i}" for i in range(MAX_DICTIONARY_VALUES + 1)])])
     assert dictionary_encoded(values) is None
