@@ -97,6 +97,16 @@ def test_floats_are_read_as_python_reads_them(library: Any, text: str) -> None:
     _same_either_way(body)
 
 
+@pytest.mark.parametrize("stray", [b"/", b":", b";", b"<", b"?", b"_", b"\x00", b"\xb9"])
+def test_a_byte_next_to_the_digits_in_a_run_of_eight_is_not_a_digit(stray: bytes) -> None:
+    """The fraction's digits are read eight at a time: a byte just outside '0'..'9' anywhere among
+    them leaves the line to the exact parser, as a byte by byte reading would."""
+    for at in range(10):
+        fraction = bytearray(b"1234567890")
+        fraction[at] = stray[0]
+        _same_either_way(b"m v=1.5 1\nm v=76." + bytes(fraction) + b" 2")
+
+
 def _float_texts(seed: int, count: int) -> list[str]:
     """Decimal texts across the double's range: shortest round-trip forms (up to 17 digits), the
     same with their exponent written out or moved, and random mantissas of up to 19 digits."""
