@@ -187,9 +187,6 @@ class Pipeline:
         self.edge = WriteService(self.catalog, self.spool or self.memory, 10 << 20, 100 << 20)
         self.run()
 
-    def run(self, writers: int = 1) -> dict[str, float]:
-        return run_once(self, writers)
-
     def ingest(self) -> IngestResult:
         """The ingest step over everything queued, its records then marked done."""
         if self.spool is None:
@@ -200,41 +197,40 @@ class Pipeline:
         self.spool.done(entries)
         return result
 
+    def run(self, writers: int = 1) -> dict[str, float]:
+        """Edge then ingest step; with ``writers`` > 1 the requests arrive from that many threads at
+        once (as a busy server's handler threads take them), so spool syncs are shared."""
+        kind, _encode, precision = FORMATS[self.fmt]
+        payloads, requests, rows, edge = self.payloads, self.requests, self.rows, self.edge
 
-def run_once(pipeline: Pipeline, writers: int = 1) -> dict[str, float]:
-    """Edge then ingest step; with ``writers`` > 1 the requests arrive from that many threads at
-    once (as a busy server's handler threads take them), so spool syncs are shared."""
-    kind, _encode, precision = FORMATS[pipeline.fmt]
-    payloads, requests, rows, edge = pipeline.payloads, pipeline.requests, pipeline.rows, pipeline.edge
+        def send(share: list[bytes]) -> None:
+            for body in share:
+                edge.accept(WriteRequest(kind, body, "bench", None, precision))
 
-    def send(share: list[bytes]) -> None:
-        for body in share:
-            edge.accept(WriteRequest(kind, body, "bench", None, precision))
-
-    threads = [threading.Thread(target=send, args=(payloads[i::writers],)) for i in range(writers)]
-    cpu0, wall0 = time.process_time(), time.perf_counter()
-    if writers == 1:
-        send(payloads)  # on this thread: no thread start-up in the figure
-    else:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    cpu1, wall1 = time.process_time(), time.perf_counter()
-    result = pipeline.ingest()
-    cpu2, wall2 = time.process_time(), time.perf_counter()
-    assert len(result.committed) == requests, result
-    stored = sum(f.rows for f in result.files)
-    assert stored == requests * rows
-    return {
-        "edge_cpu": cpu1 - cpu0,
-        "edge_wall": wall1 - wall0,
-        "ingest_cpu": cpu2 - cpu1,
-        "ingest_wall": wall2 - wall1,
-        "body_bytes": float(sum(map(len, payloads))),
-        "parquet_bytes": float(sum(f.size for f in result.files)),
-        "files": float(len(result.files)),
-    }
+        threads = [threading.Thread(target=send, args=(payloads[i::writers],)) for i in range(writers)]
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        if writers == 1:
+            send(payloads)  # on this thread: no thread start-up in the figure
+        else:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        cpu1, wall1 = time.process_time(), time.perf_counter()
+        result = self.ingest()
+        cpu2, wall2 = time.process_time(), time.perf_counter()
+        assert len(result.committed) == requests, result
+        stored = sum(f.rows for f in result.files)
+        assert stored == requests * rows
+        return {
+            "edge_cpu": cpu1 - cpu0,
+            "edge_wall": wall1 - wall0,
+            "ingest_cpu": cpu2 - cpu1,
+            "ingest_wall": wall2 - wall1,
+            "body_bytes": float(sum(map(len, payloads))),
+            "parquet_bytes": float(sum(f.size for f in result.files)),
+            "files": float(len(result.files)),
+        }
 
 
 def stages(fmt: str, requests: int, rows: int, workdir: Path, repeat: int, lane: bool) -> dict[str, float]:

@@ -6,8 +6,9 @@
  * dictionary_encode costs more than it saves; tag values are short and few, and a small
  * open-addressing table of them does the work in a fraction of the time.
  *
- * A column is encoded chunk by chunk into one dictionary (the table is the caller's memory, kept
- * between calls), so every chunk's indices refer to the dictionary as it stands after the last.
+ * The table is the caller's memory, so several arrays may be encoded into one dictionary, call
+ * after call (each one's indices refer to the dictionary as it stands after the last); ingest
+ * joins a column's chunks and calls once.
  * The caller sizes the table for a few values first: a table of thousands of slots for fifty
  * values would miss the cache on every look-up, which cost more than the encoding saves. A
  * column with more distinct values than the table allows is FULL, and the caller starts again
@@ -16,6 +17,8 @@
  */
 #include <stdint.h>
 #include <string.h>
+
+#include "text.h"
 
 enum { FULL = -2 };
 
@@ -90,21 +93,6 @@ static inline uint64_t hash_long(const uint8_t *at, int64_t length) {
     return finish_hash((hash ^ word) * MULTIPLIER);
 }
 
-/* Whether two texts of ``length`` bytes are the same, eight bytes at a time (a call to memcmp
- * costs more than comparing most tag values). */
-static inline int same_text(const uint8_t *a, const uint8_t *b, int64_t length) {
-    for (; length >= 8; a += 8, b += 8, length -= 8) {
-        uint64_t x, y;
-        memcpy(&x, a, sizeof x);
-        memcpy(&y, b, sizeof y);
-        if (x != y) return 0;
-    }
-    for (; length > 0; a++, b++, length--) {
-        if (*a != *b) return 0;
-    }
-    return 1;
-}
-
 /* Rows [0, rows) of the string array (int32 ``offsets``, rows + 1 of them, and ``data``) as
  * indices into the dictionary, which grows by their new values. The number of distinct values
  * the dictionary holds after them; FULL when it would pass max_values or max_bytes (the caller
@@ -154,7 +142,7 @@ int64_t arcs_dictionary_encode(arcs_dictionary *dictionary, const int32_t *offse
             if (known_length != length) continue;
             /* The dictionary's text has 16 readable bytes too (``data`` has that much beyond max_bytes). */
             if (short_form ? same_short(read_short(dictionary->data + known, length), words)
-                           : same_text(dictionary->data + known, text, length)) {
+                           : arcs_same_bytes(dictionary->data + known, text, length)) {
                 index = candidate;
                 break;
             }

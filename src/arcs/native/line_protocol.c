@@ -105,23 +105,8 @@ static int64_t value_end(const uint8_t *body, int64_t at, int64_t line_end, int6
     return at > start ? at : NOT_MINE;
 }
 
-/* Whether the ``length`` bytes at ``a`` and ``b`` are the same: inline, eight at a time (keys are
- * short, and a call to memcmp for each cost more than the comparison). */
-static inline int same_bytes(const uint8_t *a, const uint8_t *b, int64_t length) {
-    uint64_t differs = 0;
-    int64_t i = 0;
-    for (; i + 8 <= length; i += 8) {
-        uint64_t x, y;
-        memcpy(&x, a + i, sizeof x);
-        memcpy(&y, b + i, sizeof y);
-        differs |= x ^ y;
-    }
-    for (; i < length; i++) differs |= (uint64_t)(a[i] ^ b[i]);
-    return differs == 0;
-}
-
 static int expect(const uint8_t *body, int64_t *at, int64_t line_end, const uint8_t *bytes, int64_t length) {
-    if (line_end - *at < length || !same_bytes(body + *at, bytes, length)) return NOT_MINE;
+    if (line_end - *at < length || !arcs_same_bytes(body + *at, bytes, length)) return NOT_MINE;
     *at += length;
     return 0;
 }

@@ -210,8 +210,9 @@ static inline __attribute__((always_inline)) int scan_values(cursor *c, const ui
     uint8_t head = *c->at;
     if (kind == KIND_INT64 && (head == 0xcf || head == 0xd3) && uniform(c, count, head, 9))
         return scan_uniform_integers(c, count, head, column);
-    if (kind == KIND_FLOAT64 && uniform(c, count, head, head == 0xcb ? 9 : 5)) {
-        c->at += (head == 0xcb ? 9 : 5) * count;
+    int64_t float_width = head == 0xcb ? 9 : 5; /* float64 or float32 */
+    if (kind == KIND_FLOAT64 && uniform(c, count, head, float_width)) {
+        c->at += float_width * (int64_t)count;
         column->string_bytes = 0;
         column->minimum = INT64_MAX;
         column->maximum = INT64_MIN;

@@ -1,8 +1,10 @@
-/* Byte-level helpers the readers share (line_protocol.c, json_columns.c, msgpack_columns.c, decimal.c). */
+/* Byte-level helpers the readers share (line_protocol.c, json_columns.c, msgpack_columns.c, decimal.c,
+ * dictionary.c). */
 #ifndef ARCS_TEXT_H
 #define ARCS_TEXT_H
 
 #include <stdint.h>
+#include <string.h>
 
 static inline int arcs_is_digit(uint8_t byte) { return byte >= '0' && byte <= '9'; }
 
@@ -13,6 +15,21 @@ static inline int arcs_printable_ascii(const uint8_t *at, int64_t length) {
     uint8_t outside = 0;
     for (int64_t i = 0; i < length; i++) outside |= (uint8_t)(at[i] - 0x20) > 0x5e;
     return !outside;
+}
+
+/* Whether the ``length`` bytes at ``a`` and ``b`` are the same: inline, eight at a time (keys and
+ * tag values are short, and a call to memcmp for each costs more than the comparison). */
+static inline int arcs_same_bytes(const uint8_t *a, const uint8_t *b, int64_t length) {
+    uint64_t differs = 0;
+    int64_t i = 0;
+    for (; i + 8 <= length; i += 8) {
+        uint64_t x, y;
+        memcpy(&x, a + i, sizeof x);
+        memcpy(&y, b + i, sizeof y);
+        differs |= x ^ y;
+    }
+    for (; i < length; i++) differs |= (uint64_t)(a[i] ^ b[i]);
+    return differs == 0;
 }
 
 /* -?digits within int64: 0, or -1 for other text or a value beyond int64. */
