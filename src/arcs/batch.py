@@ -41,6 +41,8 @@ _ENVELOPE_V1 = 1
 
 
 def type_name(arrow_type: pa.DataType) -> str:
+    if pa.types.is_dictionary(arrow_type):  # tags, as ingest holds them: stored as their values
+        return type_name(arrow_type.value_type)
     for name, candidate in STORAGE_TYPES.items():
         if arrow_type == candidate:
             return name

@@ -33,7 +33,7 @@ from arcs.decoders import columnar_lane
 from arcs.decoders.columns import MIN_MICROS
 from arcs.errors import ArcsError, BadRequest
 from arcs.names import TIME_COLUMN
-from arcs.parquet_encoding import column_encodings, for_parquet
+from arcs.parquet_encoding import column_encodings, for_parquet, plain_strings
 from arcs.ports import Catalog, CommitRecord, FileRecord, ObjectStore
 from arcs.schema import SchemaRegistry
 
@@ -55,10 +55,17 @@ def parquet_options(schema: pa.Schema, tags: Sequence[str]) -> dict[str, object]
         # Min and max of strings were a fifth of the write and prune nothing here: the rows are in
         # time order, so each row group spans its tags' whole range. Time's (and the numbers',
         # which cost little) are kept: queries prune by them, and compaction reads time's.
-        "write_statistics": [f.name for f in schema if not pa.types.is_string(f.type)],
+        "write_statistics": [f.name for f in schema if not _is_text(f.type)],
         "write_page_checksum": True,  # lets compaction tell a damaged file from a good one
         "store_schema": False,  # the file's own types read back as ours (``for_parquet``)
     }
+
+
+def _is_text(arrow_type: pa.DataType) -> bool:
+    """Strings, or tags as the columnar lane's fill hands them over (dictionaries of strings)."""
+    if pa.types.is_dictionary(arrow_type):
+        arrow_type = arrow_type.value_type
+    return bool(pa.types.is_string(arrow_type))
 
 
 # Row groups: enough of them for DuckDB to scan a file on several threads, none tiny.
@@ -215,6 +222,8 @@ class Ingestor:
         for (database, measurement), (tables, tags, ranges) in groups.items():
             # Promoting types (for a column missing from some parts) costs more than checking for it.
             same = all(t.schema == tables[0].schema for t in tables[1:])
+            if not same:  # tags may come as dictionaries (the lane's fill) beside plain strings
+                tables[:] = [plain_strings(t) for t in tables]
             columns = None
             ordered = _time_order(ranges)
             span = None

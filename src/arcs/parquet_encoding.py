@@ -36,7 +36,8 @@ def column_encodings(schema: pa.Schema) -> dict[str, str]:
 
 def for_parquet(table: pa.Table, tags: Sequence[str]) -> pa.Table:
     """``table`` as ingest hands it to the Parquet writer: tag columns as dictionaries (built in C,
-    so the writer stores indices instead of hashing each string) and columns without nulls marked
+    so the writer stores indices instead of hashing each string; the columnar lane's come so from
+    its fill) and columns without nulls marked
     required (no definition levels to write). Measured on the ingest benchmark's batch, the write
     takes 40 % less time. The file's own schema reads back the same types (``store_schema`` off:
     an Arrow schema in the file would make pyarrow read the tags back as dictionaries)."""
@@ -60,51 +61,68 @@ def dictionary_encoded(column: pa.ChunkedArray) -> pa.ChunkedArray | None:
     if native is None or column.type != pa.string() or column.null_count or not len(column):
         return None
     strings = column.combine_chunks()
-    for capacity in _DICTIONARY_CAPACITIES:
-        encoded = _encoded(native, strings, min(capacity, len(strings)), min(MAX_DICTIONARY_BYTES, 64 * capacity))
-        if encoded is not _FULL:
-            return None if encoded is None else pa.chunked_array([encoded])
+    _validity, string_offsets, data = strings.buffers()
+    for max_values, max_bytes in DICTIONARY_SIZES:
+        dictionary = TagDictionary(min(max_values, len(strings)), max_bytes)
+        indices = pa.allocate_buffer(4 * len(strings))
+        distinct = native.arcs_dictionary_encode(
+            dictionary.pointer,
+            string_offsets.address + 4 * strings.offset,
+            data.address,
+            data.size,
+            len(strings),
+            indices.address,
+        )
+        if distinct == DICTIONARY_FULL:
+            continue
+        return None if distinct < 0 else pa.chunked_array([dictionary.array(indices, len(strings))])
     return None
 
 
-# Tables sized for few values first (tags have few), grown when they fill; see dictionary.c.
-_DICTIONARY_CAPACITIES = (256, 8_192, MAX_DICTIONARY_VALUES)
-_FULL = pa.DictionaryArray.from_arrays(pa.array([], pa.int32()), pa.array([], pa.string()))  # no room: a marker
+#: The dictionaries' sizes, (values, bytes): few values first (tags have few), larger ones when a
+#: column fills them (see dictionary.h); 64 bytes a value, so longer values fill it sooner.
+DICTIONARY_SIZES = tuple(
+    (values, min(MAX_DICTIONARY_BYTES, 64 * values)) for values in (256, 8_192, MAX_DICTIONARY_VALUES)
+)
+DICTIONARY_FULL = -2  # dictionary.h's DICTIONARY_FULL
 
 
-def _encoded(
-    native: ctypes.CDLL, strings: pa.StringArray, max_values: int, max_bytes: int
-) -> pa.DictionaryArray | None:
-    """``strings`` encoded with room for ``max_values`` distinct values of ``max_bytes`` in all
-    (64 a value: longer ones fill it sooner, and the next size is tried): the dictionary array,
-    _FULL when they did not fit, None for strings the encoder refused."""
-    slot_count = 1 << (2 * max_values - 1).bit_length()  # a power of two, at least twice the values
-    slots = (ctypes.c_int64 * slot_count)()  # zeroed: every slot empty
-    offsets = pa.allocate_buffer(4 * (max_values + 1))
-    text = pa.allocate_buffer(max_bytes + 16)  # the encoder may read 16 bytes from any value's start
-    dictionary = Dictionary(
-        ctypes.addressof(slots), slot_count, offsets.address, text.address, max_values, max_bytes, 0
-    )
-    _validity, string_offsets, data = strings.buffers()
-    indices = pa.allocate_buffer(4 * len(strings))
-    distinct = native.arcs_dictionary_encode(
-        ctypes.byref(dictionary),
-        string_offsets.address + 4 * strings.offset,
-        data.address,
-        data.size,
-        len(strings),
-        indices.address,
-    )
-    if distinct == _DICTIONARY_FULL:
-        return _FULL
-    if distinct < 0:
-        return None
-    values = dictionary.values
-    used = ctypes.c_int32.from_address(offsets.address + 4 * values).value
-    values_array = pa.StringArray.from_buffers(values, offsets.slice(0, 4 * (values + 1)), text.slice(0, used))
-    return pa.DictionaryArray.from_arrays(
-        pa.Array.from_buffers(pa.int32(), len(strings), [None, indices]), values_array, safe=False
-    )
+class TagDictionary:
+    """The buffers of a dictionary the native encoders fill (``arcs_dictionary``), with room for
+    ``max_values`` distinct values of ``max_bytes`` in all, and the Arrow arrays made of it."""
+
+    def __init__(self, max_values: int, max_bytes: int) -> None:
+        slot_count = 1 << (2 * max_values - 1).bit_length()  # a power of two, at least twice the values
+        self._slots = (ctypes.c_int64 * slot_count)()  # zeroed: every slot empty
+        self._offsets = pa.allocate_buffer(4 * (max_values + 1))
+        self._text = pa.allocate_buffer(max_bytes + 16)  # the encoder may read 16 bytes from any value's start
+        ctypes.c_int32.from_address(self._offsets.address).value = 0
+        self.description = Dictionary(
+            ctypes.addressof(self._slots), slot_count, self._offsets.address, self._text.address, max_values, max_bytes
+        )
+        self.pointer = ctypes.pointer(self.description)
+
+    @property
+    def refused(self) -> bool:
+        """Whether a value found no room (the encoder returned DICTIONARY_FULL)."""
+        return bool(self.description.refused)
+
+    def values(self) -> pa.StringArray:
+        count = self.description.values
+        used = ctypes.c_int32.from_address(self._offsets.address + 4 * count).value
+        return pa.StringArray.from_buffers(count, self._offsets.slice(0, 4 * (count + 1)), self._text.slice(0, used))
+
+    def array(self, indices: pa.Buffer, rows: int) -> pa.DictionaryArray:
+        """``rows`` int32 ``indices`` the encoder wrote, as a dictionary array of these values."""
+        return pa.DictionaryArray.from_arrays(
+            pa.Array.from_buffers(pa.int32(), rows, [None, indices]), self.values(), safe=False
+        )
 
 
-_DICTIONARY_FULL = -2  # dictionary.c's FULL
+def plain_strings(table: pa.Table) -> pa.Table:
+    """``table`` with its dictionary columns (tags, as ingest holds them) decoded to their values:
+    tables of one measurement that differ in form are put together this way."""
+    for index, field in enumerate(table.schema):
+        if pa.types.is_dictionary(field.type):
+            table = table.set_column(index, field.name, table.column(index).cast(field.type.value_type))
+    return table

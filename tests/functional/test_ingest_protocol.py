@@ -86,6 +86,39 @@ def test_files_encode_tags_as_dictionaries_times_as_deltas_floats_split_and_keep
     assert visible_rows(catalog, store, "db", "cpu").equals(table)
 
 
+def test_lane_bodies_are_written_with_tag_dictionaries_and_no_string_statistics(ports) -> None:  # type: ignore[no-untyped-def]
+    import io
+
+    import pyarrow.parquet as pq
+
+    store, catalog = ports
+    batch = make_body_batch("db", "cpu", [BASE_US + i for i in range(50)], host="web-1")
+    assert Ingestor(catalog, store).ingest([queued(batch)]).committed == [batch.write_id]
+    (record,) = catalog.list_files("db", "cpu")
+    parquet = pq.ParquetFile(io.BytesIO(store.get(record.key)))
+    assert str(parquet.schema_arrow.field("host").type) == "string"  # the file holds strings, as ever
+    group = parquet.metadata.row_group(0)
+    columns = {group.column(i).path_in_schema: group.column(i) for i in range(group.num_columns)}
+    assert "RLE_DICTIONARY" in columns["host"].encodings
+    assert {name for name, c in columns.items() if c.statistics is not None and c.statistics.has_min_max} == {
+        "time",
+        "value",
+    }
+    assert visible_rows(catalog, store, "db", "cpu").column("host").to_pylist() == ["web-1"] * 50
+
+
+def test_lane_bodies_and_tables_of_one_measurement_in_one_batch_store_every_row(ports) -> None:  # type: ignore[no-untyped-def]
+    store, catalog = ports
+    # The lane's fill hands tags over as dictionaries, the general path as strings: one file of both.
+    body = make_body_batch("db", "cpu", [BASE_US + i for i in range(5)], host="x")
+    table = make_batch("db", "cpu", [BASE_US + 10 + i for i in range(3)], host="y")
+    result = Ingestor(catalog, store).ingest([queued(body), queued(table)])
+    assert sorted(result.committed) == sorted([body.write_id, table.write_id])
+    rows = visible_rows(catalog, store, "db", "cpu")
+    assert rows.column("host").to_pylist() == ["x"] * 5 + ["y"] * 3
+    assert rows.column("time").cast("int64").to_pylist() == [BASE_US + i for i in (0, 1, 2, 3, 4, 10, 11, 12)]
+
+
 def test_redelivery_after_success_is_acknowledged_and_not_stored_twice(ports) -> None:  # type: ignore[no-untyped-def]
     store, catalog = ports
     batch = make_batch("db", "cpu", [BASE_US, BASE_US + 1])

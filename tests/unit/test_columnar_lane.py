@@ -21,6 +21,7 @@ from arcs.decoders.columnar_lane import ScannedBody
 from arcs.decoders.msgpack_format import decode_msgpack
 from arcs.envvars import NATIVE
 from arcs.errors import BadRequest
+from arcs.parquet_encoding import TagDictionary, plain_strings
 from arcs.writes import WriteRequest, WriteService
 
 NOW = 1_700_000_000_000_000
@@ -60,6 +61,18 @@ def _document(data: st.DataObject) -> dict[str, Any]:
     return document
 
 
+def _assert_tags_are_dictionaries(rows: MeasurementRows) -> None:
+    """The fill hands tags over as dictionaries (each value once, in order of first appearance);
+    other columns as they are."""
+    for field, column in zip(rows.table.schema, rows.table.columns, strict=True):
+        if field.name not in rows.tags or not pa.types.is_dictionary(field.type):
+            assert not pa.types.is_dictionary(field.type)
+            continue
+        (chunk,) = column.chunks
+        values = chunk.dictionary.to_pylist()
+        assert values == list(dict.fromkeys(chunk.dictionary_decode().to_pylist()))
+
+
 def _general(body: bytes, precision: str | None) -> Any:
     try:
         return decode_msgpack(body, NOW, precision)
@@ -86,8 +99,9 @@ def test_a_body_the_lane_takes_makes_the_table_the_general_path_makes(data: st.D
     (expected,) = general
     (filled,) = columnar_lane.fill([scanned])
     assert (filled.measurement, filled.tags) == (expected.measurement, expected.tags)
-    assert filled.table.schema == expected.table.schema
-    assert filled.table.equals(expected.table)
+    _assert_tags_are_dictionaries(filled)
+    assert plain_strings(filled.table).schema == expected.table.schema
+    assert plain_strings(filled.table).equals(expected.table)
     assert filled.time_range == expected.time_range
 
 
@@ -106,7 +120,7 @@ def test_a_corrupted_body_the_lane_takes_is_one_the_general_path_stores_alike(da
     general = _general(bytes(body), None)
     assert not isinstance(general, BadRequest), f"the lane took a body the general path refuses: {general}"
     (filled,) = columnar_lane.fill([scanned])
-    assert filled.table.equals(general[0].table) and filled.tags == general[0].tags
+    assert plain_strings(filled.table).equals(general[0].table) and filled.tags == general[0].tags
 
 
 @settings(max_examples=150, deadline=None)
@@ -129,7 +143,7 @@ def test_bodies_of_one_shape_fill_one_table_of_their_rows_in_order(data: st.Data
         assert scanned is not None
         bodies.append(scanned)
         expected.append(decode_msgpack(body, NOW, None)[0].table)
-    tables = [rows.table for rows in columnar_lane.fill(bodies)]
+    tables = [plain_strings(rows.table) for rows in columnar_lane.fill(bodies)]
     whole = pa.concat_tables(tables)
     reference = pa.concat_tables([t.select(whole.schema.names) for t in expected])
     assert whole.equals(reference)
@@ -144,7 +158,7 @@ def test_a_queued_body_round_trips_and_a_changed_one_is_poison() -> None:
     envelope = WriteBatch("id", "db", (scanned,)).to_bytes()
     again = columnar_lane.scanned(WriteBatch.from_bytes(envelope))
     (rows,) = [rows for _database, rows in columnar_lane.tables([again])]
-    assert rows.table.equals(decode_msgpack(body, NOW, "s")[0].table)
+    assert plain_strings(rows.table).equals(decode_msgpack(body, NOW, "s")[0].table)
     changed = envelope.replace(b"\xa1a\xa1b", b"\xa1a\xa1\x01")  # a tag made a control character
     with pytest.raises(BadRequest, match="does not read as it did"):
         columnar_lane.scanned(WriteBatch.from_bytes(changed))
@@ -163,7 +177,7 @@ def test_an_envelope_mixes_bodies_and_tables_and_keeps_them_aligned() -> None:
     envelope = WriteBatch("id", "db", (scanned, table_part)).to_bytes()
     read = columnar_lane.scanned(WriteBatch.from_bytes(envelope))
     assert read.row_count == 4
-    tables = [rows.table for _database, rows in columnar_lane.tables([read])]
+    tables = [plain_strings(rows.table) for _database, rows in columnar_lane.tables([read])]
     assert pa.concat_tables(tables).column("v").to_pylist() == [1, 2, 3, 4]
 
 
@@ -228,3 +242,54 @@ def test_the_requests_precision_is_checked_even_when_the_body_has_its_own() -> N
     assert columnar_lane.scan(body, "fortnight") is None
     scanned = columnar_lane.scan(body, "s")
     assert scanned is not None and scanned.precision == "ms" and scanned.time_range == (1_000, 1_000)
+
+
+def test_tag_columns_come_as_dictionaries_and_a_tag_of_many_values_grows_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(columnar_lane, "DICTIONARY_SIZES", ((2, 128), (4, 128)))
+    monkeypatch.setattr(columnar_lane, "_tag_sizes", {})
+    hosts = ["a", "b", "a", "c", "d", "c"]  # four values: past the first size, within the second
+    body = cast(
+        bytes,
+        msgpack.packb(
+            {
+                "m": "cpu",
+                "columns": {"time": list(range(6)), "host": hosts, "dc": ["x"] * 6, "v": [0.5] * 6},
+                "tags": ["host", "dc"],
+            }
+        ),
+    )
+    scanned = columnar_lane.scan(body, None)
+    assert scanned is not None
+    (filled,) = columnar_lane.fill([scanned, scanned])
+    _assert_tags_are_dictionaries(filled)
+    assert filled.table.column("host").chunk(0).dictionary.to_pylist() == ["a", "b", "c", "d"]
+    assert filled.table.column("host").chunk(0).indices.to_pylist() == [0, 1, 0, 2, 3, 2] * 2
+    assert columnar_lane._tag_sizes[("cpu", ("host", "dc"))] == {"host": 1}  # dc kept the first size
+    # Beyond the largest size: plain strings, and the next batch goes straight there.
+    monkeypatch.setattr(columnar_lane, "DICTIONARY_SIZES", ((2, 128),))
+    monkeypatch.setattr(columnar_lane, "_tag_sizes", {})
+    (filled,) = columnar_lane.fill([scanned])
+    assert filled.table.schema.field("host").type == pa.string()
+    assert filled.table.column("host").to_pylist() == hosts
+    assert pa.types.is_dictionary(filled.table.schema.field("dc").type)
+    assert columnar_lane._tag_sizes[("cpu", ("host", "dc"))] == {"host": 1}
+    (again,) = columnar_lane.fill([scanned])
+    assert again.table.equals(filled.table)
+
+
+def test_a_tag_longer_than_its_dictionary_holds_grows_it() -> None:
+    long_value = "h" * 100  # more than the first size's bytes allow (64 a value)
+    scanned = columnar_lane.scan(_body(time=[1, 2], host=[long_value, "b"], v=[1, 2]), None)
+    assert scanned is not None
+    (filled,) = columnar_lane.fill([scanned])
+    assert plain_strings(filled.table).column("host").to_pylist() == [long_value, "b"]
+
+
+def test_the_fill_refuses_a_dictionary_for_a_column_that_is_not_strings() -> None:
+    scanned = columnar_lane.scan(_body(time=[1, 2], host=["a", "b"], v=[1.5, 2.5]), None)
+    assert scanned is not None
+    numbers = scanned.schema.get_field_index("v")
+    with pytest.raises(BadRequest, match="does not read as it did"):
+        columnar_lane._fill_with([scanned], {numbers: TagDictionary(4, 64)})

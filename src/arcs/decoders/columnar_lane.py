@@ -40,6 +40,7 @@ from arcs.native import (
     MsgpackSpan,
     library,
 )
+from arcs.parquet_encoding import DICTIONARY_FULL, DICTIONARY_SIZES, TagDictionary
 
 _ALIGNMENT = 64  # Arrow's buffer alignment
 
@@ -259,6 +260,45 @@ _MAX_STRING_BYTES = (1 << 31) - 1
 
 
 def _fill_one(bodies: Sequence[ScannedBody]) -> MeasurementRows:
+    """The bodies' rows as one table, tag columns as dictionary arrays: the fill hashes each tag
+    where it lies in the body (``dictionary.h``), so the Parquet writer gets indices and no string
+    is copied. A tag with more distinct values than its dictionary holds makes the fill start again
+    with a larger one (remembered for the measurement's next batches), or past the largest with
+    plain strings."""
+    first = bodies[0]
+    key = (first.measurement, first.tags)
+    while True:
+        sizes = _tag_sizes.get(key, {})
+        dictionaries = {
+            index: TagDictionary(*DICTIONARY_SIZES[size])
+            for index, field in enumerate(first.schema)
+            if field.name in first.tags and field.type == pa.string()
+            for size in (sizes.get(field.name, 0),)
+            if size < len(DICTIONARY_SIZES)
+        }
+        filled = _fill_with(bodies, dictionaries)
+        if filled is not None:
+            return filled
+        grown = dict(sizes)
+        for index, dictionary in dictionaries.items():
+            if dictionary.refused:
+                name = first.schema.field(index).name
+                grown[name] = grown.get(name, 0) + 1
+        if grown == sizes:
+            raise RuntimeError("the fill found a dictionary full, yet none refused a value")
+        if len(_tag_sizes) >= _MAX_TAG_SIZES:
+            _tag_sizes.clear()
+        _tag_sizes[key] = grown
+
+
+# Per (measurement, tags): the dictionary size (an index into DICTIONARY_SIZES, len: none) each tag
+# needed, so a tag of many values refills only the first time.
+_tag_sizes: dict[tuple[str, tuple[str, ...]], dict[str, int]] = {}
+_MAX_TAG_SIZES = 1024
+
+
+def _fill_with(bodies: Sequence[ScannedBody], dictionaries: dict[int, TagDictionary]) -> MeasurementRows | None:
+    """``_fill_one`` with these dictionaries (by block column); None when one had no room."""
     native = library()
     assert native is not None, "a scanned body implies arcs.native"
     first = bodies[0]
@@ -274,10 +314,17 @@ def _fill_one(bodies: Sequence[ScannedBody]) -> MeasurementRows:
     size = 0
     for index, field in enumerate(schema):
         values_at[index] = size
-        size += _aligned(_values_bytes(field.type, rows))
+        if index in dictionaries:
+            string_bytes[index] = 0
+            size += _aligned(4 * rows)  # int32 indices
+        else:
+            size += _aligned(_values_bytes(field.type, rows))
         data_at[index] = size
         size += _aligned(string_bytes[index])
     block = pa.allocate_buffer(max(size, _ALIGNMENT))
+    by_column = (ctypes.c_void_p * len(targets))(
+        *(ctypes.addressof(dictionaries[i].description) if i in dictionaries else None for i in range(len(targets)))
+    )
     orders: dict[tuple[str, ...], ctypes.Array[ctypes.c_int64]] = {}  # body column -> block column
     row_base = 0
     for body in bodies:
@@ -285,7 +332,7 @@ def _fill_one(bodies: Sequence[ScannedBody]) -> MeasurementRows:
         if order is None:
             order = orders[body.names] = (ctypes.c_int64 * len(body.names))(*(targets[n] for n in body.names))
         multiply, divide = body.scale
-        if native.arcs_msgpack_fill_into(
+        outcome = native.arcs_msgpack_fill_into(
             _address(body.body),
             len(body.body),
             body.columns,
@@ -297,19 +344,35 @@ def _fill_one(bodies: Sequence[ScannedBody]) -> MeasurementRows:
             values_at,
             data_at,
             data_bases,
+            by_column,
             row_base,
             body.names.index(TIME_COLUMN),
             multiply,
             divide,
-        ):
+        )
+        if outcome == DICTIONARY_FULL:
+            return None
+        if outcome:
             raise BadRequest("queued write is not a valid envelope: a queued body does not read as it did")
         row_base += body.rows
     arrays = [
-        _array(block, field, rows, values_at[index], data_at[index], string_bytes[index])
+        dictionaries[index].array(block.slice(values_at[index], 4 * rows), rows)
+        if index in dictionaries
+        else _array(block, field, rows, values_at[index], data_at[index], string_bytes[index])
         for index, field in enumerate(schema)
     ]
-    table = pa.Table.from_arrays(arrays, schema=schema)
+    table = pa.Table.from_arrays(arrays, schema=_with_dictionaries(schema, dictionaries))
     return MeasurementRows(first.measurement, table, first.tags, _time_range(bodies))
+
+
+_TAG_TYPE = pa.dictionary(pa.int32(), pa.string())
+
+
+def _with_dictionaries(schema: pa.Schema, dictionaries: dict[int, TagDictionary]) -> pa.Schema:
+    if not dictionaries:
+        return schema
+    fields = [field.with_type(_TAG_TYPE) if index in dictionaries else field for index, field in enumerate(schema)]
+    return pa.schema(fields)
 
 
 def _time_range(bodies: Sequence[ScannedBody]) -> tuple[int, int] | None:

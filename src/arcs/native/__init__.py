@@ -48,6 +48,7 @@ class Dictionary(ctypes.Structure):
         ("max_values", ctypes.c_int64),
         ("max_bytes", ctypes.c_int64),
         ("values", ctypes.c_int64),
+        ("refused", ctypes.c_int64),  # set when a value found no room
     ]
 
 
@@ -200,6 +201,7 @@ def library() -> ctypes.CDLL | None:
         int64s,
         int64s,
         int64s,
+        ctypes.c_void_p,  # arcs_dictionary *[targets], or None
         ctypes.c_int64,
         ctypes.c_int64,
         ctypes.c_int64,

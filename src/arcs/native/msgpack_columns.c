@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "columns.h"
+#include "dictionary.h"
 #include "text.h"
 
 typedef struct {
@@ -399,12 +400,29 @@ static inline __attribute__((always_inline)) int fill_values(cursor *c, const ui
     return 0;
 }
 
+/* A tag column's strings as indices into ``dictionary`` (int32 each): hashed where they lie in the
+ * body, never copied (dictionary.h). 0, NOT_MINE, or DICTIONARY_FULL when the dictionary has no
+ * room left (the caller starts again with a larger one). */
+static int fill_dictionary(cursor *c, const uint8_t *body, int64_t length, int64_t count, arcs_dictionary *dictionary,
+                           int32_t *indices) {
+    for (int64_t i = 0; i < count; i++) {
+        uint64_t unused = 0;
+        arcs_msgpack_span span = {0, 0};
+        if (read_scalar(c, body, KIND_STRING, &unused, &span)) return NOT_MINE;
+        int64_t index =
+            arcs_dictionary_index(dictionary, body + span.offset, span.length, length - span.offset >= 16);
+        if (index < 0) return DICTIONARY_FULL;
+        indices[i] = (int32_t)index;
+    }
+    return 0;
+}
+
 /* One scanned column's Arrow buffers in the block: values (8 bytes each for integers and floats;
  * a bitmap for booleans), or int32 offsets (rows + 1) and data for strings; this body's rows from
  * ``row_base`` on (and its strings from ``data_base``). The column's facts are the scan's: the
  * fill reads the same bytes. */
 static int fill_column(const uint8_t *body, int64_t length, arcs_msgpack_column *column, uint8_t *block,
-                       int64_t block_length) {
+                       int64_t block_length, arcs_dictionary *dictionary) {
     int kind = (int)column->kind;
     int64_t count = column->count, row_base = column->row_base, data_base = column->data_base;
     /* The description is checked before any size is computed from it: each element takes at least
@@ -415,6 +433,11 @@ static int fill_column(const uint8_t *body, int64_t length, arcs_msgpack_column 
     if (row_base < 0 || row_base > block_length || data_base < 0 || data_base > block_length) return NOT_MINE;
     cursor c = {body + column->array_offset, body + length};
     int64_t rows = row_base + count;
+    if (dictionary != NULL) {
+        if (kind != KIND_STRING || !arcs_dictionary_ready(dictionary)) return NOT_MINE;
+        if (column->values_at % 8 || !fits(column->values_at, 4 * rows, block_length)) return NOT_MINE;
+        return fill_dictionary(&c, body, length, count, dictionary, (int32_t *)(block + column->values_at) + row_base);
+    }
     int64_t values_bytes = kind == KIND_STRING ? 4 * (rows + 1) : kind == KIND_BOOL ? (rows + 7) / 8 : 8 * rows;
     /* The caller's layout is checked for bounds and alignment (offsets are written as int32); that
      * the columns' regions do not overlap is the caller's part. */
@@ -457,7 +480,7 @@ static int fill_column(const uint8_t *body, int64_t length, arcs_msgpack_column 
 int64_t arcs_msgpack_fill(const uint8_t *body, int64_t length, arcs_msgpack_column *columns, int64_t column_count,
                           uint8_t *block, int64_t block_length) {
     for (int64_t i = 0; i < column_count; i++) {
-        if (fill_column(body, length, &columns[i], block, block_length)) return NOT_MINE;
+        if (fill_column(body, length, &columns[i], block, block_length, NULL)) return NOT_MINE;
     }
     return 0;
 }
@@ -483,23 +506,29 @@ int64_t arcs_msgpack_rescale(int64_t *values, int64_t count, int64_t multiply, i
 /* One body's columns filled where several bodies of one shape share a block: body column i goes
  * to the block's column target[i], whose values start at values_at[target[i]] (and strings'
  * bytes at data_at[...], after the data_bases[...] bytes earlier bodies put there, which this
- * adds to); its rows start at row_base. Its time column (``time_column``, or -1) is then scaled
- * by multiply / divide, as arcs_msgpack_rescale does. 0, or NOT_MINE. */
+ * adds to); its rows start at row_base. A string column whose block column has a dictionary
+ * (``dictionaries[target[i]]``; the array may be NULL for none) is filled as int32 indices into it
+ * instead. Its time column (``time_column``, or -1) is then scaled by multiply / divide, as
+ * arcs_msgpack_rescale does. 0, NOT_MINE, or DICTIONARY_FULL (the dictionary that had no room is
+ * marked ``refused``; the block is then partly filled). */
 int64_t arcs_msgpack_fill_into(const uint8_t *body, int64_t length, arcs_msgpack_column *columns, int64_t column_count,
                                uint8_t *block, int64_t block_length, const int64_t *target, int64_t targets,
                                const int64_t *values_at, const int64_t *data_at, int64_t *data_bases,
-                               int64_t row_base, int64_t time_column, int64_t multiply, int64_t divide) {
+                               arcs_dictionary *const *dictionaries, int64_t row_base, int64_t time_column,
+                               int64_t multiply, int64_t divide) {
     if (time_column >= column_count) return NOT_MINE;
     for (int64_t i = 0; i < column_count; i++) {
         int64_t t = target[i];
         if (t < 0 || t >= targets) return NOT_MINE;
         arcs_msgpack_column *column = &columns[i];
+        arcs_dictionary *dictionary = dictionaries != NULL ? dictionaries[t] : NULL;
         column->values_at = values_at[t];
         column->data_at = data_at[t];
         column->row_base = row_base;
         column->data_base = data_bases[t];
-        if (fill_column(body, length, column, block, block_length)) return NOT_MINE;
-        data_bases[t] += column->string_bytes;
+        int refused = fill_column(body, length, column, block, block_length, dictionary);
+        if (refused) return refused;
+        if (dictionary == NULL) data_bases[t] += column->string_bytes;
     }
     if (time_column < 0) return 0;
     const arcs_msgpack_column *time = &columns[time_column];
