@@ -57,3 +57,12 @@ def visible_rows(catalog: Catalog, store: ObjectStore, database: str, measuremen
     tables = [pq.read_table(io.BytesIO(store.get(f.key))) for f in catalog.list_files(database, measurement)]
     tables = [table.cast(pa.schema([field.with_nullable(True) for field in table.schema])) for table in tables]
     return pa.concat_tables(tables, promote_options="permissive") if tables else pa.table({})
+
+
+def plain_strings(table: pa.Table) -> pa.Table:
+    """``table`` with its dictionary columns (tags, as the columnar lane's fill makes them) decoded
+    to their values: comparable with the general path's tables."""
+    for index, field in enumerate(table.schema):
+        if pa.types.is_dictionary(field.type):
+            table = table.set_column(index, field.name, table.column(index).cast(field.type.value_type))
+    return table

@@ -33,7 +33,7 @@ from arcs.decoders import columnar_lane
 from arcs.decoders.columns import MIN_MICROS
 from arcs.errors import ArcsError, BadRequest
 from arcs.names import TIME_COLUMN
-from arcs.parquet_encoding import column_encodings, for_parquet, plain_strings
+from arcs.parquet_encoding import column_encodings, for_parquet, tags_in_one_form
 from arcs.ports import Catalog, CommitRecord, FileRecord, ObjectStore
 from arcs.schema import SchemaRegistry
 
@@ -223,7 +223,7 @@ class Ingestor:
             # Promoting types (for a column missing from some parts) costs more than checking for it.
             same = all(t.schema == tables[0].schema for t in tables[1:])
             if not same:  # tags may come as dictionaries (the lane's fill) beside plain strings
-                tables[:] = [plain_strings(t) for t in tables]
+                tables[:] = tags_in_one_form(tables)
             columns = None
             ordered = _time_order(ranges)
             span = None
@@ -234,6 +234,8 @@ class Ingestor:
                 tables[:] = [tables[i] for i in order]  # parts in time order: their rows are, all together
             table = pa.concat_tables(tables, promote_options="default" if same else "permissive")
             del tables[:]  # the concatenation holds the data now; drop the parts' references
+            if any(pa.types.is_dictionary(c.type) and c.num_chunks > 1 for c in table.columns):
+                table = table.unify_dictionaries()  # one dictionary per tag for the whole file
             if columns is not None and table.column_names != columns:
                 table = table.select(columns)
             if span is not None and layout.hour_from_micros(span[0]) == layout.hour_from_micros(span[1]):

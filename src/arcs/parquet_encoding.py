@@ -119,10 +119,18 @@ class TagDictionary:
         )
 
 
-def plain_strings(table: pa.Table) -> pa.Table:
-    """``table`` with its dictionary columns (tags, as ingest holds them) decoded to their values:
-    tables of one measurement that differ in form are put together this way."""
-    for index, field in enumerate(table.schema):
-        if pa.types.is_dictionary(field.type):
-            table = table.set_column(index, field.name, table.column(index).cast(field.type.value_type))
-    return table
+def tags_in_one_form(tables: Sequence[pa.Table]) -> list[pa.Table]:
+    """Tables of one measurement whose tags differ in form (dictionaries from the columnar lane's
+    fill, strings from the general path, as a batch holding both brings them): each column that
+    is a dictionary in one made one in all, so the tables can be put together without decoding
+    the lane's tags again. Their dictionaries differ; ``Table.unify_dictionaries`` joins them."""
+    coded = {field.name for table in tables for field in table.schema if pa.types.is_dictionary(field.type)}
+    formed = []
+    for table in tables:
+        for index, field in enumerate(table.schema):
+            if field.name in coded and field.type == pa.string():
+                # The C encoder takes columns without nulls and of few values; Arrow's any other.
+                column = dictionary_encoded(table.column(index)) or table.column(index).dictionary_encode()
+                table = table.set_column(index, field.name, column)
+        formed.append(table)
+    return formed

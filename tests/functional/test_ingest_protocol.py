@@ -108,6 +108,10 @@ def test_lane_bodies_are_written_with_tag_dictionaries_and_no_string_statistics(
 
 
 def test_lane_bodies_and_tables_of_one_measurement_in_one_batch_store_every_row(ports) -> None:  # type: ignore[no-untyped-def]
+    import io
+
+    import pyarrow.parquet as pq
+
     store, catalog = ports
     # The lane's fill hands tags over as dictionaries, the general path as strings: one file of both.
     body = make_body_batch("db", "cpu", [BASE_US + i for i in range(5)], host="x")
@@ -117,6 +121,10 @@ def test_lane_bodies_and_tables_of_one_measurement_in_one_batch_store_every_row(
     rows = visible_rows(catalog, store, "db", "cpu")
     assert rows.column("host").to_pylist() == ["x"] * 5 + ["y"] * 3
     assert rows.column("time").cast("int64").to_pylist() == [BASE_US + i for i in (0, 1, 2, 3, 4, 10, 11, 12)]
+    (record,) = catalog.list_files("db", "cpu")
+    metadata = pq.ParquetFile(io.BytesIO(store.get(record.key))).metadata.row_group(0)
+    host = next(metadata.column(i) for i in range(metadata.num_columns) if metadata.column(i).path_in_schema == "host")
+    assert host.encodings == ("PLAIN", "RLE", "RLE_DICTIONARY")  # one dictionary for both forms
 
 
 def test_redelivery_after_success_is_acknowledged_and_not_stored_twice(ports) -> None:  # type: ignore[no-untyped-def]

@@ -21,8 +21,9 @@ from arcs.decoders.columnar_lane import ScannedBody
 from arcs.decoders.msgpack_format import decode_msgpack
 from arcs.envvars import NATIVE
 from arcs.errors import BadRequest
-from arcs.parquet_encoding import TagDictionary, plain_strings
+from arcs.parquet_encoding import TagDictionary
 from arcs.writes import WriteRequest, WriteService
+from tests.helpers import plain_strings
 
 NOW = 1_700_000_000_000_000
 

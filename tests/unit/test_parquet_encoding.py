@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from arcs import native
 from arcs.ingest import parquet_options
-from arcs.parquet_encoding import MAX_DICTIONARY_VALUES, dictionary_encoded, for_parquet
+from arcs.parquet_encoding import MAX_DICTIONARY_VALUES, dictionary_encoded, for_parquet, tags_in_one_form
 
 TAGS = ["host", "region"]
 
@@ -107,7 +107,8 @@ def test_chunks_and_slices_share_one_dictionary(library: Any) -> None:
     ]
 
 
-def _encode(library: Any, offsets: list[int], data: bytes, capacity: int = 16) -> tuple[int, list[int]]:
+def _encode(library: Any, offsets: list[int], data: bytes, capacity: int = 16) -> tuple[int, list[int], bool]:
+    """The encoder's result, the indices it wrote, and whether it marked the dictionary refused."""
     slots = (ctypes.c_int64 * (2 * capacity))()
     dictionary_offsets = (ctypes.c_int32 * (capacity + 1))()
     text = ctypes.create_string_buffer(256 + 16)
@@ -132,12 +133,12 @@ def _encode(library: Any, offsets: list[int], data: bytes, capacity: int = 16) -
         rows,
         ctypes.addressof(indices),
     )
-    return result, list(indices[:rows])
+    return result, list(indices[:rows]), bool(state.refused)
 
 
 def test_the_encoder_gives_indices_in_order_of_first_appearance(library: Any) -> None:
     data = b"bbaabb"
-    assert _encode(library, [0, 2, 4, 6, 6], data) == (3, [0, 1, 0, 2])  # "bb", "aa", "bb", ""
+    assert _encode(library, [0, 2, 4, 6, 6], data) == (3, [0, 1, 0, 2], False)  # "bb", "aa", "bb", ""
 
 
 @pytest.mark.parametrize(
@@ -154,7 +155,8 @@ def test_the_encoder_refuses_offsets_that_do_not_fit(library: Any, offsets: list
 
 def test_the_encoder_says_full_when_its_table_has_no_room(library: Any) -> None:
     data = b"abcdefgh"
-    assert _encode(library, list(range(9)), data, capacity=4)[0] == -2
+    result, _indices, refused = _encode(library, list(range(9)), data, capacity=4)
+    assert (result, refused) == (-2, True)
 
 
 @settings(max_examples=200, deadline=None)
@@ -176,3 +178,17 @@ def test_any_strings_in_any_chunks_encode_to_themselves(values: list[str], cuts:
     dictionary = encoded.chunk(0).dictionary.to_pylist()
     assert sorted(dictionary) == sorted(set(values))  # each value once
     assert encoded.cast(pa.string()).to_pylist() == values
+
+
+def test_tables_with_tags_in_both_forms_get_them_as_dictionaries_in_all(library: Any) -> None:
+    lane = pa.table({"host": pa.array(["a", "b", "a"]).dictionary_encode(), "v": [1.0, 2.0, 3.0]})
+    general = pa.table({"host": pa.array(["c", None, "a"]), "note": ["x", "y", "z"], "v": [4.0, 5.0, 6.0]})
+    many = pa.table({"host": pa.array([f"h{i}" for i in range(MAX_DICTIONARY_VALUES + 1)])})
+    formed = tags_in_one_form([lane, general, many])
+    assert all(pa.types.is_dictionary(table.schema.field("host").type) for table in formed)
+    assert formed[1].schema.field("note").type == pa.string()  # not a dictionary anywhere: left alone
+    whole = pa.concat_tables(formed, promote_options="permissive").unify_dictionaries()
+    expected = ["a", "b", "a", "c", None, "a", *(f"h{i}" for i in range(MAX_DICTIONARY_VALUES + 1))]
+    assert whole.column("host").cast(pa.string()).to_pylist() == expected
+    first, *others = whole.column("host").chunks
+    assert all(chunk.dictionary.equals(first.dictionary) for chunk in others)
