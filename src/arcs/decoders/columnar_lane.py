@@ -291,8 +291,8 @@ def _fill_one(bodies: Sequence[ScannedBody]) -> MeasurementRows:
         _tag_sizes[key] = grown
 
 
-# Per (measurement, tags): the dictionary size (an index into DICTIONARY_SIZES, len: none) each tag
-# needed, so a tag of many values refills only the first time.
+# Per (measurement, tags): the dictionary size each tag needed, as an index into DICTIONARY_SIZES
+# (past its end: plain strings), so a tag of many values makes only its first batch fill twice.
 _tag_sizes: dict[tuple[str, tuple[str, ...]], dict[str, int]] = {}
 _MAX_TAG_SIZES = 1024
 
