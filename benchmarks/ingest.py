@@ -46,7 +46,8 @@ import pyarrow.parquet as pq
 
 from arcs.adapters.local_storage import DirectoryStore
 from arcs.adapters.spool import Spool
-from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase
+from arcs.adapters.sqlite_catalog import SqliteCatalog
+from arcs.adapters.sqlite_database import SqliteDatabase
 from arcs.allocator import glibc, keep_large_blocks_on_heap
 from arcs.batch import ColumnarBody, MeasurementRows, WriteBatch
 from arcs.decoders import WireFormat, columnar_lane, decode

@@ -10,7 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from arcs.adapters.local_storage import DirectoryStore
-from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase
+from arcs.adapters.sqlite_catalog import SqliteCatalog
+from arcs.adapters.sqlite_database import SqliteDatabase
 from arcs.batch import TIME_TYPE, MeasurementRows, WriteBatch
 from arcs.decoders import columnar_lane
 from arcs.ingest import QueuedWrite

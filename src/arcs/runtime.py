@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
     from arcs.adapters.spool import Spool
-    from arcs.adapters.sqlite_catalog import SqliteDatabase
+    from arcs.adapters.sqlite_database import SqliteDatabase
     from arcs.api import ApiPart
     from arcs.compaction.compactor import Compactor
     from arcs.continuous_queries import ContinuousQueries
@@ -207,7 +207,9 @@ def local_runtime(settings: Settings) -> LocalRuntime:
     # Imported here: SQLite and the spool are the standalone server's, never a Lambda function's.
     from arcs.adapters.local_storage import DirectoryStore
     from arcs.adapters.spool import Spool
-    from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase, SqliteTokenStore
+    from arcs.adapters.sqlite_catalog import SqliteCatalog
+    from arcs.adapters.sqlite_database import SqliteDatabase
+    from arcs.adapters.sqlite_tokens import SqliteTokenStore
 
     keep_large_blocks_on_heap(settings.mmap_threshold_mb * 1024 * 1024)
     data_dir = settings.data_dir.resolve()

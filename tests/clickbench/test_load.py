@@ -10,7 +10,8 @@ import pytest
 from clickbench.generate import generate_hits, to_parquet_layout
 from clickbench.load import load_into_data_dir
 
-from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase
+from arcs.adapters.sqlite_catalog import SqliteCatalog
+from arcs.adapters.sqlite_database import SqliteDatabase
 
 ROWS = 3_000
 

@@ -22,7 +22,8 @@ import pytest
 from arcs import layout
 from arcs.adapters.aws import DynamoCatalog, S3Store
 from arcs.adapters.local_storage import DirectoryStore
-from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase
+from arcs.adapters.sqlite_catalog import SqliteCatalog
+from arcs.adapters.sqlite_database import SqliteDatabase
 from arcs.batch import TIME_TYPE, MeasurementRows, WriteBatch
 from arcs.compaction.compactor import Compactor
 from arcs.ingest import Ingestor

@@ -25,7 +25,9 @@ from arcs.adapters.aws import (
     table_names,
 )
 from arcs.adapters.local_storage import DirectoryStore
-from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase, SqliteTokenStore
+from arcs.adapters.sqlite_catalog import SqliteCatalog
+from arcs.adapters.sqlite_database import SqliteDatabase
+from arcs.adapters.sqlite_tokens import SqliteTokenStore
 from arcs.errors import BadRequest, NotFound, StorageFault
 from arcs.layout import data_key, parse_data_key, system_key
 from arcs.ports import (

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from arcs import native
 from arcs.adapters.spool import Spool
-from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase
+from arcs.adapters.sqlite_catalog import SqliteCatalog
+from arcs.adapters.sqlite_database import SqliteDatabase
 from arcs.batch import MeasurementRows, WriteBatch
 from arcs.decoders import WireFormat, columnar_lane
 from arcs.decoders.columnar_lane import ScannedBody

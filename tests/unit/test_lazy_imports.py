@@ -74,7 +74,14 @@ def loaded_modules(handler: str, part: str, tmp_path: Path, *extra: str) -> set[
 
 
 WRITE_SIDE = {"arcs.decoders", "arcs.writes", "arcs.ingest", "msgpack", "pyarrow.parquet", "arcs.routes.writes"}
-LOCAL_SIDE = {"sqlite3", "arcs.adapters.sqlite_catalog", "arcs.adapters.spool", "arcs.adapters.local_storage"}
+LOCAL_SIDE = {
+    "sqlite3",
+    "arcs.adapters.sqlite_catalog",
+    "arcs.adapters.sqlite_database",
+    "arcs.adapters.sqlite_tokens",
+    "arcs.adapters.spool",
+    "arcs.adapters.local_storage",
+}
 
 
 def test_importing_the_query_handler_loads_neither_duckdb_nor_boto3(tmp_path: Path) -> None:

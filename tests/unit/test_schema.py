@@ -5,7 +5,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase
+from arcs.adapters.sqlite_catalog import SqliteCatalog
+from arcs.adapters.sqlite_database import SqliteDatabase
 from arcs.batch import TIME_TYPE, MeasurementRows
 from arcs.errors import BadRequest
 from arcs.schema import SchemaRegistry

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from arcs.adapters.local_storage import DirectoryStore
-from arcs.adapters.sqlite_catalog import SqliteCatalog, SqliteDatabase
+from arcs.adapters.sqlite_catalog import SqliteCatalog
+from arcs.adapters.sqlite_database import SqliteDatabase
 from arcs.engine import Engine
 from arcs.errors import BadRequest, Forbidden, NotFound
 from arcs.layout import data_key

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from arcs.adapters.sqlite_catalog import SqliteDatabase, SqliteTokenStore
+from arcs.adapters.sqlite_database import SqliteDatabase
+from arcs.adapters.sqlite_tokens import SqliteTokenStore
 from arcs.errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
 from arcs.tokens import (
     Principal,
