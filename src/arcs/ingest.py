@@ -16,19 +16,17 @@ Exactly-once visibility under at-least-once delivery (the argument is in docs/in
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from arcs import layout
-from arcs.batch import MeasurementRows, WriteBatch
+from arcs.batch import MeasurementRows, WriteBatch, time_order
 from arcs.decoders import columnar_lane
 from arcs.decoders.columns import MIN_MICROS
 from arcs.errors import ArcsError, BadRequest
@@ -225,7 +223,7 @@ class Ingestor:
             if not same:  # tags may come as dictionaries (the lane's fill) beside plain strings
                 tables[:] = tags_in_one_form(tables)
             columns = None
-            ordered = _time_order(ranges)
+            ordered = time_order(ranges)
             span = None
             if ordered is not None:
                 order, span = ordered
@@ -275,26 +273,6 @@ class Ingestor:
                 self.store.delete(key)
             except Exception:
                 logger.warning("could not delete orphan data file %s", key, exc_info=True)
-
-
-def _time_order(ranges: list[tuple[int, int] | None]) -> tuple[list[int], tuple[int, int]] | None:
-    """The order that puts the parts' rows in time order, and their first and last time; None
-    unless every part's rows are known to be in order and, parts ordered by their first time, none
-    starts before the one before it ends.
-
-    Concurrent writers' requests arrive interleaved; ordering the parts spares sorting every row.
-    A part may start at the very time the one before it ends only if it arrived after that one:
-    rows of equal times then keep their arrival order, as the stable sort of the rows would.
-    """
-    if not ranges or any(bounds is None for bounds in ranges):
-        return None
-    known = cast(list[tuple[int, int]], ranges)
-    order = sorted(range(len(known)), key=lambda index: known[index][0])  # stable: ties keep arrival order
-    for earlier, later in itertools.pairwise(order):
-        end, start = known[earlier][1], known[later][0]
-        if end > start or (end == start and earlier > later):
-            return None
-    return order, (known[order[0]][0], known[order[-1]][1])
 
 
 def _is_sorted(times: pa.ChunkedArray) -> bool:

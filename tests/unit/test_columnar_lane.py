@@ -295,3 +295,22 @@ def test_the_fill_refuses_a_dictionary_for_a_column_that_is_not_strings() -> Non
     numbers = scanned.schema.get_field_index("v")
     with pytest.raises(BadRequest, match="does not read as it did"):
         columnar_lane._fill_with([scanned], {numbers: TagDictionary(4, 64)})
+
+
+def test_bodies_that_do_not_overlap_fill_in_time_order_and_others_as_they_came() -> None:
+    def body(times: list[int], first_value: int) -> ScannedBody:
+        values = list(range(first_value, first_value + len(times)))
+        scanned = columnar_lane.scan(_body(time=times, host=["a"] * len(times), v=values), None)
+        assert scanned is not None
+        return scanned
+
+    early, middle, late = body([1, 2], 0), body([3, 4], 2), body([5, 6], 4)
+    (filled,) = columnar_lane.fill([middle, late, early])  # as interleaved writers' requests come
+    assert filled.table.column("v").to_pylist() == [0, 1, 2, 3, 4, 5]
+    assert filled.time_range == (1_000, 6_000)  # in order: ingest sorts no row
+    # Overlapping bodies, and one that starts when an earlier-arrived one ends: as they came, and
+    # no range, so ingest's stable sort orders the rows (equal times keep their arrival order).
+    for bodies in ([body([1, 5], 0), body([2, 3], 2)], [body([2, 3], 0), body([1, 2], 2)]):
+        (filled,) = columnar_lane.fill(bodies)
+        assert filled.table.column("v").to_pylist() == [0, 1, 2, 3]
+        assert filled.time_range is None

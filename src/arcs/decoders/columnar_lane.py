@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from arcs.batch import TIME_TYPE, ColumnarBody, MeasurementRows, WriteBatch
+from arcs.batch import TIME_TYPE, ColumnarBody, MeasurementRows, WriteBatch, time_order
 from arcs.decoders.columns import check_distinct, check_precision, one_unit_scale
 from arcs.decoders.msgpack_format import decode_msgpack
 from arcs.decoders.msgpack_native import ARROW_TYPES, column_slots, text
@@ -211,7 +211,7 @@ def _decoded(part: ColumnarBody) -> list[MeasurementRows]:
 
 def tables(batches: Sequence[WriteBatch]) -> list[tuple[str, MeasurementRows]]:
     """Every part of ``batches`` as (database, rows), the scanned bodies of each shape filled into
-    one table, in the order they came."""
+    one table (``fill``), in the order the parts came."""
     # A shape's table takes the place of its first body, so parts keep their arrival order.
     order: list[tuple[str, MeasurementRows | list[ScannedBody]]] = []
     shapes: dict[tuple[str, str, tuple[str, ...], int], list[ScannedBody]] = {}
@@ -240,7 +240,14 @@ def tables(batches: Sequence[WriteBatch]) -> list[tuple[str, MeasurementRows]]:
 
 def fill(bodies: Sequence[ScannedBody]) -> list[MeasurementRows]:
     """Bodies of one measurement, tags and schema as tables: one, unless a string column would
-    pass Arrow's 32-bit offsets (then as few as keep each under them)."""
+    pass Arrow's 32-bit offsets (then as few as keep each under them).
+
+    Bodies whose times do not overlap are filled in time order (concurrent writers' requests
+    arrive interleaved): the rows then come out as ingest's stable sort would put them, and no row
+    needs sorting. Other bodies are filled in the order they came."""
+    ordered = time_order([body.time_range for body in bodies])
+    if ordered is not None:
+        bodies = [bodies[index] for index in ordered[0]]
     if sum(len(body.body) for body in bodies) <= _MAX_STRING_BYTES:
         return [_fill_one(bodies)]  # a body holds fewer string bytes than it has bytes
     chunks: list[list[ScannedBody]] = [[]]
