@@ -129,8 +129,9 @@ def tags_in_one_form(tables: Sequence[pa.Table]) -> list[pa.Table]:
     for table in tables:
         for index, field in enumerate(table.schema):
             if field.name in coded and field.type == pa.string():
-                # The C encoder takes columns without nulls and of few values; Arrow's any other.
-                column = dictionary_encoded(table.column(index)) or table.column(index).dictionary_encode()
+                column = dictionary_encoded(table.column(index))
+                if column is None:  # nulls, or more values than the C encoder takes: Arrow's then
+                    column = table.column(index).dictionary_encode()
                 table = table.set_column(index, field.name, column)
         formed.append(table)
     return formed

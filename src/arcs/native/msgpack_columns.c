@@ -526,8 +526,8 @@ int64_t arcs_msgpack_fill_into(const uint8_t *body, int64_t length, arcs_msgpack
         column->data_at = data_at[t];
         column->row_base = row_base;
         column->data_base = data_bases[t];
-        int refused = fill_column(body, length, column, block, block_length, dictionary);
-        if (refused) return refused;
+        int outcome = fill_column(body, length, column, block, block_length, dictionary);
+        if (outcome) return outcome;
         if (dictionary == NULL) data_bases[t] += column->string_bytes;
     }
     if (time_column < 0) return 0;
