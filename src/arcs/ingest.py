@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from arcs import layout
-from arcs.batch import MeasurementRows, WriteBatch, time_order
+from arcs.batch import MeasurementRows, WriteBatch, time_order, type_name
 from arcs.decoders import columnar_lane
 from arcs.decoders.columns import MIN_MICROS
 from arcs.errors import ArcsError, BadRequest
@@ -53,17 +53,10 @@ def parquet_options(schema: pa.Schema, tags: Sequence[str]) -> dict[str, object]
         # Min and max of strings were a fifth of the write and prune nothing here: the rows are in
         # time order, so each row group spans its tags' whole range. Time's (and the numbers',
         # which cost little) are kept: queries prune by them, and compaction reads time's.
-        "write_statistics": [f.name for f in schema if not _is_text(f.type)],
+        "write_statistics": [f.name for f in schema if type_name(f.type) != "string"],
         "write_page_checksum": True,  # lets compaction tell a damaged file from a good one
         "store_schema": False,  # the file's own types read back as ours (``for_parquet``)
     }
-
-
-def _is_text(arrow_type: pa.DataType) -> bool:
-    """Strings, or tags as the columnar lane's fill hands them over (dictionaries of strings)."""
-    if pa.types.is_dictionary(arrow_type):
-        arrow_type = arrow_type.value_type
-    return bool(pa.types.is_string(arrow_type))
 
 
 # Row groups: enough of them for DuckDB to scan a file on several threads, none tiny.

@@ -1,5 +1,5 @@
 /* Byte-level helpers the readers share (line_protocol.c, json_columns.c, msgpack_columns.c, decimal.c,
- * dictionary.c). */
+ * dictionary.h). */
 #ifndef ARCS_TEXT_H
 #define ARCS_TEXT_H
 
