@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
 from arcs.errors import ArcsError, ServiceUnavailable
 from arcs.routes.health import PUBLIC_PATHS, health_router
@@ -26,7 +29,7 @@ if TYPE_CHECKING:
 
     from arcs.runtime import Runtime
 
-__all__ = ["PUBLIC_PATHS", "ApiPart", "build_app", "error_response", "routers"]
+__all__ = ["PUBLIC_PATHS", "ApiPart", "RequestScopedResolver", "build_app", "error_response", "routers"]
 
 logger = logging.getLogger(__name__)
 RouterFactory = Callable[["Runtime"], "Router"]
@@ -63,6 +66,81 @@ def routers(part: ApiPart = "all") -> list[RouterFactory]:
     return found
 
 
+@dataclass
+class _Request:
+    """What the resolver knows of the request it is answering."""
+
+    event: BaseProxyEvent
+    lambda_context: Any
+    routing: dict[str, Any] = field(default_factory=dict)
+
+
+#: The request being answered by this thread (or task): each has its own.
+_current_request: ContextVar[_Request | None] = ContextVar("arcs_current_request", default=None)
+
+
+class RequestScopedResolver(APIGatewayRestResolver):
+    """Powertools' REST resolver, with the request it answers kept per thread instead of per process.
+
+    Powertools keeps the event being answered on the ``BaseRouter`` class (``resolve`` assigns
+    ``BaseRouter.current_event``), and the routing context on the resolver. Lambda answers one
+    event at a time per container, so that is safe there; the standalone server and ``arcs local``
+    answer many at once on threads, and every route reads body, headers, parameters and caller
+    through that state. Here the event, the Lambda context and the routing context live in a
+    context variable set for the duration of ``resolve``, so a request only ever sees its own.
+    The included routers read them through the resolver (``Router.api_resolver``).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._shared_routing: dict[str, Any] = {}
+        super().__init__(*args, **kwargs)
+
+    @property  # type: ignore[override]
+    def current_event(self) -> BaseProxyEvent:
+        return self._request().event
+
+    @current_event.setter
+    def current_event(self, value: BaseProxyEvent) -> None:
+        self._request().event = value
+
+    @property
+    def lambda_context(self) -> Any:
+        return self._request().lambda_context
+
+    @lambda_context.setter
+    def lambda_context(self, value: Any) -> None:
+        self._request().lambda_context = value
+
+    @property
+    def context(self) -> dict[str, Any]:
+        request = _current_request.get()
+        return self._shared_routing if request is None else request.routing
+
+    @context.setter
+    def context(self, value: dict[str, Any]) -> None:
+        request = _current_request.get()
+        if request is None:
+            self._shared_routing = value
+        else:
+            request.routing = value
+
+    @staticmethod
+    def _request() -> _Request:
+        request = _current_request.get()
+        if request is None:
+            raise RuntimeError("no request is being resolved in this thread")
+        return request
+
+    def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+        raw = event.raw_event if isinstance(event, BaseProxyEvent) else dict(event)
+        request = _Request(self._to_proxy_event(raw), context, dict(self._shared_routing))
+        token = _current_request.set(request)
+        try:
+            return super().resolve(raw, context)
+        finally:
+            _current_request.reset(token)
+
+
 def _json_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response[Any]:
     body = json.dumps({"success": False, "error": message}, separators=(",", ":"))
     return Response(status, "application/json", body, headers)
@@ -73,8 +151,8 @@ def error_response(exc: ArcsError) -> Response[Any]:
     return _json_error(exc.status, exc.message, headers)
 
 
-def build_app(runtime: Runtime, part: ApiPart = "all") -> APIGatewayRestResolver:
-    app = APIGatewayRestResolver()
+def build_app(runtime: Runtime, part: ApiPart = "all") -> RequestScopedResolver:
+    app = RequestScopedResolver()
     for router in routers(part):
         app.include_router(router(runtime))
 

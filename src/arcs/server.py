@@ -25,8 +25,6 @@ from functools import partial
 from types import FrameType
 from typing import Any
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver
-
 from arcs.api import PUBLIC_PATHS, build_app, error_response
 from arcs.errors import ArcsError, PayloadTooLarge, ServiceUnavailable
 from arcs.ingest import QueuedWrite
@@ -53,34 +51,43 @@ class _LambdaContext:
 
 
 class Gateway:
-    """Authorizer + router for one process; each worker thread has its own resolver (they keep state)."""
+    """Authorizer + router for one process, serving many requests at once.
+
+    The resolver keeps each request's state its own (``arcs.api.RequestScopedResolver``), so one
+    resolver serves every worker thread.
+    """
 
     def __init__(self, runtime: LocalRuntime) -> None:
         self.runtime = runtime
-        self._local = threading.local()
-
-    def _app(self) -> APIGatewayRestResolver:
-        app: APIGatewayRestResolver | None = getattr(self._local, "app", None)
-        if app is None:
-            app = self._local.app = build_app(self.runtime)
-        return app
+        self.app = build_app(runtime)
 
     def warm(self) -> None:
-        """Import the routes and open DuckDB now, so the first request costs what any other does."""
-        self._app()
+        """Open DuckDB now, so the first request costs what any other does."""
         self.runtime.engine.connection()
 
+    def screen(self, method: str, path: str, query: str, headers: dict[str, str]) -> HttpResponse | None:
+        """The token check, made on the request's head before its body is read: a refusal, or None."""
+        try:
+            self._authorizer_context(method, path, query, headers)
+        except ArcsError as exc:
+            return error_http_response(exc)
+        return None
+
     def handle(self, method: str, path: str, query: str, headers: dict[str, str], body: bytes) -> HttpResponse:
-        context = None
-        if path not in PUBLIC_PATHS:
-            try:
-                event = proxy_event(method, path, query, headers, b"")
-                token = extract_token(headers, event["queryStringParameters"] or {})
-                context = self.runtime.tokens.verify(token).to_context()
-            except ArcsError as exc:
-                return error_http_response(exc)
+        try:
+            context = self._authorizer_context(method, path, query, headers)
+        except ArcsError as exc:
+            return error_http_response(exc)
         event = proxy_event(method, path, query, headers, body, context)
-        return http_response(self._app().resolve(event, _LambdaContext()))  # type: ignore[arg-type]
+        return http_response(self.app.resolve(event, _LambdaContext()))
+
+    def _authorizer_context(self, method: str, path: str, query: str, headers: dict[str, str]) -> dict[str, Any] | None:
+        """What the Lambda authorizer would pass on for this request (None for the public paths)."""
+        if path in PUBLIC_PATHS:
+            return None
+        event = proxy_event(method, path, query, headers, b"")
+        token = extract_token(headers, event["queryStringParameters"] or {})
+        return self.runtime.tokens.verify(token).to_context()
 
 
 def error_http_response(exc: ArcsError) -> HttpResponse:
