@@ -48,6 +48,13 @@ class PayloadTooLarge(ArcsError):
     client_error = True
 
 
+class RequestTimeout(ArcsError):
+    """The request's body did not arrive within the time a server gives it (a stalled sender)."""
+
+    status = 408
+    client_error = True
+
+
 class UnsupportedMediaType(ArcsError):
     status = 415
     client_error = True

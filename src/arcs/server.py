@@ -20,17 +20,19 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from types import FrameType
 from typing import Any
 
 from arcs.api import PUBLIC_PATHS, build_app, error_response
-from arcs.errors import ArcsError, PayloadTooLarge, ServiceUnavailable
+from arcs.errors import ArcsError, PayloadTooLarge, RequestTimeout, ServiceUnavailable
 from arcs.ingest import QueuedWrite
 from arcs.proxy import HttpResponse, http_response, proxy_event
 from arcs.runtime import LocalRuntime
 from arcs.schedule import CompactionTimer, PeriodicTask
+from arcs.settings import Settings
 from arcs.tokens import extract_token
 
 logger = logging.getLogger(__name__)
@@ -41,6 +43,12 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 #: ``(method, path, query string, headers, body) -> response``: what the HTTP front serves.
 HttpHandler = Callable[[str, str, str, dict[str, str], bytes], HttpResponse]
+#: ``(method, path, query string, headers) -> refusal or None``: a check made before the body is read.
+HttpScreen = Callable[[str, str, str, dict[str, str]], HttpResponse | None]
+
+
+class _ClientGone(Exception):
+    """The client disconnected before its body arrived: there is no one to answer."""
 
 
 class _LambdaContext:
@@ -96,20 +104,52 @@ def error_http_response(exc: ArcsError) -> HttpResponse:
     return HttpResponse(exc.status, headers, str(response.body).encode())
 
 
-class AsgiApp:
-    """ASGI over a blocking ``handle``: bodies read (up to the payload limit), then handled on worker threads."""
+@dataclass(frozen=True)
+class HttpLimits:
+    """What one caller may hold of the HTTP front, so that no caller can starve the others.
 
-    def __init__(
-        self, handle: HttpHandler, max_request_bytes: int, workers: int, queue_timeout_s: float = 10.0
-    ) -> None:
+    Memory for bodies is bounded by ``max_bodies`` x ``max_request_bytes``; a body is read only
+    once its request's head passed the token check, and must arrive within ``body_timeout_s``;
+    connections beyond ``max_connections`` are answered 503 at once (uvicorn's limit).
+    """
+
+    max_request_bytes: int
+    workers: int = 8
+    #: How long a request waits for a worker (or a body slot) before a 503 with Retry-After.
+    queue_timeout_s: float = 10.0
+    body_timeout_s: float = 60.0
+    max_connections: int = 256
+
+    @property
+    def max_bodies(self) -> int:
+        """Bodies read or held at once: the requests running, and as many waiting for a worker."""
+        return 2 * self.workers
+
+    @classmethod
+    def of(cls, settings: Settings, workers: int) -> HttpLimits:
+        return cls(
+            settings.max_request_bytes,
+            workers,
+            settings.queue_timeout_s,
+            settings.http_body_timeout_s,
+            settings.http_max_connections,
+        )
+
+
+class AsgiApp:
+    """ASGI over a blocking ``handle``: each request screened on its head, its body read (bounded in
+    size, time and number), then handled on a worker thread."""
+
+    def __init__(self, handle: HttpHandler, limits: HttpLimits, screen: HttpScreen | None = None) -> None:
         self.handle = handle
-        self.max_request_bytes = max_request_bytes
-        self.workers = workers
-        self.queue_timeout_s = queue_timeout_s
-        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="arcs-http")
-        # Admission: at most ``workers`` requests run; the rest wait up to ``queue_timeout_s`` and
-        # are then told to come back (503 + Retry-After) instead of piling up without bound.
+        self.screen = screen
+        self.limits = limits
+        self.executor = ThreadPoolExecutor(max_workers=limits.workers, thread_name_prefix="arcs-http")
+        # Admission: at most ``workers`` requests run and ``max_bodies`` bodies are held; the rest
+        # wait up to ``queue_timeout_s`` and are then told to come back (503 + Retry-After)
+        # instead of piling up without bound. Made on first use, inside the server's event loop.
         self._slots: asyncio.Semaphore | None = None
+        self._bodies: asyncio.Semaphore | None = None
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
@@ -125,49 +165,75 @@ class AsgiApp:
                     return
         if scope["type"] != "http":
             return
+        if self._slots is None or self._bodies is None:
+            self._slots = asyncio.Semaphore(self.limits.workers)
+            self._bodies = asyncio.Semaphore(self.limits.max_bodies)
         headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope["headers"]}
+        method: str = scope["method"]
+        path: str = scope["path"]
+        query = scope.get("query_string", b"").decode("latin-1")
+        loop = asyncio.get_running_loop()
         try:
-            body = await self._read_body(receive, headers)
+            self._check_declared_length(headers)
+            if self.screen is not None:
+                # A caller without a valid token never gets a byte of its body read.
+                refused = await loop.run_in_executor(self.executor, self.screen, method, path, query, headers)
+                if refused is not None:
+                    await self._send(send, refused)
+                    return
+            await self._acquire(self._bodies, "no room for another request body")
         except ArcsError as exc:
             await self._send(send, error_http_response(exc))
             return
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self.workers)
         try:
-            await asyncio.wait_for(self._slots.acquire(), self.queue_timeout_s)
-        except TimeoutError:
-            busy = ServiceUnavailable(
-                f"the server is busy: no worker freed up within {self.queue_timeout_s:g} s; retry", retry_after_s=1
-            )
-            await self._send(send, error_http_response(busy))
-            return
-        try:
-            loop = asyncio.get_running_loop()
-            response = await loop.run_in_executor(
-                self.executor,
-                self.handle,
-                scope["method"],
-                scope["path"],
-                scope.get("query_string", b"").decode("latin-1"),
-                headers,
-                body,
-            )
+            try:
+                body = await self._read_body(receive)
+                await self._acquire(self._slots, "no worker freed up")
+            except ArcsError as exc:
+                await self._send(send, error_http_response(exc))
+                return
+            except _ClientGone:
+                return
+            try:
+                response = await loop.run_in_executor(self.executor, self.handle, method, path, query, headers, body)
+            finally:
+                self._slots.release()
         finally:
-            self._slots.release()
+            self._bodies.release()
         await self._send(send, response)
 
-    async def _read_body(self, receive: Receive, headers: dict[str, str]) -> bytes:
+    async def _acquire(self, slots: asyncio.Semaphore, what: str) -> None:
+        try:
+            await asyncio.wait_for(slots.acquire(), self.limits.queue_timeout_s)
+        except TimeoutError:
+            raise ServiceUnavailable(
+                f"the server is busy: {what} within {self.limits.queue_timeout_s:g} s; retry", retry_after_s=1
+            ) from None
+
+    def _check_declared_length(self, headers: dict[str, str]) -> None:
         declared = headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > self.max_request_bytes:
-            raise PayloadTooLarge(f"body is {declared} bytes; the limit is {self.max_request_bytes}")
+        if declared and declared.isdigit() and int(declared) > self.limits.max_request_bytes:
+            raise PayloadTooLarge(f"body is {declared} bytes; the limit is {self.limits.max_request_bytes}")
+
+    async def _read_body(self, receive: Receive) -> bytes:
+        limit = self.limits.max_request_bytes
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.limits.body_timeout_s
         chunks = bytearray()
         more = True
         while more:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                raise RequestTimeout(
+                    f"the request body did not arrive within {self.limits.body_timeout_s:g} s"
+                ) from None
+            if message["type"] == "http.disconnect":
+                raise _ClientGone
             chunks += message.get("body", b"")
             more = message.get("more_body", False)
-            if len(chunks) > self.max_request_bytes:
-                raise PayloadTooLarge(f"body exceeds the limit of {self.max_request_bytes} bytes")
+            if len(chunks) > limit:
+                raise PayloadTooLarge(f"body exceeds the limit of {limit} bytes")
         return bytes(chunks)
 
     @staticmethod
@@ -232,18 +298,21 @@ class IngestLoop(threading.Thread):
                 logger.warning("write %s not ingested yet: %s", handle, reason)
 
 
-def banner(url: str, token: str | None) -> str:
-    shown = token or "$ARCS_TOKEN"
+def banner(url: str, token: str | None, configured: bool = False) -> str:
+    """What a user sees on start: where the server is, the admin token once (only if the server made
+    it), and examples that read the token from ``$ARCS_TOKEN`` rather than repeating it."""
     lines = [f"Arc Serverless is running at {url}", ""]
-    if token:
-        lines += ["Admin token (shown only this once; keep it):", f"  {token}", ""]
+    if token and not configured:
+        lines += ["Admin token (shown only this once; keep it):", f"  export ARCS_TOKEN={token}", ""]
+    elif token:
+        lines += ["The admin token is the one set in ARCS_BOOTSTRAP_TOKEN; export it as ARCS_TOKEN.", ""]
     else:
         lines += ["The admin token was printed on first start; export it as ARCS_TOKEN.", ""]
     lines += [
         "Write a point, then query it (ingest takes about a second):",
-        f"  curl -sS -X POST '{url}/api/v1/write/line-protocol' -H 'Authorization: Bearer {shown}' "
+        f"  curl -sS -X POST '{url}/api/v1/write/line-protocol' -H \"Authorization: Bearer $ARCS_TOKEN\" "
         "--data-binary 'cpu,host=server01 usage=64.2'",
-        f"  curl -sS -X POST '{url}/api/v1/query' -H 'Authorization: Bearer {shown}' "
+        f"  curl -sS -X POST '{url}/api/v1/query' -H \"Authorization: Bearer $ARCS_TOKEN\" "
         "-H 'Content-Type: application/json' -d '{\"sql\": \"SELECT * FROM cpu\"}'",
     ]
     return "\n".join(lines)
@@ -271,11 +340,21 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def run_http(app: AsgiApp, host: str, port: int, token: str | None) -> None:
+def run_http(app: AsgiApp, host: str, port: int, token: str | None, configured_token: bool = False) -> None:
     """Serve ``app`` until Ctrl-C or SIGTERM; once bound, print the banner and the listening line."""
     import uvicorn
 
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", access_log=False)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        access_log=False,
+        # Connections (and requests in flight) beyond this are answered 503 at once. uvicorn counts
+        # the connection asking among those open, so its limit is one above the number served.
+        limit_concurrency=app.limits.max_connections + 1,
+    )
     server = uvicorn.Server(config)
     original_startup = server.startup
 
@@ -284,7 +363,7 @@ def run_http(app: AsgiApp, host: str, port: int, token: str | None) -> None:
         bound_port = port
         if server.servers and server.servers[0].sockets:
             bound_port = server.servers[0].sockets[0].getsockname()[1]
-        print(banner(f"http://{host}:{bound_port}", token), flush=True)
+        print(banner(f"http://{host}:{bound_port}", token, configured_token), flush=True)
         print(json.dumps({"event": "listening", "host": host, "port": bound_port}), flush=True)
 
     server.startup = startup  # type: ignore[method-assign]
@@ -307,9 +386,10 @@ def serve(runtime: LocalRuntime, host: str, port: int, workers: int = 8) -> None
         timer.start()
     gateway = Gateway(runtime)
     gateway.warm()  # before the server says it is listening
-    app = AsgiApp(gateway.handle, runtime.settings.max_request_bytes, workers, runtime.settings.queue_timeout_s)
+    limits = HttpLimits.of(runtime.settings, workers)
+    app = AsgiApp(gateway.handle, limits, screen=gateway.screen)
     try:
-        run_http(app, host, port, token)
+        run_http(app, host, port, token, configured_token=runtime.settings.bootstrap_token is not None)
     finally:
         app.close()
         if cq_timer is not None:

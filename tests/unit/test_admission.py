@@ -8,7 +8,7 @@ import threading
 from typing import Any
 
 from arcs.proxy import HttpResponse
-from arcs.server import AsgiApp
+from arcs.server import AsgiApp, HttpLimits
 
 
 def _slow_handler(release: threading.Event) -> Any:
@@ -36,7 +36,7 @@ async def _request(app: AsgiApp) -> tuple[int, dict[str, str], bytes]:
 
 def test_requests_beyond_the_pool_wait_then_get_503() -> None:
     release = threading.Event()
-    app = AsgiApp(_slow_handler(release), 1024, workers=2, queue_timeout_s=0.3)
+    app = AsgiApp(_slow_handler(release), HttpLimits(1024, workers=2, queue_timeout_s=0.3))
 
     async def scenario() -> list[tuple[int, dict[str, str], bytes]]:
         tasks = [asyncio.create_task(_request(app)) for _ in range(4)]
@@ -58,7 +58,7 @@ def test_requests_beyond_the_pool_wait_then_get_503() -> None:
 
 def test_waiting_requests_run_when_a_worker_frees_up() -> None:
     release = threading.Event()
-    app = AsgiApp(_slow_handler(release), 1024, workers=1, queue_timeout_s=5)
+    app = AsgiApp(_slow_handler(release), HttpLimits(1024, workers=1, queue_timeout_s=5))
 
     async def scenario() -> list[tuple[int, dict[str, str], bytes]]:
         tasks = [asyncio.create_task(_request(app)) for _ in range(3)]

@@ -291,7 +291,7 @@ def retention_policies_schedule(config: EmulationConfig) -> PeriodicTask | None:
 
 def run_local(host: str, port: int, moto_port: int = 0, workers: int = 8) -> None:
     """Run until Ctrl-C or SIGTERM, then stop the HTTP front, the poller and the emulator, in order."""
-    from arcs.server import AsgiApp, run_http
+    from arcs.server import AsgiApp, HttpLimits, run_http
 
     emulation = start_emulation(EmulationConfig.from_env(moto_port=moto_port))
     resources = emulation.resources
@@ -309,9 +309,17 @@ def run_local(host: str, port: int, moto_port: int = 0, workers: int = 8) -> Non
         ),
         flush=True,
     )
-    app = AsgiApp(emulation.gateway.handle, API_GATEWAY_PAYLOAD_LIMIT, workers)
+    settings = Settings.from_env()
+    limits = HttpLimits(
+        API_GATEWAY_PAYLOAD_LIMIT,
+        workers,
+        settings.queue_timeout_s,
+        settings.http_body_timeout_s,
+        settings.http_max_connections,
+    )
+    app = AsgiApp(emulation.gateway.handle, limits)
     try:
-        run_http(app, host, port, emulation.admin_token)
+        run_http(app, host, port, emulation.admin_token, configured_token=settings.bootstrap_token is not None)
     finally:
         app.close()
         emulation.close()

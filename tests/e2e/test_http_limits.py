@@ -1,0 +1,141 @@
+"""The HTTP front bounds what one caller may hold: over real sockets against a running server.
+
+A request without a valid token is refused on its head, before a byte of its body is read; a body
+that stalls is cut off (408); connections beyond the limit are refused (503) instead of queued.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.e2e.servers import TOKEN, ServerProcess, local, standalone
+
+pytestmark = pytest.mark.e2e
+
+BODY_TIMEOUT_S = 1.5
+MAX_CONNECTIONS = 12
+
+
+@pytest.fixture(scope="module", params=["standalone", "local"])
+def limited(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    limits = {"ARCS_HTTP_BODY_TIMEOUT_S": str(BODY_TIMEOUT_S), "ARCS_HTTP_MAX_CONNECTIONS": str(MAX_CONNECTIONS)}
+    if request.param == "local":
+        process = local(**limits).start()
+    else:
+        process = standalone(tmp_path_factory.mktemp("limits"), **limits).start()
+    yield process
+    process.stop()
+
+
+def _connect(server: ServerProcess) -> socket.socket:
+    address = urlsplit(server.url)
+    sock = socket.create_connection((address.hostname, address.port), timeout=10)
+    return sock
+
+
+def _head(path: str, token: str | None, length: int) -> bytes:
+    lines = [f"POST {path} HTTP/1.1", "Host: test", f"Content-Length: {length}", "Content-Type: text/plain"]
+    if token:
+        lines.append(f"Authorization: Bearer {token}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def _status(sock: socket.socket) -> int:
+    received = b""
+    while b"\r\n" not in received:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        received += chunk
+    return int(received.split(b" ", 2)[1])
+
+
+def _rss_bytes(server: ServerProcess) -> int:
+    assert server.process is not None
+    for line in Path(f"/proc/{server.process.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_a_request_without_a_valid_token_is_refused_before_its_body_is_read(limited: ServerProcess) -> None:
+    if limited.args[0] == "local":
+        pytest.skip("API Gateway reads the whole body before its authorizer runs; arcs local does the same")
+    sock = _connect(limited)
+    try:
+        # Announce 5 MB, send none of it: the answer must not wait for the body.
+        sock.sendall(_head("/api/v1/write/line-protocol", "not-a-valid-token-at-all", 5_000_000))
+        started = time.monotonic()
+        assert _status(sock) == 401
+        assert time.monotonic() - started < BODY_TIMEOUT_S
+    finally:
+        sock.close()
+
+
+def test_stalled_unauthenticated_uploads_take_no_memory(limited: ServerProcess) -> None:
+    if limited.args[0] == "local":
+        pytest.skip("API Gateway reads the whole body before its authorizer runs; arcs local does the same")
+    before = _rss_bytes(limited)
+    socks = []
+    try:
+        for _ in range(MAX_CONNECTIONS - 2):
+            sock = _connect(limited)
+            sock.sendall(_head("/api/v1/write/line-protocol", None, 9_000_000) + b"x" * 500_000)
+            socks.append(sock)
+        statuses = [_status(sock) for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+    assert statuses == [401] * len(socks)
+    assert _rss_bytes(limited) - before < 40 * 1024 * 1024
+
+
+def test_a_stalled_body_is_cut_off_with_408(limited: ServerProcess) -> None:
+    sock = _connect(limited)
+    try:
+        sock.sendall(_head("/api/v1/write/line-protocol", TOKEN, 1000) + b"cpu,host=a usage=1 1\n")
+        started = time.monotonic()
+        assert _status(sock) == 408
+        assert BODY_TIMEOUT_S - 0.2 < time.monotonic() - started < BODY_TIMEOUT_S + 5
+    finally:
+        sock.close()
+
+
+def test_connections_beyond_the_limit_are_refused_at_once(limited: ServerProcess) -> None:
+    held = []
+    try:
+        for _ in range(MAX_CONNECTIONS):
+            sock = _connect(limited)
+            sock.sendall(_head("/api/v1/write/line-protocol", TOKEN, 1000))  # and then nothing
+            held.append(sock)
+        time.sleep(0.3)
+        for sock in held:  # every one of them is being served: none was answered
+            sock.settimeout(0.01)
+            with pytest.raises(TimeoutError):
+                sock.recv(1)
+            sock.settimeout(10)
+        extra = _connect(limited)
+        try:
+            extra.sendall(b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n")
+            started = time.monotonic()
+            assert _status(extra) == 503
+            assert time.monotonic() - started < 1.0
+        finally:
+            extra.close()
+    finally:
+        for sock in held:
+            sock.close()
+    # Once they are gone, the server answers again.
+    time.sleep(0.3)
+    sock = _connect(limited)
+    try:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n")
+        assert _status(sock) == 200
+    finally:
+        sock.close()
