@@ -35,8 +35,7 @@ def limited(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 def _connect(server: ServerProcess) -> socket.socket:
     address = urlsplit(server.url)
-    sock = socket.create_connection((address.hostname, address.port), timeout=10)
-    return sock
+    return socket.create_connection((address.hostname, address.port), timeout=10)
 
 
 def _head(path: str, token: str | None, length: int) -> bytes:
