@@ -18,16 +18,22 @@ TOKEN = "e2e-admin-token-0123456789abcdef"
 
 
 class ServerProcess:
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+    def __init__(self, args: list[str], env: dict[str, str], switch_interval_s: float | None = None) -> None:
         self.args = args
         self.env = env
+        # The interpreter's thread switch interval (5 ms by default): a shorter one switches threads
+        # far more often, so a race between requests shows up in seconds instead of hours.
+        self.switch_interval_s = switch_interval_s
         self.process: subprocess.Popen[str] | None = None
         self.url = ""
         self.output: list[str] = []
 
     def start(self, timeout: float = 60.0) -> ServerProcess:
+        launcher = ["-m", "arcs.cli"]
+        if self.switch_interval_s is not None:
+            launcher = ["-c", f"import sys; sys.setswitchinterval({self.switch_interval_s}); import arcs.cli as c; c.main()"]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "arcs.cli", *self.args],
+            [sys.executable, *launcher, *self.args],
             env=self.env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
