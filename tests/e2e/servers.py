@@ -31,7 +31,8 @@ class ServerProcess:
     def start(self, timeout: float = 60.0) -> ServerProcess:
         launcher = ["-m", "arcs.cli"]
         if self.switch_interval_s is not None:
-            launcher = ["-c", f"import sys; sys.setswitchinterval({self.switch_interval_s}); import arcs.cli as c; c.main()"]
+            switch = f"import sys; sys.setswitchinterval({self.switch_interval_s})"
+            launcher = ["-c", f"{switch}; import arcs.cli; arcs.cli.main()"]
         self.process = subprocess.Popen(
             [sys.executable, *launcher, *self.args],
             env=self.env,
