@@ -3,9 +3,10 @@
 For a bounded time, on every runtime that serves requests at once: writers of every format and
 precision (each with a write token scoped to its own database, large bodies, some gzip), readers
 with read tokens scoped to one database, an admin creating, checking, rotating and revoking scoped
-tokens, and a read-only caller trying to reach what its token does not. Then every acknowledged
-row is found exactly once, with its own values and time, in its own database and nowhere else,
-and every refusal was the one expected.
+tokens, a read-only caller trying to reach what its token does not, and compaction triggered
+again and again. Then, once compaction is done, every acknowledged row is found exactly once,
+with its own values and time, in its own database and nowhere else, and every refusal was the
+one expected.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import msgpack
 import pytest
 
-from tests.e2e.servers import TOKEN, ServerProcess, local, standalone
+from tests.e2e.servers import TOKEN, local, standalone
 
 pytestmark = pytest.mark.e2e
 
@@ -137,7 +139,9 @@ PLANS = {"standalone": Plan(12.0, (3_000, 6_000), 2), "local": Plan(10.0, (1_500
 @pytest.fixture(scope="module", params=["standalone", "local"])
 def runtime(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     data_dir: Path = tmp_path_factory.mktemp("stress")
-    process: ServerProcess = local() if request.param == "local" else standalone(data_dir)
+    # Compaction may take any hour with two files or more, while the writers run and after.
+    compaction = {"ARCS_COMPACTION_MIN_FILES": "2", "ARCS_COMPACTION_MIN_AGE_S": "0"}
+    process = local(**compaction) if request.param == "local" else standalone(data_dir, **compaction)
     process.switch_interval_s = SWITCH_INTERVAL_S
     process.start()
     yield request.param, process.url
@@ -262,6 +266,35 @@ def _intruder(url: str, token: str, until: float, failures: list[str]) -> None:
         _loop(until, failures, step)
 
 
+def _compactor(url: str, until: float, failures: list[str]) -> None:
+    with _client(url, TOKEN) as admin:
+
+        def step(number: int) -> None:
+            response = admin.post("/api/v1/compaction/trigger", json={})
+            if response.status_code not in (202, 409):
+                failures.append(f"compaction trigger: {response.status_code} {response.text[:200]}")
+            time.sleep(1.5)
+
+        _loop(until, failures, step)
+
+
+def _compact_until_done(admin: httpx.Client, timeout_s: float) -> None:
+    """Trigger compaction until nothing is left to compact (seen twice, a second apart)."""
+    deadline = time.monotonic() + timeout_s
+    candidates: dict[str, Any] = {}
+    status: dict[str, Any] = {}
+    quiet = 0
+    while time.monotonic() < deadline:
+        admin.post("/api/v1/compaction/trigger", json={})
+        time.sleep(1.0)
+        candidates = admin.get("/api/v1/compaction/candidates").json()
+        status = admin.get("/api/v1/compaction/status").json()
+        quiet = quiet + 1 if candidates["count"] == 0 and not status.get("running", False) else 0
+        if quiet == 2:
+            return
+    raise AssertionError(f"compaction did not finish: {status}, {str(candidates)[:2000]}")
+
+
 def _stored(admin: httpx.Client, writer: Writer) -> dict[int, tuple[str, int, int, int, int, int]]:
     """Per request found in the writer's database: (writer tag, rows, distinct seq, min, max, exact rows)."""
     step = STEP_US[writer.precision]
@@ -314,6 +347,7 @@ def test_concurrent_writers_readers_and_token_managers_never_mix(runtime: tuple[
         threads += [threading.Thread(target=_reader, args=(url, *r, until, failures)) for r in readers[: plan.readers]]
         threads.append(threading.Thread(target=_token_admin, args=(url, databases, until, failures)))
         threads.append(threading.Thread(target=_intruder, args=(url, intruder, until, failures)))
+        threads.append(threading.Thread(target=_compactor, args=(url, until, failures)))
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -327,6 +361,7 @@ def test_concurrent_writers_readers_and_token_managers_never_mix(runtime: tuple[
         requests = sum(len(w.acknowledged) for w in writers)
         assert requests >= 3 * len(writers), "too little was written to prove anything"
         assert _wait_for_rows(admin, databases, expected, timeout_s=180) == expected
+        _compact_until_done(admin, timeout_s=180)
 
         damaged: list[str] = []
         for writer in writers:
@@ -339,5 +374,8 @@ def test_concurrent_writers_readers_and_token_managers_never_mix(runtime: tuple[
                 found = stored.get(number)
                 if found is not None and found != (writer.name, rows, rows, 0, rows - 1, rows):
                     damaged.append(f"{writer.name} request {number} ({rows} rows) stored as {found}")
-        print(f"{kind}: {requests} requests, {expected} rows acknowledged, damaged: {len(damaged)}")
+        compacted = admin.get("/api/v1/compaction/stats").json()["files_compacted"]
+        print(f"{kind}: {requests} requests, {expected} rows acknowledged, {compacted} files compacted")
+        print(f"{kind}: damaged: {len(damaged)}")
+        assert compacted > 0, "compaction never ran, so it was not put to the test"
         assert not damaged, "\n".join(damaged[:20])
