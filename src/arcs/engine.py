@@ -25,11 +25,13 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from arcs import envvars
 from arcs.errors import BadRequest, QueryTimeout, ServiceUnavailable
 from arcs.sql_compat import define_macros
 
 logger = logging.getLogger(__name__)
 _BATCH_ROWS = 122_880
+_VECTOR_ROWS = 2048  # DuckDB's vector size: the rows it produces at a time
 #: Temporary role credentials last at least an hour; re-read them well within that.
 SECRET_REFRESH_S = 300.0
 S3_THREADS_PER_CPU = 4
@@ -222,31 +224,54 @@ class Engine:
         for statement in secret_statements(s3):
             conn.execute(statement)
 
-    def query_arrow(self, sql: str, params: Sequence[object] | None = None, max_rows: int | None = None) -> pa.Table:
-        """Run ``sql``; more than ``max_rows`` result rows is an error, never a silent truncation."""
+    def query_arrow(
+        self,
+        sql: str,
+        params: Sequence[object] | None = None,
+        max_rows: int | None = None,
+        max_bytes: int | None = None,
+        timeout_s: float | None = None,
+    ) -> pa.Table:
+        """Run ``sql``; more than ``max_rows`` rows or ``max_bytes`` bytes (Arrow) of result is an
+        error, never a silent truncation, raised as soon as the streamed batches pass the limit.
+
+        ``timeout_s`` replaces the engine's query timeout for this query (what is left of a budget).
+        """
         connection = self.connection()
         self._refresh_secret(connection)
         cursor = connection.cursor()
-        deadline = _Deadline(cursor, self.query_timeout_s) if self.query_timeout_s else None
+        seconds = timeout_s if timeout_s is not None else self.query_timeout_s
+        deadline = _Deadline(cursor, seconds) if seconds else None
         try:
-            reader = cursor.execute(sql, params).to_arrow_reader(_BATCH_ROWS)
+            # With a byte limit, batches of one DuckDB vector: the limit is checked every 2048 rows,
+            # before a wide result is gathered further.
+            reader = cursor.execute(sql, params).to_arrow_reader(_BATCH_ROWS if max_bytes is None else _VECTOR_ROWS)
             batches = []
-            rows = 0
+            rows = size = 0
             for batch in reader:
                 rows += batch.num_rows
+                size += batch.nbytes
                 if max_rows is not None and rows > max_rows:
                     raise BadRequest(f"the result has more than {max_rows} rows; add a LIMIT or narrow the query")
+                if max_bytes is not None and size > max_bytes:
+                    raise BadRequest(
+                        f"the result is larger than {max_bytes} bytes ({envvars.QUERY_MAX_RESULT_BYTES}); "
+                        "select fewer or narrower columns, add a LIMIT or aggregate"
+                    )
                 batches.append(batch)
             return pa.Table.from_batches(batches, schema=reader.schema)
         except duckdb.InterruptException as exc:
             if deadline is not None and deadline.fired:
                 raise QueryTimeout(
-                    f"the query ran longer than {self.query_timeout_s:g} s and was stopped; "
+                    f"the query ran longer than {self.query_timeout_s or seconds:g} s and was stopped; "
                     "narrow its time range or aggregate more"
                 ) from exc
             raise
         except duckdb.OutOfMemoryException as exc:
-            raise ServiceUnavailable(f"query needs more memory than this function has: {exc}") from exc
+            raise ServiceUnavailable(
+                f"the query needs more memory than the engine's limit ({self.memory_limit or 'DuckDB default'}, "
+                f"{envvars.DUCKDB_MEMORY_LIMIT}); narrow its time range or aggregate more: {_first_line(exc)}"
+            ) from exc
         except duckdb.PermissionException as exc:
             raise BadRequest(f"query refused by the sandbox: {_first_line(exc)}") from exc
         except (

@@ -54,7 +54,9 @@ CASES = [
         TimeRange(ts(A), ts(B)),
     ),
     ("or with an open side", f"SELECT * FROM cpu WHERE time > '{A}' OR host = 'x'", TimeRange()),
-    ("not", f"SELECT * FROM cpu WHERE NOT time > '{A}'", TimeRange()),
+    # DuckDB's parser reads NOT over a comparison as the opposite comparison.
+    ("not comparison", f"SELECT * FROM cpu WHERE NOT time > '{A}'", TimeRange(None, ts(A))),
+    ("not", f"SELECT * FROM cpu WHERE NOT (time > '{A}' AND host = 'x')", TimeRange()),
     ("function of time", f"SELECT * FROM cpu WHERE date_trunc('hour', time) > '{A}'", TimeRange()),
     ("other column", f"SELECT * FROM cpu WHERE other_time > '{A}'", TimeRange()),
     ("qualified", f"SELECT * FROM cpu c WHERE c.time > '{A}'", TimeRange(ts(A), None)),
