@@ -42,6 +42,7 @@ from arcs.errors import ArcsError, BadRequest, Conflict, NotFound
 from arcs.names import TIME_COLUMN, check_column
 from arcs.ports import Catalog, ContinuousQuery, CQExecution, CQExecutionKind
 from arcs.sandbox import check_read_only
+from arcs.sql_tree import check_sql_size
 from arcs.tokens import Principal
 
 if TYPE_CHECKING:
@@ -148,6 +149,7 @@ class ContinuousQueries:
     def _check_sql(self, query: ContinuousQuery) -> None:
         """The query, its placeholders substituted, is one read-only SELECT of its own database."""
         sql = substitute(query.query, *_SAMPLE_WINDOW)
+        check_sql_size(sql)  # as every window's SQL will be: its placeholders become longer literals
         refs = check_read_only(sql).references
         for ref in refs:
             if ref.database is not None and ref.database != query.database:

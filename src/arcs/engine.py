@@ -26,12 +26,15 @@ import duckdb
 import pyarrow as pa
 
 from arcs import envvars
-from arcs.errors import BadRequest, QueryTimeout, ServiceUnavailable
+from arcs.errors import BadRequest, QueryTimeout, ResultTooLarge, ServiceUnavailable
 from arcs.sql_compat import define_macros
 
 logger = logging.getLogger(__name__)
 _BATCH_ROWS = 122_880
-_VECTOR_ROWS = 2048  # DuckDB's vector size: the rows it produces at a time
+#: With a byte limit, rows are fetched this many at a time, so a result of wide rows is stopped
+#: after a few MB more than the limit, not a whole batch more; they are merged back into batches
+#: of ``_BATCH_ROWS`` as they come, for what formats the result afterwards.
+_LIMITED_FETCH_ROWS = 256
 #: Temporary role credentials last at least an hour; re-read them well within that.
 SECRET_REFRESH_S = 300.0
 S3_THREADS_PER_CPU = 4
@@ -243,22 +246,26 @@ class Engine:
         seconds = timeout_s if timeout_s is not None else self.query_timeout_s
         deadline = _Deadline(cursor, seconds) if seconds else None
         try:
-            # With a byte limit, batches of one DuckDB vector: the limit is checked every 2048 rows,
-            # before a wide result is gathered further.
-            reader = cursor.execute(sql, params).to_arrow_reader(_BATCH_ROWS if max_bytes is None else _VECTOR_ROWS)
-            batches = []
-            rows = size = 0
+            reader = cursor.execute(sql, params).to_arrow_reader(
+                _BATCH_ROWS if max_bytes is None else _LIMITED_FETCH_ROWS
+            )
+            batches: list[pa.RecordBatch] = []
+            pending: list[pa.RecordBatch] = []  # small batches not yet merged
+            rows = pending_rows = size = 0
             for batch in reader:
                 rows += batch.num_rows
                 size += batch.nbytes
                 if max_rows is not None and rows > max_rows:
                     raise BadRequest(f"the result has more than {max_rows} rows; add a LIMIT or narrow the query")
                 if max_bytes is not None and size > max_bytes:
-                    raise BadRequest(
-                        f"the result is larger than {max_bytes} bytes ({envvars.QUERY_MAX_RESULT_BYTES}); "
-                        "select fewer or narrower columns, add a LIMIT or aggregate"
-                    )
-                batches.append(batch)
+                    raise ResultTooLarge(max_bytes)
+                pending.append(batch)
+                pending_rows += batch.num_rows
+                if pending_rows >= _BATCH_ROWS:
+                    batches.append(_merged(pending))
+                    pending, pending_rows = [], 0
+            if pending:
+                batches.append(_merged(pending))
             return pa.Table.from_batches(batches, schema=reader.schema)
         except duckdb.InterruptException as exc:
             if deadline is not None and deadline.fired:
@@ -299,6 +306,10 @@ class Engine:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+def _merged(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
 
 
 def secret_statements(s3: S3Access) -> list[str]:

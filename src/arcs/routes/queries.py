@@ -60,7 +60,8 @@ def queries_router(runtime: Runtime) -> Router:
 
     def answer_json(result: QueryResult) -> Response[Any]:
         # A str body: Powertools would send bytes base64-encoded, a third larger against Lambda's 6 MB.
-        return answer(to_json_document(result).decode(), "application/json", "json", {})
+        document = to_json_document(result, runtime.settings.query_max_result_bytes)
+        return answer(document.decode(), "application/json", "json", {})
 
     @router.post("/api/v1/query")
     def query_json() -> Response[Any]:
