@@ -33,20 +33,16 @@ with ``COLLATE`` anywhere is left alone: ``LIKE`` follows a column's collation, 
 Column names stay what they were: every select-list item (at any depth: subqueries, CTEs) that
 contains a rewritten call and has no alias is given, as alias, the name DuckDB would have given the
 original item. That name is DuckDB's own printing of the item, obtained from its parser
-(``json_serialize_sql`` / ``json_deserialize_sql`` on a private in-memory connection: parsing only,
-nothing is bound or run).
+(``arcs.sql_tree``: parsing only, nothing is bound or run).
 """
 
 from __future__ import annotations
 
-import json
 import re
-import threading
 from dataclasses import dataclass
 
-import duckdb
-
 from arcs.errors import BadRequest
+from arcs.sql_tree import block_comment_end, expression_sql, parse_select
 
 _TOKEN = re.compile(
     r"""
@@ -65,7 +61,6 @@ _TOKEN = re.compile(
 )
 # A dollar quote's last group is its tag; an E'' string (backslash escapes) is a string like any other.
 _KIND_OF_GROUP = {"tag": "dollar", "escape_string": "string"}
-_COMMENT_MARK = re.compile(r"/\*|\*/")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +75,7 @@ def tokenize(sql: str) -> list[Token]:
     pos = 0
     while pos < len(sql):
         if sql.startswith("/*", pos):
-            end = _block_comment_end(sql, pos)
+            end = block_comment_end(sql, pos)
             tokens.append(Token("block_comment", sql[pos:end]))
             pos = end
             continue
@@ -94,16 +89,6 @@ def tokenize(sql: str) -> list[Token]:
         tokens.append(Token(kind, text))
         pos = match.end()
     return tokens
-
-
-def _block_comment_end(sql: str, start: int) -> int:
-    """Just past the comment opening at ``start``: ``/* ... */`` pairs nest inside it, as DuckDB reads them."""
-    depth = 0
-    for mark in _COMMENT_MARK.finditer(sql, start):
-        depth += 1 if mark.group() == "/*" else -1
-        if depth == 0:
-            return mark.end()
-    raise BadRequest("unterminated comment in SQL")
 
 
 URL_DOMAIN_PATTERN = r"'^https?://(?:www\.)?([^/]+)/.*$'"
@@ -357,35 +342,15 @@ def _select_items(tokens: list[Token], positions: set[int]) -> dict[int, list[tu
     return {position: [(start, ends[item]) for item, start in items] for position, items in found.items()}
 
 
-_parser_lock = threading.Lock()
-_parser: duckdb.DuckDBPyConnection | None = None
-
-
 def _unaliased_item_name(item: str) -> str | None:
     """The column name DuckDB gives the select item ``item``; None when it has an alias or is unclear."""
-    global _parser
     try:
-        with _parser_lock:
-            if _parser is None:
-                _parser = duckdb.connect(":memory:")
-            serialized = _scalar(_parser, "SELECT json_serialize_sql($1)", f"SELECT {item.strip()}")
-            parsed = json.loads(serialized)
-            if parsed.get("error") or len(parsed["statements"]) != 1:
-                return None
-            select_list = parsed["statements"][0]["node"]["select_list"]
-            if len(select_list) != 1 or select_list[0]["alias"] or _has_star(select_list[0]):
-                return None
-            printed = _scalar(_parser, "SELECT json_deserialize_sql($1)", serialized)
-    except (duckdb.Error, KeyError, IndexError, TypeError, ValueError):
+        select_list = parse_select(f"SELECT {item.strip()}")["node"]["select_list"]
+        if len(select_list) != 1 or select_list[0]["alias"] or _has_star(select_list[0]):
+            return None
+    except (BadRequest, KeyError, IndexError, TypeError):
         return None
-    return printed.removeprefix("SELECT ") if printed.startswith("SELECT ") else None
-
-
-def _scalar(connection: duckdb.DuckDBPyConnection, sql: str, parameter: str) -> str:
-    row = connection.execute(sql, [parameter]).fetchone()
-    if row is None or not isinstance(row[0], str):
-        raise ValueError(f"unexpected answer to {sql}")
-    return row[0]
+    return expression_sql(select_list[0])
 
 
 def _has_star(node: object) -> bool:

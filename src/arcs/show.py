@@ -34,7 +34,7 @@ from arcs.layout import measurement_prefix
 from arcs.names import check_database, check_measurement
 from arcs.ports import Catalog, FileRecord, ObjectStore
 from arcs.sandbox import check_read_only
-from arcs.sql_tree import check_sql_size
+from arcs.sql_tree import block_comment_end, check_sql_size
 from arcs.tokens import Principal
 
 SHOW_FORMS = "SHOW DATABASES, SHOW TABLES [FROM db], SHOW MEASUREMENTS [FROM db]"
@@ -43,7 +43,7 @@ _MB = 1024 * 1024
 
 _TOKEN = re.compile(
     r"""
-    (?P<skip>\s+|--[^\n]*|/\*.*?\*/)
+    (?P<skip>\s+|--[^\n]*)
   | (?P<quoted>"(?:[^"]|"")*"|'(?:[^']|'')*'|`(?:[^`]|``)*`)
   | (?P<word>[A-Za-z_](?:[A-Za-z0-9_]|-(?!-))*)
   | (?P<other>.)
@@ -136,6 +136,9 @@ class ShowStatement:
 def _tokens(sql: str) -> Iterator[tuple[str, str]]:
     position = 0
     while position < len(sql):
+        if sql.startswith("/*", position):
+            position = block_comment_end(sql, position)  # nested, as DuckDB reads comments
+            continue
         match = _TOKEN.match(sql, position)
         assert match is not None  # "other" matches any character
         position = match.end()

@@ -146,6 +146,20 @@ def expression_sql(expression: dict[str, Any]) -> str | None:
     return printed.removeprefix("SELECT ") if printed.startswith("SELECT ") else None
 
 
+_COMMENT_MARK = re.compile(r"/\*|\*/")
+
+
+def block_comment_end(sql: str, start: int) -> int:
+    """Just past the block comment opening at ``start``: ``/* ... */`` pairs nest inside it, as DuckDB
+    reads them (for the few places that scan SQL text themselves); 400 when it never ends."""
+    depth = 0
+    for mark in _COMMENT_MARK.finditer(sql, start):
+        depth += 1 if mark.group() == "/*" else -1
+        if depth == 0:
+            return mark.end()
+    raise BadRequest("unterminated comment in SQL")
+
+
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__

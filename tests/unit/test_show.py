@@ -41,6 +41,7 @@ H0 = datetime(2024, 3, 1, tzinfo=UTC)
         "select * from show",
         "-- SHOW TABLES\nSELECT 1",
         "/* SHOW DATABASES */ SELECT 1",
+        "/* /* */ SHOW DATABASES */ SELECT 1",  # block comments nest, as DuckDB reads them
         "SHOWTABLES",
         "'SHOW TABLES'",
         '"show" ',
