@@ -48,10 +48,37 @@ _CLOCK_FUNCTIONS = frozenset(
 )
 #: Nesting of AND/OR/constants looked into; deeper predicates leave the range open.
 MAX_DEPTH = 64
-#: Constant expressions evaluated per table reference; beyond, the range stays as wide as it is.
+#: Distinct constant expressions evaluated per query; beyond, the range stays as wide as it is.
 MAX_EVALUATIONS = 64
+#: Predicate nodes looked at per query, over all its table references (hundreds of tables sharing
+#: a WHERE of hundreds of conditions would cost their product): beyond, ranges stay open.
+MAX_VISITS = 50_000
 
 Evaluate = Callable[[str], datetime | None]
+
+
+class TimeConstants:
+    """The values of one query's constant time expressions, each printed and evaluated at most once
+    however many table references share its WHERE (a FROM list of hundreds of tables)."""
+
+    def __init__(self, evaluate: Evaluate) -> None:
+        self.evaluate = evaluate
+        self._printed: dict[int, str | None] = {}  # by node identity: the tree outlives this object
+        self._values: dict[str, datetime | None] = {}
+        self.visits_left = MAX_VISITS
+
+    def value(self, expression: dict[str, Any]) -> datetime | None:
+        key = id(expression)
+        if key not in self._printed:
+            self._printed[key] = expression_sql(expression)
+        text = self._printed[key]
+        if text is None:
+            return None
+        if text not in self._values:
+            if len(self._values) >= MAX_EVALUATIONS:
+                return None
+            self._values[text] = self.evaluate(text)
+        return self._values[text]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,21 +104,28 @@ class TimeRange:
 OPEN = TimeRange()
 
 
-def time_range(where: dict[str, Any] | None, qualifiers: Sequence[str], evaluate: Evaluate) -> TimeRange:
-    """The times ``where`` (a parsed predicate, or None) can match for the table ``qualifiers`` name."""
+def time_range(
+    where: dict[str, Any] | None, qualifiers: Sequence[str], constants: TimeConstants | Evaluate
+) -> TimeRange:
+    """The times ``where`` (a parsed predicate, or None) can match for the table ``qualifiers`` name.
+
+    ``constants``: the query's (shared by its table references), or a function evaluating one.
+    """
     if not isinstance(where, dict):
         return OPEN
-    return _Analysis({q.lower() for q in qualifiers}, evaluate).range_of(where, 0)
+    if not isinstance(constants, TimeConstants):
+        constants = TimeConstants(constants)
+    return _Analysis({q.lower() for q in qualifiers}, constants).range_of(where, 0)
 
 
 class _Analysis:
-    def __init__(self, qualifiers: set[str], evaluate: Evaluate) -> None:
+    def __init__(self, qualifiers: set[str], constants: TimeConstants) -> None:
         self.qualifiers = qualifiers
-        self.evaluate = evaluate
-        self.values: dict[str, datetime | None] = {}
+        self.constants = constants
 
     def range_of(self, node: dict[str, Any], depth: int) -> TimeRange:
-        if depth > MAX_DEPTH:
+        self.constants.visits_left -= 1
+        if depth > MAX_DEPTH or self.constants.visits_left < 0:
             return OPEN
         kind = node.get("type")
         children = node.get("children") if node.get("class") == "CONJUNCTION" else None
@@ -137,14 +171,7 @@ class _Analysis:
         clock = _constant(expression, 0)
         if clock is None:
             return None
-        text = expression_sql(expression)
-        if text is None:
-            return None
-        if text not in self.values:
-            if len(self.values) >= MAX_EVALUATIONS:
-                return None
-            self.values[text] = self.evaluate(text)
-        value = self.values[text]
+        value = self.constants.value(expression)
         if value is not None and side == "upper" and clock:
             # The query runs a moment after this evaluation: never cut off what arrives meanwhile.
             value += timedelta(hours=1)

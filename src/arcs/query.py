@@ -14,7 +14,7 @@ from arcs.exact_rewrites import apply_exact_rewrites
 from arcs.layout import floor_hour
 from arcs.names import check_database, check_measurement
 from arcs.ports import Catalog, FileRecord, ObjectStore
-from arcs.pruning import TimeRange, time_range
+from arcs.pruning import TimeConstants, TimeRange, time_range
 from arcs.result_cache import ResultCache, cache_key
 from arcs.rewriter import TableRef, quote_identifier, quote_literal, rewrite_tables
 from arcs.sandbox import check_read_only
@@ -105,17 +105,25 @@ class QueryService:
         checked = apply_exact_rewrites(sql)
         query = check_read_only(checked)
         files: list[FileRecord] = []
-        mapped = rewrite_tables(query, lambda ref: self._scan(ref, database, principal, files))
+        constants = TimeConstants(self.evaluate_time)
+        mapped = rewrite_tables(query, lambda ref: self._scan(ref, database, principal, files, constants))
         return PreparedQuery(checked, mapped, files)
 
-    def _scan(self, ref: TableRef, default_database: str, principal: Principal, used: list[FileRecord]) -> str:
+    def _scan(
+        self,
+        ref: TableRef,
+        default_database: str,
+        principal: Principal,
+        used: list[FileRecord],
+        constants: TimeConstants,
+    ) -> str:
         database = check_database(ref.database) if ref.database is not None else default_database
         measurement = check_measurement(ref.measurement)
         principal.require_database(database)
         schema = self.catalog.get_schema(database, measurement)
         if schema is None:
             raise NotFound(f"measurement {measurement!r} not found in database {database!r}")
-        files = self._files(database, measurement, time_range(ref.where, ref.qualifiers, self.evaluate_time))
+        files = self._files(database, measurement, time_range(ref.where, ref.qualifiers, constants))
         used += files
         if not files:
             columns = ", ".join(

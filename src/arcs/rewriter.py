@@ -35,7 +35,7 @@ _BEFORE_TABLE_OPERATORS = {b",", b"("}
 # predicate that rejects a side's row can be applied to that side's scan. SEMI and ANTI joins
 # only expose their left side; POSITIONAL, ASOF and LATERAL joins pair rows otherwise.
 _KEEPING_REF_TYPES = {"REGULAR", "NATURAL", "CROSS"}
-_BOTH_SIDES_JOINS = {"INNER", "LEFT", "RIGHT", "OUTER"}
+_BOTH_SIDES_JOINS = {"INNER", "LEFT", "RIGHT", "FULL"}
 _LEFT_SIDE_JOINS = {"SEMI", "ANTI"}
 
 
