@@ -258,15 +258,21 @@ class Engine:
                 if max_rows is not None and rows > max_rows:
                     raise BadRequest(f"the result has more than {max_rows} rows; add a LIMIT or narrow the query")
                 if max_bytes is not None and size > max_bytes:
-                    raise ResultTooLarge(max_bytes)
+                    break
                 pending.append(batch)
                 pending_rows += batch.num_rows
                 if pending_rows >= _BATCH_ROWS:
                     batches.append(_merged(pending))
                     pending, pending_rows = [], 0
-            if pending:
-                batches.append(_merged(pending))
-            return pa.Table.from_batches(batches, schema=reader.schema)
+            else:
+                if pending:
+                    batches.append(_merged(pending))
+                return pa.Table.from_batches(batches, schema=reader.schema)
+            # Too large: what was read goes before the refusal is raised (an exception keeps its
+            # frames, and so these lists, alive until it is answered).
+            del batch, batches, pending
+            reader.close()
+            raise ResultTooLarge(max_bytes)
         except duckdb.InterruptException as exc:
             if deadline is not None and deadline.fired:
                 raise QueryTimeout(
