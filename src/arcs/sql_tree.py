@@ -77,6 +77,10 @@ def parse_select(sql: str, context: str = "SQL does not parse") -> dict[str, Any
     SELECT and executes ``PRAGMA json_execute_serialized_sql(...)``.)
     """
     try:
+        sql.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise BadRequest(f"{context}: the SQL is not valid Unicode text (a lone surrogate)") from exc
+    try:
         tree = json.loads(_scalar("SELECT json_serialize_sql(?)", sql))
     except duckdb.Error as exc:
         raise BadRequest(f"{context}: {_first_line(exc)}") from exc

@@ -137,6 +137,7 @@ REFUSED = [
     ),
     ("unterminated e-string", "SELECT E'\\' AS q, 1 FROM cpu", "unterminated"),
     ("unicode quotes", "SELECT * FROM \u201c/etc/passwd\u201d", "does not parse"),
+    ("lone surrogate", "SELECT '\ud800' FROM cpu", "not valid Unicode"),
     ("empty", "-- nothing", "exactly one statement; got 0"),
 ]
 
