@@ -9,7 +9,7 @@ key                         meaning                                             
 ``prefix``                  key prefix of everything in the bucket               none
 ``architecture``            ``arm64`` or ``x86_64`` (layers built for it)        ``arm64``
 ``layers_dir``              where ``make layers`` wrote the layers               ``layers/build``
-``query_memory_mb``         the query function's memory (DuckDB gets ~90 %)      ``4096``
+``query_memory_mb``         the query function's memory (DuckDB gets half)       ``4096``
 ``query_image``             ``true``: the query function runs the container      ``false``
 ``ingest_batch_size``       SQS messages per ingest invocation                   ``1000``
 ``ingest_batch_window_s``   how long SQS gathers a batch (0-300 s)               ``5``

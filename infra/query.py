@@ -8,6 +8,7 @@ from constructs import Construct
 from layers.build import FUNCTION_LAYERS
 
 from arcs import envvars
+from arcs.settings import default_duckdb_memory_limit, default_max_result_bytes
 from infra.function import API_TIMEOUT, ArcsFunction, FunctionDefaults
 from infra.storage import ArcsStorage
 
@@ -15,9 +16,15 @@ from infra.storage import ArcsStorage
 DEFAULT_MEMORY_MB = 4096
 
 
-def duckdb_memory_limit(memory_size_mb: int) -> str:
-    """DuckDB's memory limit: about 90 % of the function's memory (the rest is Python and Arrow)."""
-    return f"{memory_size_mb * 9 // 10}MB"
+def query_memory_environment(memory_size_mb: int) -> dict[str, str]:
+    """DuckDB's memory limit and the largest result, from the function's memory as the code derives
+    them by default (half for DuckDB; a 32nd, at most 256 MiB, for a result), written out so the
+    console shows them."""
+    memory = memory_size_mb * 1024 * 1024
+    return {
+        envvars.DUCKDB_MEMORY_LIMIT: default_duckdb_memory_limit(memory),
+        envvars.QUERY_MAX_RESULT_BYTES: str(default_max_result_bytes(memory)),
+    }
 
 
 def duckdb_threads(memory_size_mb: int) -> int:
@@ -57,7 +64,7 @@ class ArcsQuery(Construct):
             # The container image: 10 GB instead of layers' 250 MB, for builds with more in them.
             image=from_image,
             environment={
-                envvars.DUCKDB_MEMORY_LIMIT: duckdb_memory_limit(memory_size_mb),
+                **query_memory_environment(memory_size_mb),
                 envvars.DUCKDB_THREADS: str(duckdb_threads(memory_size_mb)),
                 # Interrupt a query before the function itself is killed, so the caller gets a clear error.
                 envvars.QUERY_TIMEOUT_S: str(max(timeout.to_seconds() - QUERY_TIMEOUT_MARGIN_S, 1)),

@@ -41,8 +41,8 @@ from arcs.cq_definitions import (
 from arcs.errors import ArcsError, BadRequest, Conflict, NotFound
 from arcs.names import TIME_COLUMN, check_column
 from arcs.ports import Catalog, ContinuousQuery, CQExecution, CQExecutionKind
-from arcs.rewriter import table_references
 from arcs.sandbox import check_read_only
+from arcs.sql_tree import check_sql_size
 from arcs.tokens import Principal
 
 if TYPE_CHECKING:
@@ -149,8 +149,8 @@ class ContinuousQueries:
     def _check_sql(self, query: ContinuousQuery) -> None:
         """The query, its placeholders substituted, is one read-only SELECT of its own database."""
         sql = substitute(query.query, *_SAMPLE_WINDOW)
-        check_read_only(self.queries.engine, sql)
-        refs = table_references(sql)
+        check_sql_size(sql)  # as every window's SQL will be: its placeholders become longer literals
+        refs = check_read_only(sql).references
         for ref in refs:
             if ref.database is not None and ref.database != query.database:
                 raise BadRequest(

@@ -15,12 +15,12 @@ from datetime import UTC, datetime, timedelta
 from arcs.errors import BadRequest
 from arcs.names import check_database, check_measurement
 from arcs.ports import ContinuousQuery
+from arcs.sql_tree import check_sql_size
 
 NAME_RULE = re.compile(r"[a-zA-Z][a-zA-Z0-9_-]{0,127}")
 INTERVAL_RULE = re.compile(r"([1-9][0-9]{0,6})([smhd])")
 INTERVAL_UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_INTERVAL_S = 366 * 86400
-MAX_QUERY_BYTES = 100_000
 MAX_DESCRIPTION_CHARS = 1024
 MAX_TAG_COLUMNS = 64
 MAX_DAYS = 100 * 366
@@ -176,8 +176,7 @@ def _checked(document: Mapping[str, object], query_id: int, created_at: datetime
 def _query_text(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise BadRequest("'query' must be a non-empty SQL string")
-    if len(value.encode("utf-8", "surrogatepass")) > MAX_QUERY_BYTES:
-        raise BadRequest(f"'query' is longer than {MAX_QUERY_BYTES} bytes")
+    check_sql_size(value)
     found = {match[1] or match[2] for match in _PLACEHOLDER.finditer(value)}
     missing = [f"{{{name}}}" for name in (START_TIME, END_TIME) if name not in found]
     if missing:

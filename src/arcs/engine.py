@@ -25,11 +25,16 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from arcs.errors import BadRequest, QueryTimeout, ServiceUnavailable
+from arcs import envvars
+from arcs.errors import BadRequest, QueryTimeout, ResultTooLarge, ServiceUnavailable
 from arcs.sql_compat import define_macros
 
 logger = logging.getLogger(__name__)
 _BATCH_ROWS = 122_880
+#: With a byte limit, rows are fetched this many at a time, so a result of wide rows is stopped
+#: after a few MB more than the limit, not a whole batch more; they are merged back into batches
+#: of ``_BATCH_ROWS`` as they come, for what formats the result afterwards.
+_LIMITED_FETCH_ROWS = 256
 #: Temporary role credentials last at least an hour; re-read them well within that.
 SECRET_REFRESH_S = 300.0
 S3_THREADS_PER_CPU = 4
@@ -222,31 +227,64 @@ class Engine:
         for statement in secret_statements(s3):
             conn.execute(statement)
 
-    def query_arrow(self, sql: str, params: Sequence[object] | None = None, max_rows: int | None = None) -> pa.Table:
-        """Run ``sql``; more than ``max_rows`` result rows is an error, never a silent truncation."""
+    def query_arrow(
+        self,
+        sql: str,
+        params: Sequence[object] | None = None,
+        max_rows: int | None = None,
+        max_bytes: int | None = None,
+        timeout_s: float | None = None,
+    ) -> pa.Table:
+        """Run ``sql``; more than ``max_rows`` rows or ``max_bytes`` bytes (Arrow) of result is an
+        error, never a silent truncation, raised as soon as the streamed batches pass the limit.
+
+        ``timeout_s`` replaces the engine's query timeout for this query (what is left of a budget).
+        """
         connection = self.connection()
         self._refresh_secret(connection)
         cursor = connection.cursor()
-        deadline = _Deadline(cursor, self.query_timeout_s) if self.query_timeout_s else None
+        seconds = timeout_s if timeout_s is not None else self.query_timeout_s
+        deadline = _Deadline(cursor, seconds) if seconds else None
         try:
-            reader = cursor.execute(sql, params).to_arrow_reader(_BATCH_ROWS)
-            batches = []
-            rows = 0
+            reader = cursor.execute(sql, params).to_arrow_reader(
+                _BATCH_ROWS if max_bytes is None else _LIMITED_FETCH_ROWS
+            )
+            batches: list[pa.RecordBatch] = []
+            pending: list[pa.RecordBatch] = []  # small batches not yet merged
+            rows = pending_rows = size = 0
             for batch in reader:
                 rows += batch.num_rows
+                size += batch.nbytes
                 if max_rows is not None and rows > max_rows:
                     raise BadRequest(f"the result has more than {max_rows} rows; add a LIMIT or narrow the query")
-                batches.append(batch)
-            return pa.Table.from_batches(batches, schema=reader.schema)
+                if max_bytes is not None and size > max_bytes:
+                    break
+                pending.append(batch)
+                pending_rows += batch.num_rows
+                if pending_rows >= _BATCH_ROWS:
+                    batches.append(_merged(pending))
+                    pending, pending_rows = [], 0
+            else:
+                if pending:
+                    batches.append(_merged(pending))
+                return pa.Table.from_batches(batches, schema=reader.schema)
+            # Too large: what was read goes before the refusal is raised (an exception keeps its
+            # frames, and so these lists, alive until it is answered).
+            del batch, batches, pending
+            reader.close()
+            raise ResultTooLarge(max_bytes)
         except duckdb.InterruptException as exc:
             if deadline is not None and deadline.fired:
                 raise QueryTimeout(
-                    f"the query ran longer than {self.query_timeout_s:g} s and was stopped; "
+                    f"the query ran longer than {self.query_timeout_s or seconds:g} s and was stopped; "
                     "narrow its time range or aggregate more"
                 ) from exc
             raise
         except duckdb.OutOfMemoryException as exc:
-            raise ServiceUnavailable(f"query needs more memory than this function has: {exc}") from exc
+            raise ServiceUnavailable(
+                f"the query needs more memory than the engine's limit ({self.memory_limit or 'DuckDB default'}, "
+                f"{envvars.DUCKDB_MEMORY_LIMIT}); narrow its time range or aggregate more: {_first_line(exc)}"
+            ) from exc
         except duckdb.PermissionException as exc:
             raise BadRequest(f"query refused by the sandbox: {_first_line(exc)}") from exc
         except (
@@ -274,6 +312,10 @@ class Engine:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+def _merged(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
 
 
 def secret_statements(s3: S3Access) -> list[str]:

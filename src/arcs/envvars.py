@@ -20,11 +20,12 @@ ROW_GROUP_ROWS = "ARCS_ROW_GROUP_ROWS"
 INGEST_BATCH_MESSAGES = "ARCS_INGEST_BATCH_MESSAGES"
 INGEST_BATCH_WINDOW_S = "ARCS_INGEST_BATCH_WINDOW_S"
 DUCKDB_THREADS = "ARCS_DUCKDB_THREADS"
-DUCKDB_MEMORY_LIMIT = "ARCS_DUCKDB_MEMORY_LIMIT"
+DUCKDB_MEMORY_LIMIT = "ARCS_DUCKDB_MEMORY_LIMIT"  # e.g. "2GB"; default half the memory (Lambda: the function's)
 MMAP_THRESHOLD_MB = "ARCS_MMAP_THRESHOLD_MB"  # C allocator: blocks up to this stay on the heap; 0 = its default
 ARROW_MEMORY_POOL = "ARROW_DEFAULT_MEMORY_POOL"  # Arrow's own; "system" in every runtime (arcs.allocator)
 WORK_DIR = "ARCS_WORK_DIR"  # DuckDB home, temp and extension directory (/tmp in Lambda)
 QUERY_MAX_ROWS = "ARCS_QUERY_MAX_ROWS"
+QUERY_MAX_RESULT_BYTES = "ARCS_QUERY_MAX_RESULT_BYTES"  # larger results are refused; default 1/32 of memory, <= 256 MiB
 QUERY_TIMEOUT_S = "ARCS_QUERY_TIMEOUT_S"  # a query running longer is interrupted (503); 0 = no limit
 QUEUE_TIMEOUT_S = "ARCS_QUEUE_TIMEOUT_S"  # how long a request waits for a free worker before a 503
 HTTP_BODY_TIMEOUT_S = "ARCS_HTTP_BODY_TIMEOUT_S"  # standalone/local HTTP: a body must arrive within this (408)

@@ -7,6 +7,8 @@ pyarrow) are translated where they are raised, with ``raise ... from exc``.
 
 from __future__ import annotations
 
+from arcs import envvars
+
 
 class ArcsError(Exception):
     status: int = 500
@@ -53,6 +55,23 @@ class RequestTimeout(ArcsError):
 
     status = 408
     client_error = True
+
+
+class ResultTooLarge(ArcsError):
+    """A query's result is larger than ``ARCS_QUERY_MAX_RESULT_BYTES``: refused before it is built whole.
+
+    400 like a result over the row limit: the request was fine, what it asks for is too much.
+    """
+
+    status = 400
+    client_error = True
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(
+            f"the result is larger than {max_bytes} bytes ({envvars.QUERY_MAX_RESULT_BYTES}); select fewer or "
+            "narrower columns, add a LIMIT or aggregate"
+        )
+        self.max_bytes = max_bytes
 
 
 class UnsupportedMediaType(ArcsError):

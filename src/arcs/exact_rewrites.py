@@ -24,28 +24,72 @@ What DuckDB's RE2 does with that pattern (checked against DuckDB itself by
   ``REGEXP_REPLACE`` returns the string unchanged and ``REGEXP_EXTRACT`` returns ``''``; NULL gives NULL.
 
 Only calls whose first argument is a column (an identifier or a qualified identifier) are rewritten:
-the column is read several times by the ``CASE``. The SQL is tokenized with
-:func:`arcs.rewriter.tokenize`, so nothing inside string literals or comments is touched. A query
+the column is read several times by the ``CASE``. The SQL is tokenized by :func:`tokenize` (block
+comments nest, as in DuckDB), so nothing inside string literals or comments is touched; the
+result goes through the sandbox's check on DuckDB's own parse tree like any query. A query
 with ``COLLATE`` anywhere is left alone: ``LIKE`` follows a column's collation, the regex does not
 (and measurements, read from Parquet, carry none).
 
 Column names stay what they were: every select-list item (at any depth: subqueries, CTEs) that
 contains a rewritten call and has no alias is given, as alias, the name DuckDB would have given the
 original item. That name is DuckDB's own printing of the item, obtained from its parser
-(``json_serialize_sql`` / ``json_deserialize_sql`` on a private in-memory connection: parsing only,
-nothing is bound or run).
+(``arcs.sql_tree``: parsing only, nothing is bound or run).
 """
 
 from __future__ import annotations
 
-import json
-import threading
+import re
 from dataclasses import dataclass
 
-import duckdb
-
 from arcs.errors import BadRequest
-from arcs.rewriter import Token, tokenize
+from arcs.sql_tree import block_comment_end, expression_sql, parse_select
+
+_TOKEN = re.compile(
+    r"""
+    (?P<ws>\s+)
+  | (?P<line_comment>--[^\n]*)
+  | (?P<escape_string>[eE]'(?:[^'\\]|\\.|'')*')
+  | (?P<unterminated_escape_string>[eE]')
+  | (?P<string>'(?:[^']|'')*')
+  | (?P<dollar>\$(?P<tag>[A-Za-z_]*)\$.*?\$(?P=tag)\$)
+  | (?P<quoted>"(?:[^"]|"")*")
+  | (?P<word>[A-Za-z_][A-Za-z0-9_$]*)
+  | (?P<number>\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)
+  | (?P<punct>::|<=|>=|<>|!=|\|\||.)
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+# A dollar quote's last group is its tag; an E'' string (backslash escapes) is a string like any other.
+_KIND_OF_GROUP = {"tag": "dollar", "escape_string": "string"}
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    kind: str
+    text: str
+
+
+def tokenize(sql: str) -> list[Token]:
+    """The SQL's tokens, whitespace and comments included; 400 for an unterminated string or comment."""
+    tokens = []
+    pos = 0
+    while pos < len(sql):
+        if sql.startswith("/*", pos):
+            end = block_comment_end(sql, pos)
+            tokens.append(Token("block_comment", sql[pos:end]))
+            pos = end
+            continue
+        match = _TOKEN.match(sql, pos)
+        if match is None or match.lastgroup is None:
+            raise BadRequest(f"cannot read SQL at character {pos + 1}")
+        kind = _KIND_OF_GROUP.get(match.lastgroup, match.lastgroup)
+        text = match.group()
+        if kind == "unterminated_escape_string" or (kind == "punct" and text in ("'", '"')):
+            raise BadRequest(f"unterminated {'string' if text == chr(39) else 'quoted identifier'} in SQL")
+        tokens.append(Token(kind, text))
+        pos = match.end()
+    return tokens
+
 
 URL_DOMAIN_PATTERN = r"'^https?://(?:www\.)?([^/]+)/.*$'"
 _GROUP_ONE = r"'\1'"
@@ -298,35 +342,15 @@ def _select_items(tokens: list[Token], positions: set[int]) -> dict[int, list[tu
     return {position: [(start, ends[item]) for item, start in items] for position, items in found.items()}
 
 
-_parser_lock = threading.Lock()
-_parser: duckdb.DuckDBPyConnection | None = None
-
-
 def _unaliased_item_name(item: str) -> str | None:
     """The column name DuckDB gives the select item ``item``; None when it has an alias or is unclear."""
-    global _parser
     try:
-        with _parser_lock:
-            if _parser is None:
-                _parser = duckdb.connect(":memory:")
-            serialized = _scalar(_parser, "SELECT json_serialize_sql($1)", f"SELECT {item.strip()}")
-            parsed = json.loads(serialized)
-            if parsed.get("error") or len(parsed["statements"]) != 1:
-                return None
-            select_list = parsed["statements"][0]["node"]["select_list"]
-            if len(select_list) != 1 or select_list[0]["alias"] or _has_star(select_list[0]):
-                return None
-            printed = _scalar(_parser, "SELECT json_deserialize_sql($1)", serialized)
-    except (duckdb.Error, KeyError, IndexError, TypeError, ValueError):
+        select_list = parse_select(f"SELECT {item.strip()}")["node"]["select_list"]
+        if len(select_list) != 1 or select_list[0]["alias"] or _has_star(select_list[0]):
+            return None
+    except (BadRequest, KeyError, IndexError, TypeError):
         return None
-    return printed.removeprefix("SELECT ") if printed.startswith("SELECT ") else None
-
-
-def _scalar(connection: duckdb.DuckDBPyConnection, sql: str, parameter: str) -> str:
-    row = connection.execute(sql, [parameter]).fetchone()
-    if row is None or not isinstance(row[0], str):
-        raise ValueError(f"unexpected answer to {sql}")
-    return row[0]
+    return expression_sql(select_list[0])
 
 
 def _has_star(node: object) -> bool:

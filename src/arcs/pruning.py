@@ -1,14 +1,18 @@
 """Time pruning: the range of ``time`` a query's WHERE clause can possibly match, per table.
 
-Only what is certain narrows the range. Conjuncts (``AND``) intersect, alternatives (``OR``)
-take the hull, and a comparison of this table's ``time`` (``time``, ``alias.time``) with a
-constant expression bounds it: ``<``, ``<=``, ``>``, ``>=``, ``=``, ``BETWEEN``. Anything else —
-``NOT``, functions of ``time``, subqueries, other columns — leaves the range open, so pruning can
-only ever skip partitions that hold no matching row.
+The predicate is DuckDB's parse tree of the WHERE that filters the table's scan (``arcs.rewriter``
+finds it; a renamed column list, a sample or a join that pairs rows otherwise gives none). Only
+what is certain narrows the range: conjuncts (``AND``) intersect, alternatives (``OR``) take the
+hull, and a comparison of this table's ``time`` (``time``, ``alias.time``) with a constant
+expression bounds it: ``<``, ``<=``, ``>``, ``>=``, ``=``, ``BETWEEN``. Anything else — ``NOT``,
+functions of ``time``, subqueries, other columns — leaves the range open, so pruning can only ever
+skip partitions that hold no matching row.
 
-Constant expressions (``'2024-01-01'``, ``TIMESTAMP '...'``, ``now() - INTERVAL '1 hour'``,
-``current_date``, ...) are evaluated by DuckDB itself, and only when every word in them is on a
-short list of time functions and keywords.
+Constant expressions (``'2024-01-01'``, ``TIMESTAMP '...'``, ``now() - INTERVAL '1 hour'``, ...)
+are printed by DuckDB's parser and evaluated by DuckDB itself, and only when they are literals,
+casts and calls of a short list of time functions. (``current_date`` and ``current_timestamp``
+without parentheses are column references to DuckDB's parser — a column of that name wins — so
+they are not constants here; ``current_date()`` and ``now()`` are.)
 """
 
 from __future__ import annotations
@@ -16,25 +20,65 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from arcs.rewriter import Token
+from arcs.sql_tree import expression_sql
 
 _TIME = "time"
-_COMPARISONS = {"<": "upper", "<=": "upper", ">": "lower", ">=": "lower", "=": "both"}
-_FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}
-_CONSTANT_WORDS = frozenset(
+_COMPARISONS = {
+    "COMPARE_LESSTHAN": "upper",
+    "COMPARE_LESSTHANOREQUALTO": "upper",
+    "COMPARE_GREATERTHAN": "lower",
+    "COMPARE_GREATERTHANOREQUALTO": "lower",
+    "COMPARE_EQUAL": "both",
+}
+_FLIPPED = {"upper": "lower", "lower": "upper", "both": "both"}
+_CONSTANT_FUNCTIONS = frozenset(
     {
-        "now", "current_timestamp", "current_date", "localtimestamp", "get_current_timestamp", "interval",
-        "timestamp", "timestamptz", "date", "with", "time", "zone", "to_timestamp", "epoch_ms", "make_timestamp",
-        "date_trunc", "cast", "as", "varchar", "bigint", "integer", "microsecond", "microseconds", "millisecond",
-        "milliseconds", "second", "seconds", "minute", "minutes", "hour", "hours", "day", "days", "week", "weeks",
-        "month", "months", "year", "years", "us", "ms", "s", "m", "h", "d",
+        "now", "current_timestamp", "get_current_timestamp", "transaction_timestamp", "current_date", "today",
+        "localtimestamp", "to_timestamp", "epoch_ms", "make_timestamp", "make_timestamptz", "make_date",
+        "date_trunc", "trunc", "+", "-", "*", "to_microseconds", "to_milliseconds", "to_seconds", "to_minutes",
+        "to_hours", "to_days", "to_weeks", "to_months", "to_years",
     }
 )  # fmt: skip
-# Words that make an expression's value move with the clock: its upper bound gets an hour of slack.
-_CLOCK_WORDS = frozenset({"now", "current_timestamp", "current_date", "localtimestamp", "get_current_timestamp"})
+# Functions whose value moves with the clock: an upper bound using them gets an hour of slack.
+_CLOCK_FUNCTIONS = frozenset(
+    {"now", "current_timestamp", "get_current_timestamp", "transaction_timestamp", "current_date", "today"}
+    | {"localtimestamp"}
+)
+#: Nesting of AND/OR/constants looked into; deeper predicates leave the range open.
+MAX_DEPTH = 64
+#: Distinct constant expressions evaluated per query; beyond, the range stays as wide as it is.
+MAX_EVALUATIONS = 64
+#: Predicate nodes looked at per query, over all its table references (hundreds of tables sharing
+#: a WHERE of hundreds of conditions would cost their product): beyond, ranges stay open.
+MAX_VISITS = 50_000
 
 Evaluate = Callable[[str], datetime | None]
+
+
+class TimeConstants:
+    """The values of one query's constant time expressions, each printed and evaluated at most once
+    however many table references share its WHERE (a FROM list of hundreds of tables)."""
+
+    def __init__(self, evaluate: Evaluate) -> None:
+        self.evaluate = evaluate
+        self._printed: dict[int, str | None] = {}  # by node identity: the tree outlives this object
+        self._values: dict[str, datetime | None] = {}
+        self.visits_left = MAX_VISITS
+
+    def value(self, expression: dict[str, Any]) -> datetime | None:
+        key = id(expression)
+        if key not in self._printed:
+            self._printed[key] = expression_sql(expression)
+        text = self._printed[key]
+        if text is None:
+            return None
+        if text not in self._values:
+            if len(self._values) >= MAX_EVALUATIONS:
+                return None
+            self._values[text] = self.evaluate(text)
+        return self._values[text]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,154 +104,112 @@ class TimeRange:
 OPEN = TimeRange()
 
 
-def time_range(where: Sequence[Token], qualifiers: Sequence[str], evaluate: Evaluate) -> TimeRange:
-    tokens = [t for t in where if t.kind not in ("ws", "line_comment", "block_comment")]
-    if not tokens:
+def time_range(
+    where: dict[str, Any] | None, qualifiers: Sequence[str], constants: TimeConstants | Evaluate
+) -> TimeRange:
+    """The times ``where`` (a parsed predicate, or None) can match for the table ``qualifiers`` name.
+
+    ``constants``: the query's (shared by its table references), or a function evaluating one.
+    """
+    if not isinstance(where, dict):
         return OPEN
-    return _Analysis({q.lower() for q in qualifiers}, evaluate).range_of(tokens)
+    if not isinstance(constants, TimeConstants):
+        constants = TimeConstants(constants)
+    return _Analysis({q.lower() for q in qualifiers}, constants).range_of(where, 0)
 
 
 class _Analysis:
-    def __init__(self, qualifiers: set[str], evaluate: Evaluate) -> None:
+    def __init__(self, qualifiers: set[str], constants: TimeConstants) -> None:
         self.qualifiers = qualifiers
-        self.evaluate = evaluate
+        self.constants = constants
 
-    def range_of(self, tokens: list[Token]) -> TimeRange:
-        tokens = _unwrap(tokens)
-        alternatives = _split(tokens, "or")
-        if len(alternatives) > 1:
-            result = self.range_of(alternatives[0])
-            for alternative in alternatives[1:]:
-                result = result.hull(self.range_of(alternative))
-            return result
-        conjuncts = _split(tokens, "and")
-        if len(conjuncts) > 1:
-            result = OPEN
-            for conjunct in conjuncts:
-                result = result.intersect(self.range_of(conjunct))
-            return result
-        return self._comparison(tokens)
-
-    def _comparison(self, tokens: list[Token]) -> TimeRange:
-        column_end = self._time_column(tokens, 0)
-        if column_end is not None and column_end < len(tokens):
-            operator = tokens[column_end].text.lower()
-            rest = tokens[column_end + 1 :]
-            if operator == "between":
-                bounds = _split(rest, "and", between_aware=False)
-                if len(bounds) == 2:
-                    return TimeRange(self._value(bounds[0], "lower"), self._value(bounds[1], "upper"))
-                return OPEN
-            if operator in _COMPARISONS:
-                return self._bound(operator, rest)
+    def range_of(self, node: dict[str, Any], depth: int) -> TimeRange:
+        self.constants.visits_left -= 1
+        if depth > MAX_DEPTH or self.constants.visits_left < 0:
             return OPEN
-        # constant OP time
-        for index, token in enumerate(tokens):
-            if (
-                token.kind == "punct"
-                and token.text in _COMPARISONS
-                and self._time_column(tokens, index + 1) == len(tokens)
-            ):
-                return self._bound(_FLIPPED[token.text], tokens[:index])
+        kind = node.get("type")
+        children = node.get("children") if node.get("class") == "CONJUNCTION" else None
+        if isinstance(children, list) and children and all(isinstance(child, dict) for child in children):
+            if kind == "CONJUNCTION_AND":
+                result = OPEN
+                for child in children:
+                    result = result.intersect(self.range_of(child, depth + 1))
+                return result
+            if kind == "CONJUNCTION_OR":
+                result = self.range_of(children[0], depth + 1)
+                for child in children[1:]:
+                    if not result.bounded:
+                        break
+                    result = result.hull(self.range_of(child, depth + 1))
+                return result
+            return OPEN
+        if node.get("class") == "COMPARISON" and kind in _COMPARISONS:
+            left, right = node.get("left"), node.get("right")
+            if self._is_time(left):
+                return self._bound(_COMPARISONS[kind], right)
+            if self._is_time(right):
+                return self._bound(_FLIPPED[_COMPARISONS[kind]], left)
+            return OPEN
+        if node.get("class") == "BETWEEN" and self._is_time(node.get("input")):
+            return TimeRange(self._value(node.get("lower"), "lower"), self._value(node.get("upper"), "upper"))
         return OPEN
 
-    def _bound(self, operator: str, expression: list[Token]) -> TimeRange:
-        side = _COMPARISONS[operator]
+    def _bound(self, side: str, expression: Any) -> TimeRange:
         if side == "both":
-            lower, upper = self._value(expression, "lower"), self._value(expression, "upper")
-            return TimeRange(lower, upper)
+            return TimeRange(self._value(expression, "lower"), self._value(expression, "upper"))
         value = self._value(expression, side)
         return TimeRange(value, None) if side == "lower" else TimeRange(None, value)
 
-    def _time_column(self, tokens: list[Token], start: int) -> int | None:
-        """Index after ``time`` / ``qualifier.time`` of this table starting at ``start``, else None."""
-        if start >= len(tokens):
-            return None
-        names = [_name(tokens[start])]
-        end = start + 1
-        if end + 1 < len(tokens) and tokens[end].text == "." and _name(tokens[end + 1]) is not None:
-            names.append(_name(tokens[end + 1]))
-            end += 2
-        if names[-1] != _TIME:
-            return None
-        if len(names) == 2 and names[0] not in self.qualifiers:
-            return None
-        return end
+    def _is_time(self, node: Any) -> bool:
+        """Whether ``node`` is this table's ``time`` column: ``time`` or ``qualifier.time``."""
+        if not isinstance(node, dict) or node.get("class") != "COLUMN_REF":
+            return False
+        names = [str(name).lower() for name in node.get("column_names") or []]
+        return names == [_TIME] or (len(names) == 2 and names[0] in self.qualifiers and names[1] == _TIME)
 
-    def _value(self, expression: list[Token], side: str) -> datetime | None:
-        if not expression or not all(_constant(t) for t in expression):
+    def _value(self, expression: Any, side: str) -> datetime | None:
+        clock = _constant(expression, 0)
+        if clock is None:
             return None
-        value = self.evaluate("".join(t.text if t.kind != "ws" else " " for t in _spaced(expression)))
-        if value is None:
-            return None
-        if side == "upper" and any(t.kind == "word" and t.text.lower() in _CLOCK_WORDS for t in expression):
+        value = self.constants.value(expression)
+        if value is not None and side == "upper" and clock:
             # The query runs a moment after this evaluation: never cut off what arrives meanwhile.
             value += timedelta(hours=1)
         return value
 
 
-def _name(token: Token) -> str | None:
-    if token.kind == "word":
-        return token.text.lower()
-    if token.kind == "quoted":
-        return token.text[1:-1].replace('""', '"').lower()
+def _constant(node: Any, depth: int) -> bool | None:
+    """None unless ``node`` is a constant expression; else whether its value moves with the clock."""
+    if not isinstance(node, dict) or depth > MAX_DEPTH:
+        return None
+    kind = node.get("class")
+    if kind == "CONSTANT":
+        return False
+    if kind == "CAST":
+        cast_type = node.get("cast_type")
+        if not isinstance(cast_type, dict) or cast_type.get("type_info") is not None:
+            return None
+        return _constant(node.get("child"), depth + 1)
+    if kind == "FUNCTION":
+        name = str(node.get("function_name", "")).lower()
+        children = node.get("children")
+        order = node.get("order_bys")
+        plain = (
+            name in _CONSTANT_FUNCTIONS
+            and not node.get("schema")
+            and not node.get("catalog")
+            and node.get("filter") is None
+            and not node.get("distinct")
+            and not (isinstance(order, dict) and order.get("orders"))
+            and isinstance(children, list)
+        )
+        if not plain or not isinstance(children, list):
+            return None
+        clock = name in _CLOCK_FUNCTIONS
+        for child in children:
+            moves = _constant(child, depth + 1)
+            if moves is None:
+                return None
+            clock = clock or moves
+        return clock
     return None
-
-
-def _constant(token: Token) -> bool:
-    if token.kind in ("string", "number"):
-        return True
-    if token.kind == "word":
-        return token.text.lower() in _CONSTANT_WORDS
-    return token.kind == "punct" and token.text in ("(", ")", "+", "-", "*", ",", "::", "'")
-
-
-def _spaced(tokens: list[Token]) -> list[Token]:
-    """Re-insert the spaces dropped between tokens, so the expression reads as written."""
-    out: list[Token] = []
-    for token in tokens:
-        if out:
-            out.append(Token("ws", " "))
-        out.append(token)
-    return out
-
-
-def _unwrap(tokens: list[Token]) -> list[Token]:
-    while len(tokens) >= 2 and tokens[0].text == "(" and _closing(tokens, 0) == len(tokens) - 1:
-        tokens = tokens[1:-1]
-    return tokens
-
-
-def _closing(tokens: list[Token], start: int) -> int:
-    depth = 0
-    for index in range(start, len(tokens)):
-        if tokens[index].kind == "punct" and tokens[index].text == "(":
-            depth += 1
-        elif tokens[index].kind == "punct" and tokens[index].text == ")":
-            depth -= 1
-            if depth == 0:
-                return index
-    return -1
-
-
-def _split(tokens: list[Token], word: str, between_aware: bool = True) -> list[list[Token]]:
-    """Split on ``word`` at parenthesis depth 0; the AND of ``x BETWEEN a AND b`` is not a split."""
-    parts: list[list[Token]] = [[]]
-    depth = 0
-    pending_between = False
-    for token in tokens:
-        lowered = token.text.lower() if token.kind == "word" else ""
-        if token.kind == "punct" and token.text == "(":
-            depth += 1
-        elif token.kind == "punct" and token.text == ")":
-            depth -= 1
-        elif depth == 0 and lowered == "between" and between_aware:
-            pending_between = True
-        elif depth == 0 and lowered == word:
-            if word == "and" and pending_between:
-                pending_between = False
-            else:
-                parts.append([])
-                continue
-        parts[-1].append(token)
-    return parts

@@ -9,19 +9,18 @@ from datetime import UTC, datetime, timedelta
 import pyarrow as pa
 
 from arcs.engine import Engine
-from arcs.errors import ArcsError, BadRequest, NotFound
+from arcs.errors import ArcsError, BadRequest, NotFound, QueryTimeout
 from arcs.exact_rewrites import apply_exact_rewrites
 from arcs.layout import floor_hour
 from arcs.names import check_database, check_measurement
 from arcs.ports import Catalog, FileRecord, ObjectStore
-from arcs.pruning import TimeRange, time_range
+from arcs.pruning import TimeConstants, TimeRange, time_range
 from arcs.result_cache import ResultCache, cache_key
 from arcs.rewriter import TableRef, quote_identifier, quote_literal, rewrite_tables
 from arcs.sandbox import check_read_only
 from arcs.show import answer_show
+from arcs.sql_tree import check_sql_size
 from arcs.tokens import Principal
-
-MAX_SQL_BYTES = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,19 +44,21 @@ class QueryService:
         engine: Engine,
         max_rows: int,
         cache: ResultCache | None = None,
+        max_result_bytes: int | None = None,
     ) -> None:
         self.catalog = catalog
         self.store = store
         self.engine = engine
         self.max_rows = max_rows
         self.cache = cache
+        #: A result larger than this (Arrow bytes, as DuckDB streams it) is refused, not built.
+        self.max_result_bytes = max_result_bytes
 
     def run(self, sql: object, database: str, principal: Principal) -> QueryResult:
         started = time.perf_counter()
         if not isinstance(sql, str) or not sql.strip():
             raise BadRequest("'sql' must be a non-empty string")
-        if len(sql.encode("utf-8", "surrogatepass")) > MAX_SQL_BYTES:
-            raise BadRequest(f"SQL is longer than {MAX_SQL_BYTES} bytes")
+        check_sql_size(sql)
         check_database(database)
         shown = answer_show(sql, database, principal, self.catalog, self.store)
         if shown is not None:
@@ -70,10 +71,27 @@ class QueryService:
             cached = self.cache.get(key)
             if cached is not None:
                 return QueryResult(cached, (time.perf_counter() - started) * 1000)
-        table = _utc_named(self.engine.query_arrow(prepared.sql, max_rows=self.max_rows))
+        table = _utc_named(
+            self.engine.query_arrow(
+                prepared.sql,
+                max_rows=self.max_rows,
+                max_bytes=self.max_result_bytes,
+                timeout_s=self._time_left(started),
+            )
+        )
         if self.cache is not None and key is not None:
             self.cache.put(key, table)
         return QueryResult(table, (time.perf_counter() - started) * 1000)
+
+    def _time_left(self, started: float) -> float | None:
+        """What is left of the query's time budget once its SQL is read and mapped (None: no budget)."""
+        budget = self.engine.query_timeout_s
+        if not budget:
+            return None
+        left = budget - (time.perf_counter() - started)
+        if left <= 0:
+            raise QueryTimeout(f"the query took longer than {budget:g} s to prepare and was stopped")
+        return left
 
     def plan(self, sql: str, database: str, principal: Principal) -> str:
         """DuckDB's physical plan for ``sql`` as it would run (for tests and operators, not the API)."""
@@ -85,19 +103,27 @@ class QueryService:
         """The SQL DuckDB runs: exact rewrites, the sandbox's check, then tables mapped to their files."""
         # Rewrite first, so the sandbox judges exactly the SQL that will run.
         checked = apply_exact_rewrites(sql)
-        check_read_only(self.engine, checked)
+        query = check_read_only(checked)
         files: list[FileRecord] = []
-        mapped = rewrite_tables(checked, lambda ref: self._scan(ref, database, principal, files))
+        constants = TimeConstants(self.evaluate_time)
+        mapped = rewrite_tables(query, lambda ref: self._scan(ref, database, principal, files, constants))
         return PreparedQuery(checked, mapped, files)
 
-    def _scan(self, ref: TableRef, default_database: str, principal: Principal, used: list[FileRecord]) -> str:
+    def _scan(
+        self,
+        ref: TableRef,
+        default_database: str,
+        principal: Principal,
+        used: list[FileRecord],
+        constants: TimeConstants,
+    ) -> str:
         database = check_database(ref.database) if ref.database is not None else default_database
         measurement = check_measurement(ref.measurement)
         principal.require_database(database)
         schema = self.catalog.get_schema(database, measurement)
         if schema is None:
             raise NotFound(f"measurement {measurement!r} not found in database {database!r}")
-        files = self._files(database, measurement, time_range(ref.where, ref.qualifiers, self.evaluate_time))
+        files = self._files(database, measurement, time_range(ref.where, ref.qualifiers, constants))
         used += files
         if not files:
             columns = ", ".join(

@@ -31,6 +31,7 @@ import pyarrow as pa
 # functions on import, ~50 ms of a query function's cold start (and ``Array.cast`` imports it).
 from pyarrow import _compute
 
+from arcs.errors import ResultTooLarge
 from arcs.native import TextColumn, library
 
 if TYPE_CHECKING:
@@ -82,8 +83,12 @@ _bytes_address.restype = ctypes.c_void_p
 _bytes_address.argtypes = [ctypes.py_object]
 
 
-def to_json_document(result: QueryResult) -> bytes:
-    """The query result as the UTF-8 JSON document of API.md."""
+def to_json_document(result: QueryResult, max_bytes: int | None = None) -> bytes:
+    """The query result as the UTF-8 JSON document of API.md.
+
+    Its text can be a few times larger than the Arrow result (numbers and times as text, escapes):
+    above ``max_bytes`` of rows it is refused as it is built, before the document is.
+    """
     table = result.table
     head = b'{"success":true,"columns":' + json.dumps(table.column_names, separators=(",", ":")).encode() + b',"data":['
     tail = (
@@ -93,25 +98,29 @@ def to_json_document(result: QueryResult) -> bytes:
     ).encode()
     native = library()
     if native is not None and table.num_rows and table.num_columns:
-        return _native_document(native, table, head, tail)
-    return b"".join([head, *_json_rows(table), tail])
+        return _native_document(native, table, head, tail, max_bytes)
+    return b"".join([head, *_json_rows(table, max_bytes), tail])
 
 
-def _native_document(native: ctypes.CDLL, table: pa.Table, head: bytes, tail: bytes) -> bytes:
+def _native_document(native: ctypes.CDLL, table: pa.Table, head: bytes, tail: bytes, max_bytes: int | None) -> bytes:
     """The document with its rows interleaved by ``arcs.native``, written once into the bytes returned.
 
     Each batch's columns become their JSON text as on the Arrow path; the C loop then copies every
     value, with its quotes, commas and brackets, straight into the document.
     """
     batches: list[tuple[ctypes.Array[TextColumn], list[JsonText], int, int]] = []
+    total = 0
     for batch in table.to_batches(max_chunksize=_BATCH_ROWS):
         if not batch.num_rows:
             continue
         texts = [_json_text(column, native) for column in batch.columns]
         columns = (TextColumn * len(texts))(*(_text_column(*text) for text in texts))
         size = native.arcs_json_rows_size(columns, len(texts), batch.num_rows, bool(batches))
+        total += size
+        if max_bytes is not None and total > max_bytes:
+            raise ResultTooLarge(max_bytes)
         batches.append((columns, texts, batch.num_rows, size))  # the texts own the memory the columns point at
-    document = _uninitialized_bytes(None, len(head) + sum(size for *_, size in batches) + len(tail))
+    document = _uninitialized_bytes(None, len(head) + total + len(tail))
     at = _bytes_address(document)
     ctypes.memmove(at, head, len(head))
     at += len(head)
@@ -152,7 +161,7 @@ def to_arrow_stream(table: pa.Table) -> bytes:
     return buffer.to_pybytes()  # type: ignore[no-any-return]
 
 
-def _json_rows(table: pa.Table) -> list[bytes | memoryview]:
+def _json_rows(table: pa.Table, max_bytes: int | None = None) -> list[bytes | memoryview]:
     """The rows as JSON arrays, comma-separated, in pieces (none for no rows, and for no columns as before).
 
     Each batch's text is its rows, each followed by ``],[``, back to back: the batches follow one
@@ -161,9 +170,13 @@ def _json_rows(table: pa.Table) -> list[bytes | memoryview]:
     if table.num_rows == 0 or table.num_columns == 0:
         return []
     pieces: list[bytes | memoryview] = [b"["]
+    total = 0
     for batch in table.to_batches(max_chunksize=_BATCH_ROWS):
         if batch.num_rows:
             pieces.append(_text(_json_batch(batch)))
+            total += len(pieces[-1])
+            if max_bytes is not None and total > max_bytes:
+                raise ResultTooLarge(max_bytes)
     pieces[-1] = pieces[-1][: -len(_ROW_END)]
     return [*pieces, b"]"]
 

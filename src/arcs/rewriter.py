@@ -1,114 +1,42 @@
 """Maps ``measurement`` and ``db.measurement`` in SQL to the measurement's Parquet files.
 
-The SQL is tokenized (strings, quoted identifiers and comments are single tokens, so nothing
-inside them is ever touched), then every table reference after ``FROM``/``JOIN`` (and after commas
-in a ``FROM`` list) that is not a CTE name or a table function is replaced by a scan expression
-supplied by the caller. The reference keeps its name as alias so ``cpu.usage`` still resolves.
+The tables a query names are read from DuckDB's own parse tree (``arcs.sql_tree``): a base-table
+reference that is not a CTE in scope is a measurement. Each one is replaced, in the text, at the
+position DuckDB's parser and tokenizer give for it, by a scan expression supplied by the caller;
+the reference keeps its name as alias so ``cpu.usage`` still resolves. Nothing else of the text
+changes, and no second reading of it is ever made: comments, quoting and strings mean what DuckDB
+says they mean.
+
+Each reference also carries what time pruning may use: the ``WHERE`` of the SELECT whose ``FROM``
+scans it (through joins that keep that ``WHERE``'s meaning for it), and the names that qualify its
+columns. Work is linear in the size of the tree.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
 
 from arcs.errors import BadRequest
+from arcs.sql_tree import NO_LOCATION, parse_select
 
-_TOKEN = re.compile(
-    r"""
-    (?P<ws>\s+)
-  | (?P<line_comment>--[^\n]*)
-  | (?P<block_comment>/\*.*?\*/)
-  | (?P<escape_string>[eE]'(?:[^'\\]|\\.|'')*')
-  | (?P<unterminated_escape_string>[eE]')
-  | (?P<string>'(?:[^']|'')*')
-  | (?P<dollar>\$(?P<tag>[A-Za-z_]*)\$.*?\$(?P=tag)\$)
-  | (?P<quoted>"(?:[^"]|"")*")
-  | (?P<word>[A-Za-z_][A-Za-z0-9_$]*)
-  | (?P<number>\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)
-  | (?P<punct>::|<=|>=|<>|!=|\|\||.)
-    """,
-    re.VERBOSE | re.DOTALL,
-)
-# A dollar quote's last group is its tag; an E'' string (backslash escapes) is a string like any other.
-_KIND_OF_GROUP = {"tag": "dollar", "escape_string": "string"}
-_TABLE_CONTEXT = {"from", "join"}
-# Words that can follow a table reference and are not its alias.
-_NOT_ALIAS = {
-    "where",
-    "group",
-    "order",
-    "limit",
-    "offset",
-    "having",
-    "join",
-    "inner",
-    "left",
-    "right",
-    "full",
-    "outer",
-    "cross",
-    "natural",
-    "on",
-    "using",
-    "union",
-    "except",
-    "intersect",
-    "window",
-    "qualify",
-    "as",
-    "tablesample",
-    "positional",
-    "asof",
-    "anti",
-    "semi",
-    "lateral",
-    "pivot",
-    "unpivot",
-    "returning",
-    "select",
-    "values",
-    "sample",
-}
-
-# Words after which "(" opens a subquery or a list rather than a function call.
-_GROUPING_WORDS = {
-    "in",
-    "exists",
-    "as",
-    "from",
-    "join",
-    "any",
-    "all",
-    "some",
-    "lateral",
-    "values",
-    "on",
-    "using",
-    "select",
-    "where",
-    "and",
-    "or",
-    "not",
-    "union",
-    "except",
-    "intersect",
-    "materialized",
-    "with",
-    "when",
-    "then",
-    "else",
-    "by",
-    "having",
-    "recursive",
-    "is",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Token:
-    kind: str
-    text: str
+_MEASUREMENT_HINT = "queries read measurements by name: FROM measurement or FROM database.measurement"
+# A name as DuckDB's tokenizer reads one: quoted (doubled quotes inside), or a bare word.
+_NAME = re.compile(rb'"(?:[^"]|"")*"|[A-Za-z_\x80-\xff][A-Za-z0-9_$\x80-\xff]*')
+# What may stand right before a table name: only then is the name a scan of its own in the text.
+_BEFORE_TABLE_WORDS = {b"from", b"join"}
+_BEFORE_TABLE_OPERATORS = {b",", b"("}
+# Joins after which a row of the WHERE's SELECT still comes from one row of each side, so a
+# predicate that rejects a side's row can be applied to that side's scan. SEMI and ANTI joins
+# only expose their left side; POSITIONAL, ASOF and LATERAL joins pair rows otherwise.
+_KEEPING_REF_TYPES = {"REGULAR", "NATURAL", "CROSS"}
+_BOTH_SIDES_JOINS = {"INNER", "LEFT", "RIGHT", "FULL"}
+_LEFT_SIDE_JOINS = {"SEMI", "ANTI"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,241 +45,199 @@ class TableRef:
     measurement: str
     #: Names that qualify this table's columns in SQL (its alias, else its own name), lower case.
     qualifiers: tuple[str, ...] = field(default=(), compare=False)
-    #: The WHERE clause of the SELECT block that reads this table (for time pruning).
-    where: tuple[Token, ...] = field(default=(), compare=False)
+    #: The parsed predicate that filters this table's rows where it is scanned, if pruning may use one.
+    where: dict[str, Any] | None = field(default=None, compare=False)
+    #: Its name's byte span in the SQL (UTF-8), and whether the text gives it an alias.
+    span: tuple[int, int] = field(default=(0, 0), compare=False)
+    aliased: bool = field(default=False, compare=False)
 
 
-def tokenize(sql: str) -> list[Token]:
-    tokens = []
-    pos = 0
-    while pos < len(sql):
-        match = _TOKEN.match(sql, pos)
-        if match is None or match.lastgroup is None:
-            raise BadRequest(f"cannot read SQL at character {pos + 1}")
-        kind = _KIND_OF_GROUP.get(match.lastgroup, match.lastgroup)
-        text = match.group()
-        if kind == "unterminated_escape_string" or (kind == "punct" and text in ("'", '"')):
-            raise BadRequest(f"unterminated {'string' if text == chr(39) else 'quoted identifier'} in SQL")
-        if kind == "punct" and sql.startswith("/*", pos):
-            raise BadRequest("unterminated comment in SQL")
-        tokens.append(Token(kind, text))
-        pos = match.end()
-    return tokens
+@dataclass(frozen=True, slots=True)
+class ParsedQuery:
+    """One SELECT as DuckDB reads it: its parse tree and the measurements it names, in text order."""
+
+    sql: str
+    statement: dict[str, Any]
+    references: tuple[TableRef, ...]
 
 
-def _identifier(token: Token) -> str | None:
-    if token.kind == "word":
-        return token.text
-    if token.kind == "quoted":
-        return token.text[1:-1].replace('""', '"')
-    return None
-
-
-def _significant(tokens: list[Token], start: int) -> int:
-    index = start
-    while index < len(tokens) and tokens[index].kind in ("ws", "line_comment", "block_comment"):
-        index += 1
-    return index
-
-
-def _cte_names(tokens: list[Token]) -> set[str]:
-    """Names defined by ``WITH [RECURSIVE] name [(cols)] AS (...)`` at any depth."""
-    names: set[str] = set()
-    for index, token in enumerate(tokens):
-        if token.kind != "word" or token.text.lower() != "with":
-            continue
-        cursor = _significant(tokens, index + 1)
-        if cursor < len(tokens) and tokens[cursor].text.lower() == "recursive":
-            cursor = _significant(tokens, cursor + 1)
-        while cursor < len(tokens):
-            name = _identifier(tokens[cursor])
-            if name is None:
-                break
-            names.add(name.lower())
-            cursor = _significant(tokens, cursor + 1)
-            if cursor < len(tokens) and tokens[cursor].text == "(":
-                cursor = _skip_parens(tokens, cursor)
-                cursor = _significant(tokens, cursor)
-            if cursor >= len(tokens) or tokens[cursor].text.lower() != "as":
-                break
-            cursor = _significant(tokens, cursor + 1)
-            while cursor < len(tokens) and tokens[cursor].text.lower() in ("materialized", "not"):
-                cursor = _significant(tokens, cursor + 1)
-            if cursor >= len(tokens) or tokens[cursor].text != "(":
-                break
-            cursor = _significant(tokens, _skip_parens(tokens, cursor))
-            if cursor < len(tokens) and tokens[cursor].text == ",":
-                cursor = _significant(tokens, cursor + 1)
-                continue
-            break
-    return names
-
-
-def _skip_parens(tokens: list[Token], index: int) -> int:
-    """Index just past the parenthesis group opening at ``index``."""
-    depth = 0
-    while index < len(tokens):
-        text = tokens[index].text
-        if tokens[index].kind == "punct":
-            if text == "(":
-                depth += 1
-            elif text == ")":
-                depth -= 1
-                if depth == 0:
-                    return index + 1
-        index += 1
-    raise BadRequest("unbalanced parentheses in SQL")
+def parse_query(sql: str, statement: dict[str, Any] | None = None) -> ParsedQuery:
+    """The query's measurement references; 400 for SQL that is not one SELECT or names tables oddly."""
+    if statement is None:
+        statement = parse_select(sql)
+    return ParsedQuery(sql, statement, tuple(_references(sql, statement)))
 
 
 def table_references(sql: str) -> list[TableRef]:
+    return list(parse_query(sql).references)
+
+
+def rewrite_tables(query: str | ParsedQuery, scan: Callable[[TableRef], str]) -> str:
+    """The SQL with every measurement reference replaced by ``scan(ref)`` (aliased by its name)."""
+    parsed = parse_query(query) if isinstance(query, str) else query
+    data = parsed.sql.encode("utf-8")
+    out: list[bytes] = []
+    done = 0
+    for ref in parsed.references:
+        start, end = ref.span
+        replacement = scan(ref) if ref.aliased else f"{scan(ref)} AS {quote_identifier(ref.measurement)}"
+        out += [data[done:start], replacement.encode("utf-8")]
+        done = end
+    out.append(data[done:])
+    return b"".join(out).decode("utf-8")
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    node: dict[str, Any]
+    visible_ctes: frozenset[str]
+    where: dict[str, Any] | None
+
+
+def _references(sql: str, statement: dict[str, Any]) -> list[TableRef]:
+    found, cte_names = _base_tables(statement)
     refs: list[TableRef] = []
-
-    def record(ref: TableRef) -> str:
-        refs.append(ref)
-        return ""
-
-    rewrite_tables(sql, record)
+    text = _Text(sql)
+    for item in found:
+        node = item.node
+        name = str(node.get("table_name") or "")
+        schema = str(node.get("schema_name") or "")
+        catalog = str(node.get("catalog_name") or "")
+        if catalog:
+            raise BadRequest(f"table {catalog}.{schema}.{name!r}: use measurement or database.measurement")
+        if not schema and name.lower() in item.visible_ctes:
+            continue  # a CTE of this query
+        if not schema and name.lower() in cte_names:
+            raise BadRequest(
+                f"table {name!r} cannot be mapped to a measurement here: it is not a CTE in scope, but a CTE"
+                f" of the same name is defined elsewhere in the query; rename that CTE. {_MEASUREMENT_HINT}"
+            )
+        span = text.name_span(int(node.get("query_location", NO_LOCATION)), [schema, name] if schema else [name])
+        prunable = not node.get("column_name_alias") and node.get("sample") is None and node.get("at_clause") is None
+        alias = str(node.get("alias") or "")
+        refs.append(
+            TableRef(
+                schema or None,
+                name,
+                ((alias or name).lower(),),
+                item.where if prunable else None,
+                span,
+                bool(alias),
+            )
+        )
+    refs.sort(key=lambda ref: ref.span)
     return refs
 
 
-def rewrite_tables(sql: str, scan: Callable[[TableRef], str]) -> str:
-    tokens = tokenize(sql)
-    ctes = _cte_names(tokens)
-    out: list[str] = []
-    index = 0
-    expecting_table = False
-    in_from_list = False
-    depth_of_from: list[int] = []
-    depth = 0
-    # True for each open parenthesis that is a function call: FROM inside one (EXTRACT(x FROM t),
-    # SUBSTRING(s FROM 2)) names no table.
-    call_parens: list[bool] = []
-    previous = Token("ws", "")
-    while index < len(tokens):
-        token = tokens[index]
-        lowered = token.text.lower() if token.kind == "word" else ""
-        if token.kind == "punct" and token.text == "(":
-            depth += 1
-            call_parens.append(previous.kind in ("word", "quoted") and previous.text.lower() not in _GROUPING_WORDS)
-        elif token.kind == "punct" and token.text == ")":
-            depth -= 1
-            if call_parens:
-                call_parens.pop()
-            while depth_of_from and depth_of_from[-1] > depth:
-                depth_of_from.pop()
-        if expecting_table and token.kind in ("word", "quoted"):
-            ref, consumed = _parse_reference(tokens, index)
-            expecting_table = False
-            if ref is not None and ref.database is None and ref.measurement.lower() in ctes:
-                ref = None
-            if ref is None:
-                out.extend(t.text for t in tokens[index:consumed])
-            else:
-                alias_index = _significant(tokens, consumed)
-                has_alias = alias_index < len(tokens) and (
-                    tokens[alias_index].kind == "quoted"
-                    or (tokens[alias_index].kind == "word" and tokens[alias_index].text.lower() not in _NOT_ALIAS)
-                    or tokens[alias_index].text.lower() == "as"
-                )
-                qualifier = ref.measurement
-                if has_alias:
-                    named = alias_index
-                    if tokens[named].text.lower() == "as":
-                        named = _significant(tokens, named + 1)
-                    qualifier = (_identifier(tokens[named]) if named < len(tokens) else None) or qualifier
-                ref = replace(ref, qualifiers=(qualifier.lower(),), where=_where_clause(tokens, consumed))
-                replacement = scan(ref)
-                out.append(replacement if has_alias else f"{replacement} AS {quote_identifier(ref.measurement)}")
-            index = consumed
+def _base_tables(statement: dict[str, Any]) -> tuple[list[_Found], set[str]]:
+    """Every base-table reference with the CTE names in scope there and the WHERE that filters it,
+    and the names of every CTE of the query."""
+    found: list[_Found] = []
+    cte_names: set[str] = set()
+    stack: list[tuple[Any, frozenset[str], dict[str, Any] | None]] = [(statement, frozenset(), None)]
+    while stack:
+        node, scope, where = stack.pop()
+        if isinstance(node, list):
+            stack.extend((item, scope, None) for item in node)
             continue
-        if token.kind not in ("ws", "line_comment", "block_comment"):
-            if (
-                lowered in _TABLE_CONTEXT
-                and not (call_parens and call_parens[-1])
-                and not (lowered == "from" and previous.text.lower() == "distinct")
-            ):
-                expecting_table = True
-                if lowered == "from":
-                    in_from_list = True
-                    depth_of_from.append(depth)
-            elif token.kind == "punct" and token.text == "," and depth_of_from and depth_of_from[-1] == depth:
-                expecting_table = in_from_list
-            elif lowered in (
-                "where",
-                "group",
-                "order",
-                "limit",
-                "having",
-                "union",
-                "except",
-                "intersect",
-                "window",
-                "qualify",
-                "on",
-                "using",
-                "select",
-            ):
-                if depth_of_from and depth_of_from[-1] == depth:
-                    depth_of_from.pop()
-                expecting_table = False
-            elif expecting_table:
-                expecting_table = False
-            previous = token
-        out.append(token.text)
-        index += 1
-    if depth != 0:
-        raise BadRequest("unbalanced parentheses in SQL")
-    return "".join(out)
-
-
-_BLOCK_ENDS = {"union", "except", "intersect"}
-_WHERE_ENDS = {"group", "order", "limit", "offset", "having", "window", "qualify", "fetch", *_BLOCK_ENDS}
-
-
-def _where_clause(tokens: list[Token], start: int) -> tuple[Token, ...]:
-    """The WHERE clause of the SELECT block a table reference ending at ``start`` belongs to."""
-    depth = 0
-    index = start
-    where_at = None
-    while index < len(tokens):
-        token = tokens[index]
-        word = token.text.lower() if token.kind == "word" else ""
-        if token.kind == "punct" and token.text == "(":
-            depth += 1
-        elif token.kind == "punct" and token.text == ")":
-            if depth == 0:
-                break
-            depth -= 1
-        elif depth == 0 and (token.text == ";" or word in (_WHERE_ENDS if where_at is not None else _BLOCK_ENDS)):
-            break
-        elif depth == 0 and word == "where" and where_at is None:
-            where_at = index + 1
-        index += 1
-    return tuple(tokens[where_at:index]) if where_at is not None else ()
-
-
-def _parse_reference(tokens: list[Token], index: int) -> tuple[TableRef | None, int]:
-    """``name`` or ``db.name`` starting at ``index``; None when it is a table function or deeper path."""
-    parts: list[str] = []
-    cursor = index
-    while True:
-        name = _identifier(tokens[cursor]) if cursor < len(tokens) else None
-        if name is None:
-            return None, max(cursor, index + 1)
-        parts.append(name)
-        cursor += 1
-        if cursor < len(tokens) and tokens[cursor].text == ".":
-            cursor += 1
+        if not isinstance(node, dict):
             continue
-        break
-    following = _significant(tokens, cursor)
-    if following < len(tokens) and tokens[following].text == "(":
-        return None, cursor  # a table function such as read_parquet(...): the sandbox decides
-    if len(parts) == 1:
-        return TableRef(None, parts[0]), cursor
-    if len(parts) == 2:
-        return TableRef(parts[0], parts[1]), cursor
-    raise BadRequest(f"table {'.'.join(parts)!r}: use measurement or database.measurement")
+        ctes = node.get("cte_map")
+        if isinstance(ctes, dict) and ctes.get("map"):
+            # A CTE sees the CTEs before it (and itself only through a recursive node); the body
+            # of the query sees them all. DuckDB resolves any other name in its catalog.
+            visible = set(scope)
+            for entry in ctes["map"]:
+                stack.append((entry.get("value"), frozenset(visible), None))
+                visible.add(str(entry.get("key", "")).lower())
+            cte_names |= visible
+            scope = frozenset(visible)
+            node = {key: value for key, value in node.items() if key != "cte_map"}
+        kind = node.get("type")
+        if kind == "RECURSIVE_CTE_NODE":
+            own = str(node.get("cte_name", "")).lower()
+            cte_names.add(own)
+            stack.append((node.get("right"), scope | {own}, None))
+            node = {key: value for key, value in node.items() if key != "right"}
+        if kind == "BASE_TABLE" and "table_name" in node:
+            found.append(_Found(node, scope, where))
+            continue
+        if kind == "SELECT_NODE" and "from_table" in node:
+            # A sample of the FROM is drawn before the WHERE filters it: pruning would change it.
+            kept = node.get("where_clause") if node.get("sample") is None else None
+            stack.append((node.get("from_table"), scope, kept if isinstance(kept, dict) else None))
+            node = {key: value for key, value in node.items() if key != "from_table"}
+        elif kind == "JOIN" and "left" in node and "right" in node:
+            keeps = node.get("ref_type") in _KEEPING_REF_TYPES
+            join = node.get("join_type")
+            left = where if keeps and join in _BOTH_SIDES_JOINS | _LEFT_SIDE_JOINS else None
+            right = where if keeps and join in _BOTH_SIDES_JOINS else None
+            stack += [(node["left"], scope, left), (node["right"], scope, right)]
+            node = {key: value for key, value in node.items() if key not in ("left", "right")}
+        stack.extend((value, scope, None) for value in node.values() if isinstance(value, (dict, list)))
+    return found, cte_names
+
+
+class _Text:
+    """The SQL's bytes and DuckDB's tokens of it, to find a table name where the parser says it is."""
+
+    def __init__(self, sql: str) -> None:
+        self.sql = sql
+        self.data = sql.encode("utf-8")
+        self._starts: list[int] | None = None
+        self._kinds: list[Any] = []
+
+    def _tokens(self) -> tuple[list[int], list[Any]]:
+        if self._starts is None:
+            tokens = duckdb.tokenize(self.sql)
+            self._starts = [position for position, _ in tokens]
+            self._kinds = [kind for _, kind in tokens]
+        return self._starts, self._kinds
+
+    def name_span(self, location: int, parts: list[str]) -> tuple[int, int]:
+        """The bytes of ``parts`` (``[name]`` or ``[database, name]``) written from ``location``."""
+        starts, kinds = self._tokens()
+        index = bisect.bisect_left(starts, location)
+        shown = ".".join(parts)
+        if location == NO_LOCATION or index >= len(starts) or starts[index] != location:
+            raise self._unmapped(shown)
+        if kinds[index] == duckdb.token_type.string_const:
+            raise BadRequest(f"FROM {shown!r}: files and URLs cannot be read; {_MEASUREMENT_HINT}")
+        if not self._before_table(index):
+            raise self._unmapped(shown)
+        end = location
+        for number, part in enumerate(parts):
+            at = index + 2 * number
+            if number and not (at - 1 < len(starts) and self.data[starts[at - 1] : starts[at - 1] + 1] == b"."):
+                raise self._unmapped(shown)
+            match = _NAME.match(self.data, starts[at]) if at < len(starts) else None
+            if match is None or _unquoted(match.group()) != part:
+                raise self._unmapped(shown)
+            end = match.end()
+        return location, end
+
+    def _before_table(self, index: int) -> bool:
+        """Whether the token before a table name is ``FROM``, ``JOIN``, ``,`` or ``(``."""
+        if index == 0:
+            return False
+        start = self._starts[index - 1] if self._starts is not None else 0
+        kind = self._kinds[index - 1]
+        if kind == duckdb.token_type.operator:
+            return self.data[start : start + 1] in _BEFORE_TABLE_OPERATORS
+        word = _NAME.match(self.data, start)
+        return kind == duckdb.token_type.keyword and word is not None and word.group().lower() in _BEFORE_TABLE_WORDS
+
+    @staticmethod
+    def _unmapped(shown: str) -> BadRequest:
+        return BadRequest(
+            f"table {shown!r} cannot be mapped to a measurement here: only FROM, JOIN and comma lists"
+            f" name measurements (not TABLE, PIVOT or UNPIVOT statements, DESCRIBE...); {_MEASUREMENT_HINT}"
+        )
+
+
+def _unquoted(raw: bytes) -> str:
+    text = raw.decode("utf-8", "replace")
+    return text[1:-1].replace('""', '"') if text.startswith('"') else text
 
 
 def quote_identifier(name: str) -> str:

@@ -96,7 +96,9 @@ class Runtime:
         cache = (
             ResultCache(settings.result_cache_max_bytes, settings.result_cache_ttl_s) if settings.result_cache else None
         )
-        return QueryService(self.catalog, self.store, self.engine, settings.query_max_rows, cache)
+        return QueryService(
+            self.catalog, self.store, self.engine, settings.query_max_rows, cache, settings.query_max_result_bytes
+        )
 
     @functools.cached_property
     def result_handoff(self) -> ResultHandoff | None:

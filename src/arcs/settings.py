@@ -72,6 +72,39 @@ class CompactionSettings:
 
 
 _MB = 1024 * 1024
+#: DuckDB's share of the process's memory unless ARCS_DUCKDB_MEMORY_LIMIT says otherwise: the rest
+#: holds Python, the result as Arrow and as the JSON or Arrow stream answered.
+DUCKDB_MEMORY_SHARE = 0.5
+#: The largest result (Arrow bytes) by default: a 32nd of the memory, at most 256 MiB. Its JSON
+#: text can be a few times larger, and is held twice while it is answered.
+RESULT_MEMORY_SHARE = 1 / 32
+MAX_DEFAULT_RESULT_BYTES = 256 * _MB
+#: Set by Lambda in every function's environment: the function's memory, in MB.
+LAMBDA_MEMORY_MB = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"
+
+
+def memory_bytes(env: Mapping[str, str]) -> int:
+    """The memory this process may use: a Lambda function's, else a container's limit, else the RAM."""
+    lambda_mb = env.get(LAMBDA_MEMORY_MB, "")
+    if lambda_mb.isdigit():
+        return int(lambda_mb) * _MB
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+    except OSError:
+        return physical
+    return min(physical, int(limit)) if limit.isdigit() else physical
+
+
+def default_duckdb_memory_limit(memory: int) -> str:
+    """DuckDB's ``memory_limit`` for a process of ``memory`` bytes (what spills beyond goes to disk)."""
+    return f"{int(memory * DUCKDB_MEMORY_SHARE) // _MB}MB"
+
+
+def default_max_result_bytes(memory: int) -> int:
+    return min(int(memory * RESULT_MEMORY_SHARE), MAX_DEFAULT_RESULT_BYTES)
+
+
 #: A job's commit record names its inputs in one catalog item (DynamoDB: 400 KB at most).
 MAX_FILES_PER_JOB = 2000
 
@@ -106,6 +139,9 @@ class Settings:
     duckdb_memory_limit: str | None = None
     work_dir: Path | None = None
     query_max_rows: int = 10_000_000
+    # A result larger than this (Arrow bytes, while DuckDB streams it) is refused (400); from_env
+    # derives it from the memory when ARCS_QUERY_MAX_RESULT_BYTES is unset. None: no limit.
+    query_max_result_bytes: int | None = None
     # Locally; in Lambda the function's timeout minus a margin, so the caller gets the error, not a 504.
     query_timeout_s: float = 30.0
     queue_timeout_s: float = 10.0
@@ -165,6 +201,10 @@ class Settings:
             raise ConfigError(f"{envvars.MMAP_THRESHOLD_MB} must be 0 to 2047, got {mmap_threshold_mb}")
         threads = env.get(envvars.DUCKDB_THREADS)
         work_dir = env.get(envvars.WORK_DIR)
+        memory = memory_bytes(env)
+        max_result_bytes = int(number(envvars.QUERY_MAX_RESULT_BYTES, default_max_result_bytes(memory)))
+        if max_result_bytes < 1:
+            raise ConfigError(f"{envvars.QUERY_MAX_RESULT_BYTES} must be 1 or more, got {max_result_bytes}")
         return cls(
             backend=backend,  # type: ignore[arg-type]
             data_dir=Path(text(envvars.DATA_DIR, str(base.data_dir))),
@@ -186,9 +226,10 @@ class Settings:
             ingest_batch_messages=int(number(envvars.INGEST_BATCH_MESSAGES, base.ingest_batch_messages)),
             ingest_batch_window_s=number(envvars.INGEST_BATCH_WINDOW_S, base.ingest_batch_window_s),
             duckdb_threads=int(threads) if threads else None,
-            duckdb_memory_limit=env.get(envvars.DUCKDB_MEMORY_LIMIT) or None,
+            duckdb_memory_limit=env.get(envvars.DUCKDB_MEMORY_LIMIT) or default_duckdb_memory_limit(memory),
             work_dir=Path(work_dir) if work_dir else None,
             query_max_rows=int(number(envvars.QUERY_MAX_ROWS, base.query_max_rows)),
+            query_max_result_bytes=max_result_bytes,
             query_timeout_s=query_timeout_s,
             queue_timeout_s=number(envvars.QUEUE_TIMEOUT_S, base.queue_timeout_s),
             http_body_timeout_s=number(envvars.HTTP_BODY_TIMEOUT_S, base.http_body_timeout_s),

@@ -33,17 +33,17 @@ from arcs.errors import BadRequest, NotFound
 from arcs.layout import measurement_prefix
 from arcs.names import check_database, check_measurement
 from arcs.ports import Catalog, FileRecord, ObjectStore
-from arcs.rewriter import table_references
+from arcs.sandbox import check_read_only
+from arcs.sql_tree import block_comment_end, check_sql_size
 from arcs.tokens import Principal
 
 SHOW_FORMS = "SHOW DATABASES, SHOW TABLES [FROM db], SHOW MEASUREMENTS [FROM db]"
-MAX_SQL_BYTES = 1_000_000  # as for queries
 TABLE_COLUMNS = ("database", "table_name", "storage_path", "file_count", "total_size_mb")
 _MB = 1024 * 1024
 
 _TOKEN = re.compile(
     r"""
-    (?P<skip>\s+|--[^\n]*|/\*.*?\*/)
+    (?P<skip>\s+|--[^\n]*)
   | (?P<quoted>"(?:[^"]|"")*"|'(?:[^']|'')*'|`(?:[^`]|``)*`)
   | (?P<word>[A-Za-z_](?:[A-Za-z0-9_]|-(?!-))*)
   | (?P<other>.)
@@ -136,6 +136,9 @@ class ShowStatement:
 def _tokens(sql: str) -> Iterator[tuple[str, str]]:
     position = 0
     while position < len(sql):
+        if sql.startswith("/*", position):
+            position = block_comment_end(sql, position)  # nested, as DuckDB reads comments
+            continue
         match = _TOKEN.match(sql, position)
         assert match is not None  # "other" matches any character
         position = match.end()
@@ -234,18 +237,18 @@ def estimate_query(sql: object, database: str, principal: Principal, catalog: Ca
     """An upper bound of the rows ``sql`` reads: the catalog's row counts of every measurement it names.
 
     Every file of each named measurement counts (a time range does not narrow the estimate), once
-    per reference (a self-join reads twice). Names are checked and scoped exactly as by the query.
+    per reference (a self-join reads twice). The SQL is checked by the sandbox (a query that would
+    be refused has no estimate), and names are checked and scoped exactly as by the query.
     """
     if not isinstance(sql, str) or not sql.strip():
         raise BadRequest("'sql' must be a non-empty string")
-    if len(sql.encode("utf-8", "surrogatepass")) > MAX_SQL_BYTES:
-        raise BadRequest(f"SQL is longer than {MAX_SQL_BYTES} bytes")
+    check_sql_size(sql)
     check_database(database)
     shown = answer_show(sql, database, principal, catalog, store)
     if shown is not None:
         return Estimate(shown.num_rows, "none", "")
     rows = 0
-    for ref in table_references(sql):
+    for ref in check_read_only(sql).references:
         target = check_database(ref.database) if ref.database is not None else database
         measurement = check_measurement(ref.measurement)
         principal.require_database(target)

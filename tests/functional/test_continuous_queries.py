@@ -17,12 +17,13 @@ import pytest
 from arcs.adapters.aws import aws_runtime_parts, queued_write_from_sqs
 from arcs.batch import TIME_TYPE, MeasurementRows
 from arcs.continuous_queries import ContinuousQueries
-from arcs.cq_definitions import micros
+from arcs.cq_definitions import micros, substitute
 from arcs.emulation import FakeLambdaContext, load_handler
-from arcs.errors import BadRequest
+from arcs.errors import BadRequest, PayloadTooLarge
 from arcs.runtime import Runtime, local_runtime
 from arcs.server import IngestLoop
 from arcs.settings import Settings
+from arcs.sql_tree import MAX_SQL_BYTES
 from arcs.tokens import Principal
 
 if TYPE_CHECKING:
@@ -361,6 +362,14 @@ def test_definitions_are_checked_against_the_sql(world: World) -> None:
     }
     for sql, message in bad.items():
         with pytest.raises(BadRequest, match=message or None):
+            service.create({**base, "query": sql}, T0)
+    # Within the SQL limit as written, beyond it once each placeholder is a timestamp literal: every
+    # window's query would be refused, so the definition is.
+    placeholders = " OR ".join(["time >= {start_time} AND time < {end_time}"] * 1100)
+    grown = f"SELECT * FROM cpu WHERE {placeholders}"
+    assert len(grown) <= MAX_SQL_BYTES < len(substitute(grown, 0, 0))
+    for sql in (grown, "SELECT * FROM cpu WHERE time >= {start_time} AND time < {end_time} -- " + "x" * MAX_SQL_BYTES):
+        with pytest.raises(PayloadTooLarge, match="longer than 65536 bytes"):
             service.create({**base, "query": sql}, T0)
     assert world.runtime.catalog.list_continuous_queries() == []
 

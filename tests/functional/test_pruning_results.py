@@ -6,6 +6,7 @@ import random
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from arcs.engine import Engine
@@ -70,3 +71,38 @@ def test_a_one_hour_query_lists_one_hour_of_files(service: QueryService, monkeyp
 def test_a_range_without_data_just_works(service: QueryService) -> None:
     assert count(service, "time > '2100-01-01'") == 0
     assert count(service, "time > '2100-01-01' AND time < '1990-01-01'") == 0
+
+
+# --- pruning reads only what DuckDB applies ---------------------------------------------------
+
+DUCKDB_READINGS = [
+    # DuckDB's block comments nest: the first WHERE is inside the comment, only "WHERE true" applies.
+    ("nested comment", "SELECT * FROM cpu /* /* */ WHERE time > '2030-01-01' AND */ WHERE true", 4),
+    # A column alias list renames the columns: "time" is the second one, the host tag.
+    ("renamed columns", "SELECT * FROM cpu AS c(t0, time, u) WHERE time >= '2030-01-01'", 2),
+]
+
+
+@pytest.fixture(scope="module")
+def four_rows(tmp_path_factory: pytest.TempPathFactory) -> tuple[QueryService, list[str]]:
+    """Four rows of 2023 in real Parquet: two of host '1999-a', two of host '2031-b'."""
+    root: Path = tmp_path_factory.mktemp("readings")
+    store, catalog = local_ports(root)
+    batches = [make_batch("db", "cpu", [BASE_US, BASE_US + 1], host) for host in ("1999-a", "2031-b")]
+    SchemaRegistry(catalog).apply("db", list(batches[0].parts))
+    Ingestor(catalog, store).ingest([queued(b) for b in batches])
+    urls = [store.url(f.key) for f in catalog.list_files("db", "cpu")]
+    return QueryService(catalog, store, Engine([str(root / "storage") + "/"], root / "work"), 1_000_000), urls
+
+
+@pytest.mark.parametrize(("sql", "rows"), [c[1:] for c in DUCKDB_READINGS], ids=[c[0] for c in DUCKDB_READINGS])
+def test_pruning_uses_only_predicates_duckdb_applies(
+    four_rows: tuple[QueryService, list[str]], sql: str, rows: int
+) -> None:
+    service, urls = four_rows
+    direct = duckdb.connect()
+    direct.execute("SET TimeZone = 'UTC'")
+    direct.execute(f"CREATE VIEW cpu AS SELECT * FROM read_parquet({urls!r}, union_by_name = true)")
+    expected = direct.execute(f"SELECT count(*) FROM ({sql})").fetchall()[0][0]
+    assert expected == rows
+    assert service.run(sql, "db", ADMIN).table.num_rows == rows

@@ -332,7 +332,9 @@ def test_environment_uses_only_arcs_envvars_names(synth: Synth) -> None:
         assert envvars.QUEUE_URL not in envs[name], name
     assert envs["query"][envvars.DUCKDB_MEMORY_LIMIT].endswith("MB")
     memory = synth.props(synth.stack.query.query.function)["MemorySize"]
-    assert int(envs["query"][envvars.DUCKDB_MEMORY_LIMIT].removesuffix("MB")) < memory
+    assert int(envs["query"][envvars.DUCKDB_MEMORY_LIMIT].removesuffix("MB")) == memory // 2
+    # What the function may hold besides DuckDB: a result, its JSON text, and the response.
+    assert 0 < int(envs["query"][envvars.QUERY_MAX_RESULT_BYTES]) <= memory * 1024 * 1024 // 16
     assert int(envs["query"][envvars.DUCKDB_THREADS]) >= 2
 
 

@@ -10,13 +10,16 @@ from typing import Any
 import pytest
 
 from arcs import envvars
+from arcs import query as query_module
 from arcs.api import build_app
 from arcs.engine import Engine
 from arcs.errors import QueryTimeout
 from arcs.runtime import local_runtime
 from arcs.settings import ConfigError, Settings
+from arcs.tokens import Principal
 
 #: A trillion-row cross join: minutes of work, unless something stops it.
+ADMIN = Principal("t", "t", frozenset({"admin"}), ())
 ENDLESS = "SELECT sum(a.range * b.range) AS s FROM range(1000000) a, range(1000000) b"
 
 
@@ -106,3 +109,25 @@ def test_the_timeout_setting() -> None:
         Settings.from_env({envvars.QUERY_TIMEOUT_S: "-1"})
     with pytest.raises(ConfigError):
         Settings.from_env({envvars.QUERY_TIMEOUT_S: "soon"})
+
+
+def test_reading_and_mapping_the_sql_counts_against_the_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What is left of the budget once the SQL is read and mapped is all the engine gets."""
+    runtime = local_runtime(Settings(data_dir=tmp_path, query_timeout_s=1.5, duckdb_threads=2))
+    check = query_module.check_read_only
+
+    def slow_check(sql: str) -> object:
+        time.sleep(1.0)
+        return check(sql)
+
+    monkeypatch.setattr(query_module, "check_read_only", slow_check)
+    try:
+        started = time.monotonic()
+        with pytest.raises(QueryTimeout):
+            runtime.queries.run(ENDLESS, "default", ADMIN)
+        assert time.monotonic() - started < 2.2  # 1.5 s in all, not 1 s and then 1.5 s more
+        runtime.engine.query_timeout_s = 0.5
+        with pytest.raises(QueryTimeout, match="to prepare"):
+            runtime.queries.run("SELECT 1", "default", ADMIN)
+    finally:
+        runtime.engine.close()

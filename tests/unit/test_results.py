@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from arcs import native, results
 from arcs.envvars import NATIVE
+from arcs.errors import ResultTooLarge
 from arcs.query import QueryResult
 from arcs.results import to_arrow_stream, to_json_document
 
@@ -400,3 +401,12 @@ def test_escapes_at_every_position_of_a_word() -> None:
     text = to_json_document(QueryResult(pa.table({"s": values}), 1.0)).decode()
     assert all(json.dumps(value, ensure_ascii=False) in text for value in values)
     assert len(set(_both_paths(pa.table({"s": values})))) == 1
+
+
+def test_a_document_over_the_byte_limit_is_refused_as_it_is_built() -> None:
+    """Numbers and times are wider as text than in Arrow: the JSON has a limit of its own."""
+    table = pa.table({"n": pa.array(range(200_000), pa.int64())})  # 1.6 MB of Arrow, ~1.3 MB of JSON
+    document = to_json_document(QueryResult(table, 1.0), max_bytes=2_000_000)
+    assert json.loads(document)["row_count"] == 200_000
+    with pytest.raises(ResultTooLarge, match="larger than 1000000 bytes"):
+        to_json_document(QueryResult(table, 1.0), max_bytes=1_000_000)

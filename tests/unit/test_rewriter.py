@@ -76,6 +76,19 @@ CASES = [
         'SELECT 1 FROM SCAN<.cpu> AS "cpu" UNION ALL SELECT 2 FROM SCAN<.mem> AS "mem"',
     ),
     (
+        "nested comments are one comment, as DuckDB reads them",
+        "SELECT 1 /* /* */ FROM cpu */ FROM mem",
+        'SELECT 1 /* /* */ FROM cpu */ FROM SCAN<.mem> AS "mem"',
+    ),
+    ("comment inside a qualified name", "SELECT * FROM db/**/./**/cpu", 'SELECT * FROM SCAN<db.cpu> AS "cpu"'),
+    ("column alias list kept", "SELECT * FROM cpu AS c(a, b)", "SELECT * FROM SCAN<.cpu> AS c(a, b)"),
+    (
+        "parenthesized join",
+        "SELECT * FROM (cpu JOIN mem USING (time))",
+        'SELECT * FROM (SCAN<.cpu> AS "cpu" JOIN SCAN<.mem> AS "mem" USING (time))',
+    ),
+    ("non-ascii text before", "SELECT 'é' AS e FROM cpu", "SELECT 'é' AS e FROM SCAN<.cpu> AS \"cpu\""),
+    (
         "escaped quote in string",
         "SELECT 'it''s FROM cpu' FROM mem",
         "SELECT 'it''s FROM cpu' FROM SCAN<.mem> AS \"mem\"",
@@ -100,6 +113,9 @@ def test_references_are_listed() -> None:
         'SELECT * FROM "cpu',
         "SELECT (1 FROM cpu",
         "SELECT * FROM a.b.c",
+        "TABLE cpu",
+        "PIVOT cpu ON host IN ('a') USING sum(v)",
+        "SELECT * FROM cpu, (WITH cpu AS (SELECT 1) SELECT * FROM cpu) s",
     ],
 )
 def test_malformed_sql_is_a_bad_request(sql: str) -> None:

@@ -54,12 +54,15 @@ ALLOWED = [
     ("regexp and time functions", "SELECT regexp_replace(host, 'a', 'b'), date_trunc('hour', time) FROM cpu"),
     ("json_serialize_sql only parses", "SELECT json_serialize_sql('SELECT 1')"),
     ("no table", "SELECT 1 + 1"),
+    # Read as DuckDB reads them (one reading: the rewriter maps what the parser names).
+    ("nested comment around a reference", "SELECT 1 /* /* */ FROM cpu */ FROM mem"),
+    ("comment inside a qualified name", "SELECT * FROM db/**/./**/cpu"),
 ]
 
 
 @pytest.mark.parametrize(("case", "sql"), ALLOWED, ids=[case for case, _ in ALLOWED])
 def test_allowed(engine: Engine, case: str, sql: str) -> None:
-    check_read_only(engine, sql)
+    check_read_only(sql)
 
 
 REFUSED = [
@@ -126,9 +129,7 @@ REFUSED = [
     ("system view shadowed by its own cte", "WITH pg_settings AS (SELECT * FROM pg_settings) SELECT 1", "CTE"),
     ("cte used before it is defined", "WITH a AS (SELECT * FROM b), b AS (SELECT 1) SELECT * FROM a", "CTE"),
     ("cte out of scope", "SELECT * FROM cpu, (WITH cpu AS (SELECT 1) SELECT * FROM cpu) s", "CTE"),
-    ("nested comment hides a reference", "SELECT 1 /* /* */ FROM cpu */ FROM mem", "cannot tell"),
     ("table statement", "TABLE cpu", "cannot be mapped"),
-    ("comment inside a qualified name", "SELECT * FROM db/**/./**/cpu", "cannot map"),
     (
         "e-string escape hiding a read",
         "SELECT E'\\' FROM cpu' AS q, * FROM read_text('/x')",
@@ -136,6 +137,7 @@ REFUSED = [
     ),
     ("unterminated e-string", "SELECT E'\\' AS q, 1 FROM cpu", "unterminated"),
     ("unicode quotes", "SELECT * FROM \u201c/etc/passwd\u201d", "does not parse"),
+    ("lone surrogate", "SELECT '\ud800' FROM cpu", "not valid Unicode"),
     ("empty", "-- nothing", "exactly one statement; got 0"),
 ]
 
@@ -143,19 +145,19 @@ REFUSED = [
 @pytest.mark.parametrize(("case", "sql", "message"), REFUSED, ids=[case for case, _, _ in REFUSED])
 def test_refused(engine: Engine, case: str, sql: str, message: str) -> None:
     with pytest.raises(BadRequest) as caught:
-        check_read_only(engine, sql)
+        check_read_only(sql)
     assert message in caught.value.message
 
 
 def test_reserved_database_is_forbidden(engine: Engine) -> None:
     with pytest.raises(Forbidden):
-        check_read_only(engine, "SELECT * FROM system.cpu")
+        check_read_only("SELECT * FROM system.cpu")
 
 
 def test_every_refusal_is_a_client_error(engine: Engine) -> None:
     for _case, sql, _message in REFUSED:
         with pytest.raises(ArcsError) as caught:
-            check_read_only(engine, sql)
+            check_read_only(sql)
         assert 400 <= caught.value.status < 500
 
 
@@ -168,7 +170,7 @@ def test_every_allowed_table_function_runs(engine: Engine) -> None:
 @pytest.mark.parametrize("depth", [600, 5000])
 def test_deeply_nested_sql_is_refused(engine: Engine, depth: int) -> None:
     with pytest.raises(BadRequest):
-        check_read_only(engine, "SELECT " + "abs(" * depth + "1" + ")" * depth)
+        check_read_only("SELECT " + "abs(" * depth + "1" + ")" * depth)
 
 
 # --- DuckDB's own controls on the engine's connection -----------------------------------------

@@ -15,7 +15,6 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from arcs.errors import BadRequest, NotFound
 from arcs.names import check_database, check_measurement
 from arcs.pruning import time_range
-from arcs.rewriter import tokenize
 from arcs.routes.queries import MAX_WHERE_CHARS, WHERE_RULE, check_single_measurement_query, measurement_query_sql
 from arcs.routes.request import RequestView
 from arcs.runtime import Runtime
@@ -53,9 +52,9 @@ def delete_router(runtime: Runtime) -> Router:
         sql = measurement_query_sql(
             database, measurement, schema.columns, limit=1, offset=0, order_by="time", where=where
         )
-        check_single_measurement_query(runtime.engine, sql, database, measurement)
-        check_read_only(runtime.engine, sql)
-        bounds = time_range(tokenize(where), (measurement.lower(),), runtime.queries.evaluate_time)
+        check_single_measurement_query(sql, database, measurement)
+        [ref] = check_read_only(sql).references
+        bounds = time_range(ref.where, ref.qualifiers, runtime.queries.evaluate_time)
         result = runtime.deleter.delete(database, measurement, where, bounds, dry_run=dry_run, confirm=confirm)
         return result.to_json()
 

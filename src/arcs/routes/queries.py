@@ -8,11 +8,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import duckdb
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
-from arcs.engine import Engine
 from arcs.errors import BadRequest, NotFound
 from arcs.names import DEFAULT_DATABASE, check_database, check_measurement
 from arcs.query import QueryResult
@@ -20,8 +18,8 @@ from arcs.results import to_arrow_stream, to_json_document
 from arcs.rewriter import quote_identifier
 from arcs.routes.request import RequestView
 from arcs.runtime import Runtime
-from arcs.sandbox import check_read_only
-from arcs.show import estimate_query, parse_show
+from arcs.show import estimate_query
+from arcs.sql_tree import parse_select
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 
@@ -62,7 +60,8 @@ def queries_router(runtime: Runtime) -> Router:
 
     def answer_json(result: QueryResult) -> Response[Any]:
         # A str body: Powertools would send bytes base64-encoded, a third larger against Lambda's 6 MB.
-        return answer(to_json_document(result).decode(), "application/json", "json", {})
+        document = to_json_document(result, runtime.settings.query_max_result_bytes)
+        return answer(document.decode(), "application/json", "json", {})
 
     @router.post("/api/v1/query")
     def query_json() -> Response[Any]:
@@ -80,10 +79,7 @@ def queries_router(runtime: Runtime) -> Router:
         caller = request.caller("read")
         document = request.json()
         database = request.database(str(document["database"]) if document.get("database") else None)
-        sql = document.get("sql")
-        if isinstance(sql, str) and sql.strip() and parse_show(sql) is None:
-            check_read_only(runtime.engine, sql)  # a query that would be refused has no estimate
-        estimate = estimate_query(sql, database, caller, runtime.catalog, runtime.store)
+        estimate = estimate_query(document.get("sql"), database, caller, runtime.catalog, runtime.store)
         return {
             "success": True,
             "estimated_rows": estimate.rows,
@@ -110,7 +106,7 @@ def queries_router(runtime: Runtime) -> Router:
             order_by=request.param("order_by"),
             where=request.param("where"),
         )
-        check_single_measurement_query(runtime.engine, sql, database, measurement)
+        check_single_measurement_query(sql, database, measurement)
         return answer_json(runtime.queries.run(sql, database, caller))
 
     return router
@@ -184,24 +180,13 @@ def measurement_query_sql(
     return sql + f"\nORDER BY {_order_by(order_by, columns)}\nLIMIT {limit} OFFSET {offset}"
 
 
-def check_single_measurement_query(engine: Engine, sql: str, database: str, measurement: str) -> None:
+def check_single_measurement_query(sql: str, database: str, measurement: str) -> None:
     """400 unless DuckDB parses ``sql`` as one ``SELECT *`` of this measurement alone, with our ORDER BY and LIMIT.
 
     DuckDB's own parser decides, so no quoting, escape-string or comment trick in ``where`` can
     make it read differently here than when it runs.
     """
-    cursor = engine.connection().cursor()
-    try:
-        row = cursor.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
-    except duckdb.Error as exc:
-        raise BadRequest(f"'where' does not parse: {str(exc).strip().splitlines()[0]}") from exc
-    finally:
-        cursor.close()
-    tree: dict[str, Any] = json.loads(row[0]) if row else {"error": True}
-    if tree.get("error"):
-        raise BadRequest(f"'where' does not parse: {tree.get('error_message', 'unknown error')}")
-    statements: list[dict[str, Any]] = tree.get("statements") or []
-    node = statements[0].get("node", {}) if len(statements) == 1 else {}
+    node = parse_select(sql, "'where' does not parse")["node"]
     source = node.get("from_table") or {}
     select = node.get("select_list") or []
     shaped = (

@@ -1,0 +1,36 @@
+"""DuckDB's memory limit and the largest result, by default, fit the runtime's memory."""
+
+from __future__ import annotations
+
+import pytest
+
+from arcs import envvars
+from arcs.settings import LAMBDA_MEMORY_MB, MAX_DEFAULT_RESULT_BYTES, ConfigError, Settings, memory_bytes
+
+MB = 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("function_mb", "duckdb", "result_bytes"),
+    [(4096, "2048MB", 128 * MB), (1024, "512MB", 32 * MB), (10240, "5120MB", MAX_DEFAULT_RESULT_BYTES)],
+)
+def test_a_lambda_function_gets_limits_from_its_memory(function_mb: int, duckdb: str, result_bytes: int) -> None:
+    settings = Settings.from_env({LAMBDA_MEMORY_MB: str(function_mb)})
+    assert settings.duckdb_memory_limit == duckdb
+    assert settings.query_max_result_bytes == result_bytes
+
+
+def test_the_standalone_server_gets_limits_from_the_machine() -> None:
+    memory = memory_bytes({})
+    settings = Settings.from_env({})
+    assert settings.duckdb_memory_limit == f"{memory // 2 // MB}MB"
+    assert settings.query_max_result_bytes == min(memory // 32, MAX_DEFAULT_RESULT_BYTES)
+
+
+def test_settings_override_the_defaults() -> None:
+    settings = Settings.from_env(
+        {LAMBDA_MEMORY_MB: "4096", envvars.DUCKDB_MEMORY_LIMIT: "1GB", envvars.QUERY_MAX_RESULT_BYTES: "1000"}
+    )
+    assert (settings.duckdb_memory_limit, settings.query_max_result_bytes) == ("1GB", 1000)
+    with pytest.raises(ConfigError, match=envvars.QUERY_MAX_RESULT_BYTES):
+        Settings.from_env({envvars.QUERY_MAX_RESULT_BYTES: "0"})
