@@ -5,7 +5,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 DATA_DIR ?= ./data
 
-.PHONY: setup serve local test lint format bench-ingest bench-compaction layers layers-check synth clickbench clean
+.PHONY: setup serve local test test-fast lint format bench-ingest bench-compaction layers layers-check synth clickbench clean
 
 NATIVE_LIBRARY := src/arcs/native/_arcs_native.so
 
@@ -35,6 +35,10 @@ format: setup
 
 test: lint
 	$(UV) run pytest
+
+# The fast loop while changing code: lint and types, then the unit tests (about two minutes).
+test-fast: lint
+	$(UV) run pytest tests/unit -q
 
 bench-ingest: setup
 	$(UV) run python -m benchmarks.ingest
