@@ -167,6 +167,9 @@ class Engine:
             "home_directory": str(self.work_dir),
             "temp_directory": str(temp),
             "preserve_insertion_order": False,
+            # DuckDB's allocator hands freed memory back to the system from a thread of its own;
+            # without it, a large result's pages stay with the process after the query.
+            "allocator_background_threads": True,
         }
         if self.threads:
             config["threads"] = self.threads
