@@ -37,6 +37,11 @@ _M_TRIM_THRESHOLD = -1
 _LARGEST = 2**31 - 1
 #: What every runtime sets Arrow's pool to (``envvars.ARROW_MEMORY_POOL``).
 ARROW_POOL = "system"
+#: Configuration every DuckDB database of the process opens with. DuckDB's allocator (jemalloc on
+#: Linux) is one per process, and each database opened sets whether its background thread runs: on,
+#: it hands freed pages back to the system within seconds (a refused 1.2 GB result left 1.34 GB
+#: resident without it, 0.2 GB with it); one database opened with the default turns it off for all.
+DUCKDB_ALLOCATOR: dict[str, str | bool | int | float | list[str]] = {"allocator_background_threads": True}
 
 
 def arrow_on_c_heap() -> bool:

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from arcs import layout
+from arcs.allocator import DUCKDB_ALLOCATOR
 from arcs.batch import STORAGE_TYPES
 from arcs.compaction.compactor import Compactor, PartitionBusy
 from arcs.compaction.merge import CorruptInput
@@ -83,6 +84,7 @@ def matching_rows(table: pa.Table, where: str, columns: Mapping[str, str] | None
             "autoload_known_extensions": False,
             "autoinstall_known_extensions": False,
             "threads": 1,
+            **DUCKDB_ALLOCATOR,
         }
     )
     try:

@@ -26,6 +26,7 @@ import duckdb
 import pyarrow as pa
 
 from arcs import envvars
+from arcs.allocator import DUCKDB_ALLOCATOR
 from arcs.errors import BadRequest, QueryTimeout, ResultTooLarge, ServiceUnavailable
 from arcs.sql_compat import define_macros
 
@@ -167,9 +168,7 @@ class Engine:
             "home_directory": str(self.work_dir),
             "temp_directory": str(temp),
             "preserve_insertion_order": False,
-            # DuckDB's allocator hands freed memory back to the system from a thread of its own;
-            # without it, a large result's pages stay with the process after the query.
-            "allocator_background_threads": True,
+            **DUCKDB_ALLOCATOR,
         }
         if self.threads:
             config["threads"] = self.threads

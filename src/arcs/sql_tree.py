@@ -19,6 +19,7 @@ from typing import Any
 
 import duckdb
 
+from arcs.allocator import DUCKDB_ALLOCATOR
 from arcs.errors import BadRequest, PayloadTooLarge
 
 #: The longest SQL a caller may send (a query, an estimate, a continuous query's definition).
@@ -58,7 +59,7 @@ def _database() -> duckdb.DuckDBPyConnection:
     global _database_connection
     with _database_lock:
         if _database_connection is None:
-            _database_connection = duckdb.connect(":memory:")
+            _database_connection = duckdb.connect(":memory:", config=DUCKDB_ALLOCATOR)
         return _database_connection
 
 

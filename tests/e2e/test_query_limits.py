@@ -62,8 +62,30 @@ def test_a_result_above_the_limit_is_refused_without_ballooning(server: ServerPr
     # past the limit instead of being built, converted to JSON and answered (4.8 GB at the peak).
     peak_growth = (_memory_kb(server, "VmHWM") - before) * 1024
     assert peak_growth < 1200 * MB + 256 * MB + 2 * LIMIT, peak_growth  # the vector, one fetch, the rest
-    # The server answers as before.
+    # The server answers as before, and gives the memory back within seconds.
     assert client.rows("SELECT count(*) FROM cpu") == [[1]]
+    deadline = time.monotonic() + 20
+    while (_memory_kb(server, "VmRSS") - before) * 1024 > 2 * LIMIT and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert (_memory_kb(server, "VmRSS") - before) * 1024 <= 2 * LIMIT
+
+
+def test_a_refused_result_gives_its_memory_back(tmp_path: Path) -> None:
+    """The first query of a fresh server is too large: its pages go back to the system, unasked."""
+    fresh = standalone(tmp_path / "data").start()
+    try:
+        caller = Client(fresh.url)
+        caller.http.timeout = 120
+        before = _memory_kb(fresh, "VmRSS")
+        response = caller.query("SELECT repeat('x', 1000000) AS s FROM range(1200)")
+        assert response.status_code == 400, response.text[:200]
+        deadline = time.monotonic() + 20
+        while (_memory_kb(fresh, "VmRSS") - before) * 1024 > LIMIT and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert (_memory_kb(fresh, "VmRSS") - before) * 1024 <= LIMIT
+        caller.http.close()
+    finally:
+        fresh.stop()
 
 
 def test_a_result_under_the_limit_is_answered(client: Client) -> None:

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from arcs.allocator import DUCKDB_ALLOCATOR
 from arcs.errors import ArcsError
 from arcs.names import TIME_COLUMN
 from arcs.parquet_encoding import column_encodings
@@ -50,6 +51,7 @@ def merge(
         "autoinstall_known_extensions": False,
         "autoload_known_extensions": False,
         "temp_directory": str(spill),
+        **DUCKDB_ALLOCATOR,
     }
     if config.memory_limit:
         settings["memory_limit"] = config.memory_limit
