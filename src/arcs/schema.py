@@ -1,7 +1,8 @@
 """Measurement schemas: the stored type of every column, kept in the catalog.
 
 A request may add columns; it may never change a stored column's type, except that integers
-written into a float column widen. Whatever a client sends, a measurement stays queryable.
+written into a float column widen (to the nearest float64, as InfluxDB and Arc convert them: an
+integer beyond 2^53 loses its last bits). Whatever a client sends, a measurement stays queryable.
 """
 
 from __future__ import annotations
@@ -15,6 +16,21 @@ from arcs.ports import Catalog, MeasurementSchema
 _MAX_CAS_ATTEMPTS = 20
 _MAX_ACCEPTED_SHAPES = 10_000
 _MAX_SHAPES_PER_MEASUREMENT = 8
+
+
+def widened(values: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Integers as float64, each rounded to the nearest float (Arrow's safe cast refuses any
+    integer beyond 2^53 instead)."""
+    return values.cast(pa.float64(), safe=False)
+
+
+def _widened_to(table: pa.Table, other: pa.Schema) -> pa.Table:
+    """``table`` with its integer columns that ``other`` holds as floats widened."""
+    for index, field in enumerate(table.schema):
+        position = other.get_field_index(field.name)
+        if field.type == pa.int64() and position >= 0 and other.field(position).type == pa.float64():
+            table = table.set_column(index, field.name, widened(table.column(index)))
+    return table
 
 
 def _reconcile_part(part: MeasurementRows, stored: MeasurementSchema | None) -> tuple[MeasurementRows, bool]:
@@ -37,7 +53,7 @@ def _reconcile_part(part: MeasurementRows, stored: MeasurementSchema | None) -> 
         elif expected == incoming:
             continue
         elif expected == "float64" and incoming == "int64":
-            table = table.set_column(index, field.name, table.column(index).cast(pa.float64()))
+            table = table.set_column(index, field.name, widened(table.column(index)))
         else:
             raise BadRequest(
                 f"measurement {part.measurement!r}: column {field.name!r} is {expected} in storage "
@@ -124,7 +140,11 @@ def apply_schema(registry: SchemaRegistry, database: str, parts: list[Measuremen
         if part.measurement in merged:
             previous = merged[part.measurement]
             try:
-                table = pa.concat_tables([previous.table, part.table], promote_options="permissive")
+                tables = [
+                    _widened_to(previous.table, part.table.schema),
+                    _widened_to(part.table, previous.table.schema),
+                ]
+                table = pa.concat_tables(tables, promote_options="permissive")
             except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
                 raise BadRequest(f"measurement {part.measurement!r}: items disagree on column types ({exc})") from exc
             part = MeasurementRows(part.measurement, table, tuple(dict.fromkeys((*previous.tags, *part.tags))))

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 import msgspec
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from arcs.batch import MeasurementRows
 from arcs.decoders.columns import shorten
@@ -38,10 +35,10 @@ def decode_json(body: bytes, now_micros: int, precision: str | None) -> list[Mea
         pass
     else:
         try:
-            return _finite(rows_from_objects(document, now_micros, precision))
+            return rows_from_objects(document, now_micros, precision)
         except BadRequest:
             pass  # decoded again below, so the message is the reference decoder's
-    return _finite(rows_from_objects(reference(body), now_micros, precision))
+    return rows_from_objects(reference(body), now_micros, precision)
 
 
 def reference(body: bytes) -> Any:
@@ -56,21 +53,3 @@ def reference(body: bytes) -> Any:
         raise BadRequest("JSON body is nested too deeply") from exc
     except ValueError as exc:
         raise BadRequest(f"JSON body is malformed: {shorten(str(exc))}") from exc
-
-
-def _finite(parts: list[MeasurementRows]) -> list[MeasurementRows]:
-    # JSON has no NaN or infinity (the constants are refused above), so a non-finite float can
-    # only be a number too large for float64 that the parser rounded to infinity.
-    for part in parts:
-        for field in part.table.schema:
-            if pa.types.is_floating(field.type):
-                # No NaN can be here, so an infinity shows in the extremes: one kernel call.
-                bounds = pc.min_max(part.table.column(field.name))
-                if any(
-                    math.isinf(bound) for bound in (bounds["min"].as_py(), bounds["max"].as_py()) if bound is not None
-                ):
-                    raise BadRequest(
-                        f"measurement {part.measurement!r}, column {field.name!r}: a number is outside the "
-                        "float64 range"
-                    )
-    return parts
