@@ -147,6 +147,9 @@ def check_scopes(value: object) -> tuple[str, ...]:
         return ()
     if not isinstance(value, list) or len(value) > MAX_SCOPES:
         raise BadRequest(f"databases must be a list of at most {MAX_SCOPES} database names or 'prefix*' patterns")
+    if not value:
+        # Unscoped is stored as no scopes, so an empty list would grant every database.
+        raise BadRequest("databases must name at least one database or pattern; ['*'] (or no field) is every database")
     for scope in value:
         if not isinstance(scope, str) or not _DATABASE_SCOPE.fullmatch(scope):
             raise BadRequest(f"databases: {_show(scope)} is not a database name, a 'prefix*' pattern or '*'")
