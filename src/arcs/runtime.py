@@ -202,6 +202,13 @@ class LocalRuntime(Runtime):
     spool: Spool
     sqlite: SqliteDatabase
 
+    def ready(self) -> bool:
+        # Not ready while a write could not be made durable (a full disk): writes would get 503.
+        if not self.spool.writable():
+            logger.warning("the spool cannot take writes (is the disk full?)")
+            return False
+        return super().ready()
+
 
 def local_runtime(settings: Settings) -> LocalRuntime:
     # Imported here: SQLite and the spool are the standalone server's, never a Lambda function's.
