@@ -83,3 +83,10 @@ DISK_FULL_RETRY_S = 10
 class StorageFault(ServiceUnavailable):
     """A dependency (object store, queue, catalog, the disk) failed; the request may be retried,
     and the answer says when (``Retry-After``)."""
+
+
+class TooManyRequests(ServiceUnavailable):
+    """429: the caller should slow down; carries ``Retry-After`` as ``ServiceUnavailable`` does."""
+
+    status = 429
+    client_error = True

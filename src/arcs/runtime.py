@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from arcs.allocator import keep_large_blocks_on_heap
+from arcs.auth_failures import AuthFailures
 from arcs.ports import Catalog, DownloadStore, ObjectStore, TokenStore, WriteQueue
 from arcs.settings import Settings
 from arcs.tokens import TokenService
@@ -56,7 +57,8 @@ class Runtime:
         self.store = store
         self.catalog = catalog
         self.queue = queue
-        self.tokens = TokenService(token_store, settings.token_cache_ttl_s)
+        failures = AuthFailures(settings.auth_failures_per_minute)
+        self.tokens = TokenService(token_store, settings.token_cache_ttl_s, failures)
         self._allowed_roots = allowed_roots
         self._s3_access = s3_access
         self._downloads = downloads

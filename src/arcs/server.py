@@ -41,8 +41,8 @@ Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
-#: ``(method, path, query string, headers, body) -> response``: what the HTTP front serves.
-HttpHandler = Callable[[str, str, str, dict[str, str], bytes], HttpResponse]
+#: ``(method, path, query string, headers, body, client address) -> response``: what the HTTP front serves.
+HttpHandler = Callable[[str, str, str, dict[str, str], bytes, str | None], HttpResponse]
 
 
 class _LambdaContext:
@@ -70,13 +70,15 @@ class Gateway:
         self._app()
         self.runtime.engine.connection()
 
-    def handle(self, method: str, path: str, query: str, headers: dict[str, str], body: bytes) -> HttpResponse:
+    def handle(
+        self, method: str, path: str, query: str, headers: dict[str, str], body: bytes, client: str | None = None
+    ) -> HttpResponse:
         context = None
         if path not in PUBLIC_PATHS:
             try:
                 event = proxy_event(method, path, query, headers, b"")
                 token = extract_token(headers, event["queryStringParameters"] or {})
-                context = self.runtime.tokens.verify(token).to_context()
+                context = self.runtime.tokens.verify(token, client).to_context()
             except ArcsError as exc:
                 return error_http_response(exc)
         event = proxy_event(method, path, query, headers, body, context)
@@ -144,6 +146,7 @@ class AsgiApp:
                 scope.get("query_string", b"").decode("latin-1"),
                 headers,
                 body,
+                (scope.get("client") or (None,))[0],
             )
         finally:
             self._slots.release()
