@@ -1,5 +1,5 @@
 """Values at the edges of what a write may hold, in all three formats over HTTP: integers beyond
-2^53 into a float column, NaN and infinities."""
+2^53 into a float column, keys said twice, NaN and infinities."""
 
 from __future__ import annotations
 
@@ -19,6 +19,12 @@ BIG = 2**53 + 1  # the first integer a float64 cannot hold: it rounds to 2^53
 
 def name(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+def packed_map(pairs: list[tuple[str, bytes]]) -> bytes:
+    """A MessagePack map written pair by pair, so a key may come twice (msgpack.packb takes a dict)."""
+    assert len(pairs) < 16
+    return bytes([0x80 | len(pairs)]) + b"".join(msgpack.packb(key) + value for key, value in pairs)
 
 
 def big_integer_bodies(m: str) -> list[tuple[str, bytes]]:
@@ -50,6 +56,56 @@ def test_integers_beyond_2_to_the_53_widen_into_a_float_column_in_every_format(c
         2.0**53,
         2.5,
     ]
+
+
+def repeated_key_bodies(m: str) -> list[tuple[str, str, bytes]]:
+    """(the key said twice, route, body)."""
+    columns_twice = packed_map(
+        [("time", msgpack.packb([T0_NS])), ("v", msgpack.packb([1.0])), ("v", msgpack.packb([2.0]))]
+    )
+    fields_twice = packed_map([("v", msgpack.packb(1.0)), ("v", msgpack.packb(2.0))])
+    tags_twice = packed_map([("host", msgpack.packb("a")), ("host", msgpack.packb("b"))])
+    return [
+        ("v", "/api/v1/write/msgpack", packed_map([("m", msgpack.packb(m)), ("columns", columns_twice)])),
+        (
+            "m",
+            "/api/v1/write/msgpack",
+            packed_map(
+                [("m", msgpack.packb(m)), ("m", msgpack.packb(m + "x")), ("columns", msgpack.packb({"v": [1.0]}))]
+            ),
+        ),
+        (
+            "v",
+            "/api/v1/write/msgpack",
+            msgpack.packb([0])[:1] + packed_map([("m", msgpack.packb(m)), ("fields", fields_twice)]),
+        ),
+        (
+            "host",
+            "/api/v1/write/msgpack",
+            packed_map([("m", msgpack.packb(m)), ("fields", msgpack.packb({"v": 1.0})), ("tags", tags_twice)]),
+        ),
+        (
+            "v",
+            "/api/v1/write/json",
+            f'{{"m": "{m}", "columns": {{"time": [{T0_NS}], "v": [1.0], "v": [2.0]}}}}'.encode(),
+        ),
+        ("m", "/api/v1/write/json", f'{{"m": "{m}", "m": "{m}x", "columns": {{"v": [1.0]}}}}'.encode()),
+        ("v", "/api/v1/write/json", f'[{{"m": "{m}", "fields": {{"v": 1.0, "v": 2.0}}}}]'.encode()),
+        (
+            "host",
+            "/api/v1/write/json",
+            f'{{"m": "{m}", "fields": {{"v": 1}}, "tags": {{"host": "a", "host": "b"}}}}'.encode(),
+        ),
+    ]
+
+
+def test_a_key_said_twice_is_a_400_naming_it_and_stores_nothing(client: Client) -> None:
+    m = name("twice")
+    for key, path, body in repeated_key_bodies(m):
+        response = client.write(path, body)
+        assert response.status_code == 400, (key, path, body, response.text)
+        assert f"{key!r}" in response.json()["error"] and "twice" in response.json()["error"], response.text
+    assert client.query(f"SELECT count(*) FROM {m}").status_code == 404
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")], ids=["nan", "inf", "-inf"])
