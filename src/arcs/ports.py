@@ -281,6 +281,11 @@ class Catalog(Protocol):
         """Free ``name`` if ``owner`` still holds it."""
         ...
 
+    def release_leases(self, holder: str) -> list[str]:
+        """Free every lease whose owner is ``holder``'s (``{holder}/...``), whatever its expiry; the
+        names freed. Only for a holder known to be gone: its next incarnation reclaims them."""
+        ...
+
     def get_compaction_state(self, partition: Partition) -> CompactionState | None: ...
 
     def commit_compaction(self, partition: Partition, state: CompactionState) -> bool:

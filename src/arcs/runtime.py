@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -63,6 +64,8 @@ class Runtime:
         self._s3_access = s3_access
         self._downloads = downloads
         self._invoke = invoke
+        #: Who holds this process's compaction leases (None: a name of its own, never reclaimed).
+        self.holder: str | None = None
 
     @functools.cached_property
     def writes(self) -> WriteService:
@@ -148,6 +151,7 @@ class Runtime:
             self.settings.compaction,
             self.work_dir / "compaction",
             self.settings.row_group_rows,
+            holder=self.holder,
         )
 
     @functools.cached_property
@@ -204,6 +208,15 @@ class LocalRuntime(Runtime):
     spool: Spool
     sqlite: SqliteDatabase
 
+    def reclaim_compaction(self) -> list[str]:
+        """Free the leases this data directory's holder took before a crash, and recover the jobs
+        they held in the background; the partitions freed. Only with the directory's claim held."""
+        reclaimed = self.compactor.reclaim_leases()
+        if reclaimed:
+            logger.info("reclaimed %d compaction leases of this data directory's last run", len(reclaimed))
+            threading.Thread(target=self.compactor.recover_now, name="arcs-compaction-recovery", daemon=True).start()
+        return reclaimed
+
     def ready(self) -> bool:
         # Not ready while a write could not be made durable (a full disk): writes would get 503.
         if not self.spool.writable():
@@ -212,17 +225,23 @@ class LocalRuntime(Runtime):
         return super().ready()
 
 
-def local_runtime(settings: Settings) -> LocalRuntime:
+def local_runtime(settings: Settings, serve: bool = False) -> LocalRuntime:
+    """The standalone server's runtime on ``settings.data_dir``; ``serve``: the process serves it,
+    so it claims the directory (``arcs.holder``) and its compaction leases carry the directory's
+    holder name. Tools that only read or load a directory leave ``serve`` off."""
     # Imported here: SQLite and the spool are the standalone server's, never a Lambda function's.
     from arcs.adapters.local_storage import DirectoryStore
     from arcs.adapters.spool import Spool
     from arcs.adapters.sqlite_catalog import SqliteCatalog
     from arcs.adapters.sqlite_database import SqliteDatabase
     from arcs.adapters.sqlite_tokens import SqliteTokenStore
+    from arcs.holder import hold_data_directory
 
     keep_large_blocks_on_heap(settings.mmap_threshold_mb * 1024 * 1024)
     data_dir = settings.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
+    # Claimed before the spool and catalog are opened: a second server must not touch them.
+    holder = hold_data_directory(data_dir) if serve else None
     store = DirectoryStore(data_dir / "storage")
     sqlite = SqliteDatabase(data_dir / "catalog.sqlite")
     spool = Spool(data_dir / "spool")
@@ -231,6 +250,7 @@ def local_runtime(settings: Settings) -> LocalRuntime:
     )
     runtime.spool = spool
     runtime.sqlite = sqlite
+    runtime.holder = holder
     return runtime
 
 

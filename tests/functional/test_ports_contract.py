@@ -351,6 +351,19 @@ def test_commit_is_stored_exactly_once(ports: Ports) -> None:
 # --- compaction: leases, the commit record, the job journal ---------------------------------------
 
 
+def test_a_holder_s_leases_are_released_together_and_no_others(ports: Ports) -> None:
+    catalog = ports.catalog
+    assert catalog.acquire_lease("db/cpu/2024-03-01T00", "server-a/job1", 900)
+    assert catalog.acquire_lease("db/cpu/2024-03-01T01", "server-a/job2", 900)
+    assert catalog.acquire_lease("db/cpu/2024-03-01T02", "server-ab/job3", 900)  # a name it prefixes
+    assert catalog.acquire_lease("db/cpu/2024-03-01T03", "server-b/job4", 900)
+    assert catalog.release_leases("server-a") == ["db/cpu/2024-03-01T00", "db/cpu/2024-03-01T01"]
+    assert catalog.acquire_lease("db/cpu/2024-03-01T00", "server-b/job5", 900)
+    assert not catalog.acquire_lease("db/cpu/2024-03-01T02", "server-b/job6", 900)
+    assert not catalog.acquire_lease("db/cpu/2024-03-01T03", "server-a/job7", 900)
+    assert catalog.release_leases("server-a") == []
+
+
 def test_lease_is_held_by_one_owner_until_released_or_expired(ports: Ports) -> None:
     catalog = ports.catalog
     assert catalog.acquire_lease("db/cpu/2024-03-01T00", "a", 60)

@@ -378,6 +378,9 @@ class DynamoCatalog(DynamoContinuousQueries, DynamoRetentionPolicies):
     def release_lease(self, name: str, owner: str) -> None:
         self.leases.release_lease(name, owner)
 
+    def release_leases(self, holder: str) -> list[str]:
+        return self.leases.release_leases(holder)
+
     def put_compaction_job(self, job: CompactionJob) -> None:
         self.leases.put_compaction_job(job)
 

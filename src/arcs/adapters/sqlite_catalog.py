@@ -233,6 +233,14 @@ class SqliteCatalog(SqliteContinuousQueries, SqliteRetentionPolicies):
         with self.db.transaction() as conn:
             conn.execute("DELETE FROM leases WHERE name=? AND owner=?", (name, owner))
 
+    def release_leases(self, holder: str) -> list[str]:
+        prefix = f"{holder}/"
+        held = "FROM leases WHERE substr(owner, 1, ?) = ?"
+        with self.db.transaction() as conn:
+            rows = conn.execute(f"SELECT name {held}", (len(prefix), prefix)).fetchall()
+            conn.execute(f"DELETE {held}", (len(prefix), prefix))
+        return sorted(name for (name,) in rows)
+
     def get_compaction_state(self, partition: Partition) -> CompactionState | None:
         rows = self.db.query(
             "SELECT version, job_id, inputs, outputs, settled FROM compaction_state "
