@@ -40,6 +40,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: The standalone server's ingest: a database's share of one attempt, in measurement tables
+#: (``Ingestor.tables_per_database``): a few seconds of Parquet files written and synced at most.
+INGEST_TABLES_PER_DATABASE = 1_000
+
 
 class Runtime:
     def __init__(
@@ -118,7 +122,11 @@ class Runtime:
     def ingestor(self) -> Ingestor:
         from arcs.ingest import Ingestor  # lazy: Parquet writing is the ingest function's alone
 
-        return Ingestor(self.catalog, self.store, self.settings.prefix, self.settings.row_group_rows)
+        # The spool keeps a deferred write queued as it is; SQS would count it a failed delivery.
+        share = INGEST_TABLES_PER_DATABASE if self.settings.backend == "local" else None
+        return Ingestor(
+            self.catalog, self.store, self.settings.prefix, self.settings.row_group_rows, tables_per_database=share
+        )
 
     @functools.cached_property
     def continuous_queries(self) -> ContinuousQueries:

@@ -14,6 +14,9 @@ from arcs.errors import BadRequest, Conflict
 from arcs.ports import Catalog, MeasurementSchema
 
 _MAX_CAS_ATTEMPTS = 20
+#: Measurements one request may write: each is at least a file for ingest to write and, when new,
+#: a schema for the catalog to store, so one request of thousands would hold ingest for a minute.
+MAX_MEASUREMENTS_PER_REQUEST = 1_000
 _MAX_ACCEPTED_SHAPES = 10_000
 _MAX_SHAPES_PER_MEASUREMENT = 8
 
@@ -149,6 +152,11 @@ def apply_schema(registry: SchemaRegistry, database: str, parts: list[Measuremen
                 raise BadRequest(f"measurement {part.measurement!r}: items disagree on column types ({exc})") from exc
             part = MeasurementRows(part.measurement, table, tuple(dict.fromkeys((*previous.tags, *part.tags))))
         merged[part.measurement] = part
+    if len(merged) > MAX_MEASUREMENTS_PER_REQUEST:
+        raise BadRequest(
+            f"the request writes {len(merged)} measurements; the limit is {MAX_MEASUREMENTS_PER_REQUEST} "
+            "per request: split it"
+        )
     for attempt in range(_MAX_CAS_ATTEMPTS):
         checked: list[tuple[MeasurementRows, MeasurementSchema | None, bool]] = []
         for part in merged.values():

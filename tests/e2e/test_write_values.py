@@ -130,3 +130,16 @@ def test_nan_and_infinities_are_a_400_in_every_format_and_store_nothing(client: 
         assert response.status_code == 400, (path, body, response.text)
         assert says in response.json()["error"], response.text
     assert client.query(f"SELECT count(*) FROM {m}").status_code == 404
+
+
+def test_a_request_of_more_measurements_than_the_limit_is_a_400_and_stores_nothing(client: Client) -> None:
+    from arcs.schema import MAX_MEASUREMENTS_PER_REQUEST
+
+    prefix = name("many")
+    lines = [f"{prefix}_{i} v={i}i {T0_NS + i}" for i in range(MAX_MEASUREMENTS_PER_REQUEST + 1)]
+    response = client.write("/api/v1/write/line-protocol", "\n".join(lines).encode())
+    assert response.status_code == 400, response.text
+    assert f"the limit is {MAX_MEASUREMENTS_PER_REQUEST} per request" in response.json()["error"]
+    assert client.query(f"SELECT count(*) FROM {prefix}_0").status_code == 404
+    rows = client.rows("SHOW MEASUREMENTS")
+    assert not any(str(row[0]).startswith(prefix) for row in rows)
