@@ -174,6 +174,13 @@ class Catalog(Protocol):
         """
         ...
 
+    def put_schemas(self, changes: Sequence[tuple[MeasurementSchema, int | None]]) -> bool:
+        """``put_schema`` for each of ``changes`` (a request's new and widened measurements), in as
+        few catalog writes as the store allows; True when every one was stored. SQLite: one
+        transaction, all or none. DynamoDB: transactions of up to 50 schemas, each all or none, in
+        order; the first that fails ends it (False)."""
+        ...
+
     def list_schemas(self, database: str | None = None) -> list[MeasurementSchema]: ...
 
     def create_database(self, name: str) -> bool:

@@ -162,10 +162,13 @@ def apply_schema(registry: SchemaRegistry, database: str, parts: list[Measuremen
         for part in merged.values():
             # The first try trusts the cache; a failed compare-and-set makes later tries read afresh.
             checked.append(registry.reconcile(database, part, fresh=attempt > 0))
-        if all(_store(registry.catalog, database, part, stored) for part, stored, adds in checked if adds):
+        # Every new or widened schema of the request in one catalog write where the store allows:
+        # a request of many new measurements costs one transaction, not one each.
+        changes = [
+            (_merged(stored, database, part), stored.version if stored else None)
+            for part, stored, adds in checked
+            if adds
+        ]
+        if not changes or registry.catalog.put_schemas(changes):
             return [part for part, _stored, _adds in checked]
     raise Conflict("the measurement schema kept changing under this request; retry it")
-
-
-def _store(catalog: Catalog, database: str, part: MeasurementRows, stored: MeasurementSchema | None) -> bool:
-    return catalog.put_schema(_merged(stored, database, part), stored.version if stored else None)

@@ -155,6 +155,23 @@ def test_schema_compare_and_set(ports: Ports) -> None:
     assert catalog.list_databases() == ["db1"]  # a new schema registers its database
 
 
+def test_many_schemas_are_stored_at_once_and_a_stale_one_stores_none_of_its_transaction(ports: Ports) -> None:
+    catalog = ports.catalog
+    columns = {"time": "timestamp", "v": "int64"}
+    many = [(MeasurementSchema("bulk", f"m{i:03d}", columns), None) for i in range(120)]  # DynamoDB: 3 transactions
+    assert catalog.put_schemas(many)
+    assert [s.measurement for s in catalog.list_schemas("bulk")] == [f"m{i:03d}" for i in range(120)]
+    assert catalog.list_databases() == ["bulk"]
+    widened = MeasurementSchema("bulk", "m000", {**columns, "w": "float64"})
+    new = MeasurementSchema("bulk", "new", columns)
+    stale = MeasurementSchema("bulk", "m001", {**columns, "z": "bool"})
+    assert not catalog.put_schemas([(widened, 1), (new, None), (stale, 0)])  # m001 is at version 1
+    assert catalog.get_schema("bulk", "m000") == replace(MeasurementSchema("bulk", "m000", columns), version=1)
+    assert catalog.get_schema("bulk", "new") is None
+    assert catalog.put_schemas([(widened, 1), (new, None)])
+    assert catalog.get_schema("bulk", "m000") == replace(widened, version=2)
+
+
 def test_databases_and_schema_listing(ports: Ports) -> None:
     catalog = ports.catalog
     assert catalog.create_database("alpha")
