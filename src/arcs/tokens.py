@@ -353,19 +353,21 @@ class TokenService:
         return principal
 
     def _verify_slow(self, secret: str, digest: str) -> tuple[Principal, datetime | None]:
-        records = self.store.find(digest[:_LOOKUP_CHARS])
         now = datetime.now(UTC)
-        for record in records:
+        dead: list[TokenRecord] = []
+        for record in self.store.find(digest[:_LOOKUP_CHARS]):
             if record.revoked or (record.expires_at is not None and record.expires_at <= now):
-                continue  # unusable whatever the secret: not worth a hash
-            if hmac.compare_digest(slow_hash(secret, record.salt), record.secret_hash):
+                dead.append(record)  # unusable whatever the secret: not worth a hash
+            elif hmac.compare_digest(slow_hash(secret, record.salt), record.secret_hash):
                 principal = Principal(record.token_id, record.name, frozenset(record.permissions), record.databases)
                 return principal, record.expires_at
-        # The lookup is 64 bits of the secret's SHA-256: a record it finds is this token's.
-        dead = next((record for record in records if record.revoked), None) or next(iter(records), None)
-        if dead is None:
+        if not dead:
             raise _Refusal("invalid token")
-        raise _Refusal("token has been revoked" if dead.revoked else "token has expired", dead.token_id)
+        # The lookup is 64 bits of the secret's SHA-256: a record it finds is this token's.
+        revoked = next((record for record in dead if record.revoked), None)
+        if revoked is not None:
+            raise _Refusal("token has been revoked", revoked.token_id)
+        raise _Refusal("token has expired", dead[0].token_id)
 
     def _forget(self, token_id: str | None = None, digest: str | None = None) -> None:
         """Drop every cached verdict on ``token_id`` (the cache is keyed by secret, not id), and the

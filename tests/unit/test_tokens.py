@@ -456,3 +456,12 @@ def test_failed_attempts_are_limited_per_client_without_hurting_valid_callers(tm
         service.verify("guess-later", "10.0.0.2")
     with pytest.raises(TooManyRequests):
         service.verify("guess-later-2", "10.0.0.2")
+
+
+def test_a_wrong_secret_finding_a_usable_record_is_invalid(
+    service: TokenService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record, _secret = service.create("live")
+    monkeypatch.setattr(service.store, "find", lambda lookup: [record])  # as if the lookups collided
+    with pytest.raises(Unauthorized, match="invalid token"):
+        service.verify("another-secret-0123456789")
