@@ -219,6 +219,8 @@ class LocalRuntime(Runtime):
     def reclaim_compaction(self) -> list[str]:
         """Free the leases this data directory's holder took before a crash, and recover the jobs
         they held in the background; the partitions freed. Only with the directory's claim held."""
+        if self.holder is None:
+            return []  # not serving the directory: its leases may be a live server's
         reclaimed = self.compactor.reclaim_leases()
         if reclaimed:
             logger.info("reclaimed %d compaction leases of this data directory's last run", len(reclaimed))
