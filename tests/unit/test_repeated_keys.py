@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arcs import native
-from arcs.decoders import json_format, msgpack_format
+from arcs.decoders import columnar_lane, json_format, msgpack_format
 from arcs.envvars import NATIVE
 from arcs.errors import BadRequest
 
@@ -162,6 +162,8 @@ def test_every_path_refuses_a_repeated_key_naming_it(library: Any, key: str, doc
     fast, slow = _decoded(decode, body, True), _decoded(decode, body, False)
     assert fast == slow
     assert fast[0] == "error" and f"key {key!r} twice" in fast[1], fast
+    if fmt == "msgpack":
+        assert columnar_lane.scan(body, None) is None  # the lane leaves it to the decoders too
 
 
 @settings(max_examples=200, deadline=None)
