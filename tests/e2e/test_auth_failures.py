@@ -79,7 +79,8 @@ def failing_address_is_limited(valid: str, guesser: httpx.Client, other: httpx.C
     statuses = [
         guesser.get(VERIFY, headers={"Authorization": f"Bearer guess-{i}-0123456789"}).status_code for i in range(25)
     ]
-    assert statuses[:20] == [401] * 20 and set(statuses[20:]) == {429}, statuses
+    # One failure comes back every 3 s: a slow machine may see a 401 among the 429s, never a 429 early.
+    assert statuses[:20] == [401] * 20 and statuses.count(429) >= 3 and statuses[-1] == 429, statuses
     limited = guesser.post("/api/v1/write/line-protocol", content=b"m v=1", headers={"Authorization": "Bearer xxx"})
     assert limited.status_code == 429 and int(limited.headers["Retry-After"]) >= 1, limited.text
     assert "too many failed" in limited.json()["error"]
