@@ -28,11 +28,17 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "serve":
+        from arcs.holder import DataDirectoryBusy
         from arcs.runtime import local_runtime
         from arcs.server import serve as run_server
 
         settings = Settings.from_env().with_(backend="local", data_dir=args.data_dir)
-        run_server(local_runtime(settings), args.host, args.port, args.workers)
+        try:
+            runtime = local_runtime(settings, serve=True)
+        except DataDirectoryBusy as exc:
+            raise SystemExit(f"arcs serve: {exc}") from exc
+        runtime.reclaim_compaction()
+        run_server(runtime, args.host, args.port, args.workers)
     elif args.command == "local":
         from arcs.emulation import run_local
 

@@ -79,12 +79,6 @@ class UnsupportedMediaType(ArcsError):
     client_error = True
 
 
-class StorageFault(ArcsError):
-    """A dependency (object store, queue, catalog) failed; the request may be retried."""
-
-    status = 503
-
-
 class QueryTimeout(ArcsError):
     """A query ran longer than ``ARCS_QUERY_TIMEOUT_S`` and was interrupted.
 
@@ -99,8 +93,26 @@ class QueryTimeout(ArcsError):
 
 
 class ServiceUnavailable(ArcsError):
+    """503 with ``Retry-After``: the same request may succeed later."""
+
     status = 503
 
     def __init__(self, message: str, retry_after_s: int = 1) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+
+
+#: Retry-After (seconds) when the disk is full: room comes back as ingest retires spool segments.
+DISK_FULL_RETRY_S = 10
+
+
+class StorageFault(ServiceUnavailable):
+    """A dependency (object store, queue, catalog, the disk) failed; the request may be retried,
+    and the answer says when (``Retry-After``)."""
+
+
+class TooManyRequests(ServiceUnavailable):
+    """429: the caller should slow down; carries ``Retry-After`` as ``ServiceUnavailable`` does."""
+
+    status = 429
+    client_error = True

@@ -79,6 +79,9 @@ class IngestResult:
     already_done: list[str] = field(default_factory=list)  # handles a previous attempt stored
     failed: dict[str, str] = field(default_factory=dict)  # handle -> reason
     poison: dict[str, str] = field(default_factory=dict)  # handle -> why it can never succeed
+    # Handles left for a later batch, untouched (no marker claimed): a database's share of this
+    # attempt was spent. The queue keeps them as they are (the spool's pending records).
+    deferred: list[str] = field(default_factory=list)
     files: list[FileRecord] = field(default_factory=list)
 
 
@@ -97,11 +100,16 @@ class Ingestor:
         prefix: str = "",
         row_group_rows: int = 122_880,
         fault: FaultHook = _no_fault,
+        tables_per_database: int | None = None,
     ) -> None:
         self.catalog = catalog
         self.store = store
         self.prefix = prefix
         self.row_group_rows = row_group_rows
+        # Each database's share of one attempt, in measurement tables (each at least a file to
+        # write): a writer of many measurements cannot hold the others' writes for long. Only
+        # where deferred writes stay queued untouched (the standalone server's spool); None: all.
+        self.tables_per_database = tables_per_database
         # Tests stop the protocol between any two steps through this hook.
         self._fault = fault
 
@@ -133,6 +141,9 @@ class Ingestor:
                 candidates.append((write, batch, previous))
             except ArcsError as exc:
                 result.failed[write.handle] = exc.message
+        if self.tables_per_database is not None:
+            candidates, deferred = _fair_shares(candidates, self.tables_per_database)
+            result.deferred = [write.handle for write, _batch, _previous in deferred]
         won = self.catalog.swap_markers([(w.write_id, previous) for w, _b, previous in candidates], commit_id)
         claimed: list[tuple[QueuedWrite, WriteBatch]] = []
         for write, batch, _previous in candidates:
@@ -266,6 +277,28 @@ class Ingestor:
                 self.store.delete(key)
             except Exception:
                 logger.warning("could not delete orphan data file %s", key, exc_info=True)
+
+
+Candidate = tuple[QueuedWrite, WriteBatch, str | None]
+
+
+def _fair_shares(candidates: list[Candidate], share: int) -> tuple[list[Candidate], list[Candidate]]:
+    """(taken, deferred): each database's writes in queue order while its tables fit ``share``
+    (its first write always), the rest of that database's deferred, in order, so no newer write of
+    a database is stored before an older one (compaction keeps the last written)."""
+    spent: dict[str, int] = {}
+    full: set[str] = set()
+    taken: list[Candidate] = []
+    deferred: list[Candidate] = []
+    for candidate in candidates:
+        database, cost = candidate[1].database, len(candidate[1].parts)
+        if database in full or (database in spent and spent[database] + cost > share):
+            full.add(database)
+            deferred.append(candidate)
+            continue
+        spent[database] = spent.get(database, 0) + cost
+        taken.append(candidate)
+    return taken, deferred
 
 
 def _is_sorted(times: pa.ChunkedArray) -> bool:

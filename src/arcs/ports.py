@@ -174,6 +174,13 @@ class Catalog(Protocol):
         """
         ...
 
+    def put_schemas(self, changes: Sequence[tuple[MeasurementSchema, int | None]]) -> bool:
+        """``put_schema`` for each of ``changes`` (a request's new and widened measurements), in as
+        few catalog writes as the store allows; True when every one was stored. SQLite: one
+        transaction, all or none. DynamoDB: transactions of up to 50 schemas, each all or none, in
+        order; the first that fails ends it (False)."""
+        ...
+
     def list_schemas(self, database: str | None = None) -> list[MeasurementSchema]: ...
 
     def create_database(self, name: str) -> bool:
@@ -279,6 +286,11 @@ class Catalog(Protocol):
 
     def release_lease(self, name: str, owner: str) -> None:
         """Free ``name`` if ``owner`` still holds it."""
+        ...
+
+    def release_leases(self, holder: str) -> list[str]:
+        """Free every lease whose owner is ``holder``'s (``{holder}/...``), whatever its expiry; the
+        names freed. Only for a holder known to be gone: its next incarnation reclaims them."""
         ...
 
     def get_compaction_state(self, partition: Partition) -> CompactionState | None: ...

@@ -10,11 +10,13 @@ from __future__ import annotations
 import functools
 import logging
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from arcs.allocator import keep_large_blocks_on_heap
+from arcs.auth_failures import AuthFailures
 from arcs.ports import Catalog, DownloadStore, ObjectStore, TokenStore, WriteQueue
 from arcs.settings import Settings
 from arcs.tokens import TokenService
@@ -38,6 +40,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: The standalone server's ingest: a database's share of one attempt, in measurement tables
+#: (``Ingestor.tables_per_database``): a few seconds of Parquet files written and synced at most.
+INGEST_TABLES_PER_DATABASE = 1_000
+
 
 class Runtime:
     def __init__(
@@ -56,11 +62,14 @@ class Runtime:
         self.store = store
         self.catalog = catalog
         self.queue = queue
-        self.tokens = TokenService(token_store, settings.token_cache_ttl_s)
+        failures = AuthFailures(settings.auth_failures_per_minute)
+        self.tokens = TokenService(token_store, settings.token_cache_ttl_s, failures)
         self._allowed_roots = allowed_roots
         self._s3_access = s3_access
         self._downloads = downloads
         self._invoke = invoke
+        #: Who holds this process's compaction leases (None: a name of its own, never reclaimed).
+        self.holder: str | None = None
 
     @functools.cached_property
     def writes(self) -> WriteService:
@@ -115,7 +124,11 @@ class Runtime:
     def ingestor(self) -> Ingestor:
         from arcs.ingest import Ingestor  # lazy: Parquet writing is the ingest function's alone
 
-        return Ingestor(self.catalog, self.store, self.settings.prefix, self.settings.row_group_rows)
+        # The spool keeps a deferred write queued as it is; SQS would count it a failed delivery.
+        share = INGEST_TABLES_PER_DATABASE if self.settings.backend == "local" else None
+        return Ingestor(
+            self.catalog, self.store, self.settings.prefix, self.settings.row_group_rows, tables_per_database=share
+        )
 
     @functools.cached_property
     def continuous_queries(self) -> ContinuousQueries:
@@ -148,6 +161,7 @@ class Runtime:
             self.settings.compaction,
             self.work_dir / "compaction",
             self.settings.row_group_rows,
+            holder=self.holder,
         )
 
     @functools.cached_property
@@ -204,18 +218,42 @@ class LocalRuntime(Runtime):
     spool: Spool
     sqlite: SqliteDatabase
 
+    def reclaim_compaction(self) -> list[str]:
+        """Free the leases this data directory's holder took before a crash, and recover the jobs
+        they held in the background; the partitions freed. Only with the directory's claim held."""
+        if self.holder is None:
+            return []  # not serving the directory: its leases may be a live server's
+        reclaimed = self.compactor.reclaim_leases()
+        if reclaimed:
+            logger.info("reclaimed %d compaction leases of this data directory's last run", len(reclaimed))
+            threading.Thread(target=self.compactor.recover_now, name="arcs-compaction-recovery", daemon=True).start()
+        return reclaimed
 
-def local_runtime(settings: Settings) -> LocalRuntime:
+    def ready(self) -> bool:
+        # Not ready while a write could not be made durable (a full disk): writes would get 503.
+        if not self.spool.writable():
+            logger.warning("the spool cannot take writes (is the disk full?)")
+            return False
+        return super().ready()
+
+
+def local_runtime(settings: Settings, serve: bool = False) -> LocalRuntime:
+    """The standalone server's runtime on ``settings.data_dir``; ``serve``: the process serves it,
+    so it claims the directory (``arcs.holder``) and its compaction leases carry the directory's
+    holder name. Tools that only read or load a directory leave ``serve`` off."""
     # Imported here: SQLite and the spool are the standalone server's, never a Lambda function's.
     from arcs.adapters.local_storage import DirectoryStore
     from arcs.adapters.spool import Spool
     from arcs.adapters.sqlite_catalog import SqliteCatalog
     from arcs.adapters.sqlite_database import SqliteDatabase
     from arcs.adapters.sqlite_tokens import SqliteTokenStore
+    from arcs.holder import hold_data_directory
 
     keep_large_blocks_on_heap(settings.mmap_threshold_mb * 1024 * 1024)
     data_dir = settings.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
+    # Claimed before the spool and catalog are opened: a second server must not touch them.
+    holder = hold_data_directory(data_dir) if serve else None
     store = DirectoryStore(data_dir / "storage")
     sqlite = SqliteDatabase(data_dir / "catalog.sqlite")
     spool = Spool(data_dir / "spool")
@@ -224,6 +262,7 @@ def local_runtime(settings: Settings) -> LocalRuntime:
     )
     runtime.spool = spool
     runtime.sqlite = sqlite
+    runtime.holder = holder
     return runtime
 
 

@@ -1,7 +1,8 @@
 """Measurement schemas: the stored type of every column, kept in the catalog.
 
 A request may add columns; it may never change a stored column's type, except that integers
-written into a float column widen. Whatever a client sends, a measurement stays queryable.
+written into a float column widen (to the nearest float64, as InfluxDB and Arc convert them: an
+integer beyond 2^53 loses its last bits). Whatever a client sends, a measurement stays queryable.
 """
 
 from __future__ import annotations
@@ -13,8 +14,26 @@ from arcs.errors import BadRequest, Conflict
 from arcs.ports import Catalog, MeasurementSchema
 
 _MAX_CAS_ATTEMPTS = 20
+#: Measurements one request may write: each is at least a file for ingest to write and, when new,
+#: a schema for the catalog to store, so one request of thousands would hold ingest for a minute.
+MAX_MEASUREMENTS_PER_REQUEST = 1_000
 _MAX_ACCEPTED_SHAPES = 10_000
 _MAX_SHAPES_PER_MEASUREMENT = 8
+
+
+def widened(values: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Integers as float64, each rounded to the nearest float (Arrow's safe cast refuses any
+    integer beyond 2^53 instead)."""
+    return values.cast(pa.float64(), safe=False)
+
+
+def _widened_to(table: pa.Table, other: pa.Schema) -> pa.Table:
+    """``table`` with its integer columns that ``other`` holds as floats widened."""
+    for index, field in enumerate(table.schema):
+        position = other.get_field_index(field.name)
+        if field.type == pa.int64() and position >= 0 and other.field(position).type == pa.float64():
+            table = table.set_column(index, field.name, widened(table.column(index)))
+    return table
 
 
 def _reconcile_part(part: MeasurementRows, stored: MeasurementSchema | None) -> tuple[MeasurementRows, bool]:
@@ -37,7 +56,7 @@ def _reconcile_part(part: MeasurementRows, stored: MeasurementSchema | None) -> 
         elif expected == incoming:
             continue
         elif expected == "float64" and incoming == "int64":
-            table = table.set_column(index, field.name, table.column(index).cast(pa.float64()))
+            table = table.set_column(index, field.name, widened(table.column(index)))
         else:
             raise BadRequest(
                 f"measurement {part.measurement!r}: column {field.name!r} is {expected} in storage "
@@ -124,20 +143,32 @@ def apply_schema(registry: SchemaRegistry, database: str, parts: list[Measuremen
         if part.measurement in merged:
             previous = merged[part.measurement]
             try:
-                table = pa.concat_tables([previous.table, part.table], promote_options="permissive")
+                tables = [
+                    _widened_to(previous.table, part.table.schema),
+                    _widened_to(part.table, previous.table.schema),
+                ]
+                table = pa.concat_tables(tables, promote_options="permissive")
             except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
                 raise BadRequest(f"measurement {part.measurement!r}: items disagree on column types ({exc})") from exc
             part = MeasurementRows(part.measurement, table, tuple(dict.fromkeys((*previous.tags, *part.tags))))
         merged[part.measurement] = part
+    if len(merged) > MAX_MEASUREMENTS_PER_REQUEST:
+        raise BadRequest(
+            f"the request writes {len(merged)} measurements; the limit is {MAX_MEASUREMENTS_PER_REQUEST} "
+            "per request: split it"
+        )
     for attempt in range(_MAX_CAS_ATTEMPTS):
         checked: list[tuple[MeasurementRows, MeasurementSchema | None, bool]] = []
         for part in merged.values():
             # The first try trusts the cache; a failed compare-and-set makes later tries read afresh.
             checked.append(registry.reconcile(database, part, fresh=attempt > 0))
-        if all(_store(registry.catalog, database, part, stored) for part, stored, adds in checked if adds):
+        # Every new or widened schema of the request in one catalog write where the store allows:
+        # a request of many new measurements costs one transaction, not one each.
+        changes = [
+            (_merged(stored, database, part), stored.version if stored else None)
+            for part, stored, adds in checked
+            if adds
+        ]
+        if not changes or registry.catalog.put_schemas(changes):
             return [part for part, _stored, _adds in checked]
     raise Conflict("the measurement schema kept changing under this request; retry it")
-
-
-def _store(catalog: Catalog, database: str, part: MeasurementRows, stored: MeasurementSchema | None) -> bool:
-    return catalog.put_schema(_merged(stored, database, part), stored.version if stored else None)

@@ -41,10 +41,11 @@ Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
-#: ``(method, path, query string, headers, body) -> response``: what the HTTP front serves.
-HttpHandler = Callable[[str, str, str, dict[str, str], bytes], HttpResponse]
-#: ``(method, path, query string, headers) -> refusal or None``: a check made before the body is read.
-HttpScreen = Callable[[str, str, str, dict[str, str]], HttpResponse | None]
+#: ``(method, path, query string, headers, body, client address) -> response``: what the HTTP front serves.
+HttpHandler = Callable[[str, str, str, dict[str, str], bytes, str | None], HttpResponse]
+#: ``(method, path, query string, headers, client address) -> refusal or None``: a check made
+#: before the body is read.
+HttpScreen = Callable[[str, str, str, dict[str, str], str | None], HttpResponse | None]
 
 
 class _ClientGone(Exception):
@@ -73,29 +74,35 @@ class Gateway:
         """Open DuckDB now, so the first request costs what any other does."""
         self.runtime.engine.connection()
 
-    def screen(self, method: str, path: str, query: str, headers: dict[str, str]) -> HttpResponse | None:
+    def screen(
+        self, method: str, path: str, query: str, headers: dict[str, str], client: str | None = None
+    ) -> HttpResponse | None:
         """The token check, made on the request's head before its body is read: a refusal, or None."""
         try:
-            self._authorizer_context(method, path, query, headers)
+            self._authorizer_context(method, path, query, headers, client)
         except ArcsError as exc:
             return error_http_response(exc)
         return None
 
-    def handle(self, method: str, path: str, query: str, headers: dict[str, str], body: bytes) -> HttpResponse:
+    def handle(
+        self, method: str, path: str, query: str, headers: dict[str, str], body: bytes, client: str | None = None
+    ) -> HttpResponse:
         try:
-            context = self._authorizer_context(method, path, query, headers)
+            context = self._authorizer_context(method, path, query, headers, client)
         except ArcsError as exc:
             return error_http_response(exc)
         event = proxy_event(method, path, query, headers, body, context)
         return http_response(self.app.resolve(event, _LambdaContext()))
 
-    def _authorizer_context(self, method: str, path: str, query: str, headers: dict[str, str]) -> dict[str, Any] | None:
+    def _authorizer_context(
+        self, method: str, path: str, query: str, headers: dict[str, str], client: str | None
+    ) -> dict[str, Any] | None:
         """What the Lambda authorizer would pass on for this request (None for the public paths)."""
         if path in PUBLIC_PATHS:
             return None
         event = proxy_event(method, path, query, headers, b"")
         token = extract_token(headers, event["queryStringParameters"] or {})
-        return self.runtime.tokens.verify(token).to_context()
+        return self.runtime.tokens.verify(token, client).to_context()
 
 
 def error_http_response(exc: ArcsError) -> HttpResponse:
@@ -172,12 +179,13 @@ class AsgiApp:
         method: str = scope["method"]
         path: str = scope["path"]
         query = scope.get("query_string", b"").decode("latin-1")
+        client: str | None = (scope.get("client") or (None,))[0]
         loop = asyncio.get_running_loop()
         try:
             self._check_declared_length(headers)
             if self.screen is not None:
                 # A caller without a valid token never gets a byte of its body read.
-                refused = await loop.run_in_executor(self.executor, self.screen, method, path, query, headers)
+                refused = await loop.run_in_executor(self.executor, self.screen, method, path, query, headers, client)
                 if refused is not None:
                     await self._send(send, refused)
                     return
@@ -195,7 +203,9 @@ class AsgiApp:
             except _ClientGone:
                 return
             try:
-                response = await loop.run_in_executor(self.executor, self.handle, method, path, query, headers, body)
+                response = await loop.run_in_executor(
+                    self.executor, self.handle, method, path, query, headers, body, client
+                )
             finally:
                 self._slots.release()
         finally:

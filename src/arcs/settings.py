@@ -126,6 +126,7 @@ class Settings:
     aws_region: str = "us-east-1"
     bootstrap_token: str | None = None
     token_cache_ttl_s: float = 60.0
+    auth_failures_per_minute: int = 30
     # API Gateway's payload limit; the decompressed cap protects against bombs.
     max_request_bytes: int = 10 * 1024 * 1024
     max_decompressed_bytes: int = 100 * 1024 * 1024
@@ -219,6 +220,7 @@ class Settings:
             aws_region=env.get(envvars.AWS_REGION) or env.get("AWS_DEFAULT_REGION") or base.aws_region,
             bootstrap_token=env.get(envvars.BOOTSTRAP_TOKEN) or None,
             token_cache_ttl_s=number(envvars.TOKEN_CACHE_TTL_S, base.token_cache_ttl_s),
+            auth_failures_per_minute=int(number(envvars.AUTH_FAILURES_PER_MINUTE, base.auth_failures_per_minute)),
             max_request_bytes=int(number(envvars.MAX_REQUEST_BYTES, base.max_request_bytes)),
             max_decompressed_bytes=int(number(envvars.MAX_DECOMPRESSED_BYTES, base.max_decompressed_bytes)),
             claim_check_bytes=int(number(envvars.CLAIM_CHECK_BYTES, base.claim_check_bytes)),

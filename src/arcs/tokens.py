@@ -3,9 +3,11 @@
 A token is 32 random bytes, URL-safe base64. At rest there is only a short lookup prefix of its
 SHA-256 (to find the record) and a salted scrypt hash (to check it); neither reveals the token.
 Verified tokens are cached in memory, keyed by their SHA-256, for ``cache_ttl_s`` so the slow
-hash runs once per token per TTL. A change made through this service (update, rotate, revoke,
-delete) drops that token from this process's cache at once; other processes (the authorizer's
-containers, other workers) see it when their entry expires, within ``ARCS_TOKEN_CACHE_TTL_S``.
+hash runs once per token per TTL; refusals are cached alike, and the hash runs only for a record
+that could still be used, so every refusal costs the same catalog read and no hash. A change made
+through this service (update, rotate, revoke, delete) drops that token from this process's cache
+at once; other processes (the authorizer's containers, other workers) see it when their entry
+expires, within ``ARCS_TOKEN_CACHE_TTL_S``.
 
 What each route family needs (``Principal.require``; ``admin`` implies every permission and
 every database, so an admin token cannot carry database scopes: it could mint an unscoped token
@@ -44,6 +46,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 
+from arcs.auth_failures import AuthFailures
 from arcs.errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
 from arcs.ports import TokenRecord, TokenStore
 
@@ -147,6 +150,9 @@ def check_scopes(value: object) -> tuple[str, ...]:
         return ()
     if not isinstance(value, list) or len(value) > MAX_SCOPES:
         raise BadRequest(f"databases must be a list of at most {MAX_SCOPES} database names or 'prefix*' patterns")
+    if not value:
+        # Unscoped is stored as no scopes, so an empty list would grant every database.
+        raise BadRequest("databases must name at least one database or pattern; ['*'] (or no field) is every database")
     for scope in value:
         if not isinstance(scope, str) or not _DATABASE_SCOPE.fullmatch(scope):
             raise BadRequest(f"databases: {_show(scope)} is not a database name, a 'prefix*' pattern or '*'")
@@ -235,10 +241,14 @@ def is_active_admin(record: TokenRecord, now: datetime) -> bool:
 
 
 class TokenService:
-    def __init__(self, store: TokenStore, cache_ttl_s: float = 60.0) -> None:
+    def __init__(self, store: TokenStore, cache_ttl_s: float = 60.0, failures: AuthFailures | None = None) -> None:
         self.store = store
         self.cache_ttl_s = cache_ttl_s
+        self.failures = failures or AuthFailures(0)
         self._cache: dict[str, tuple[float, Principal]] = {}
+        # Refusals by the secret's SHA-256, as long as verdicts are cached: (until, token id if a
+        # record matched, the refusal). A repeated bad token costs no catalog read.
+        self._refused: dict[str, tuple[float, str | None, str]] = {}
         self._lock = threading.Lock()
         # Bumped on every change, so a verification that read a record before the change
         # does not put the stale answer back into the cache after the change dropped it.
@@ -277,6 +287,7 @@ class TokenService:
             secret,
         )
         self.store.put(record)
+        self._forget(digest=fast_hash(secret))  # a secret refused before (a chosen one) works now
         return record, secret
 
     def create_from(self, fields: TokenFields) -> tuple[TokenRecord, str]:
@@ -300,15 +311,36 @@ class TokenService:
         _record, secret = self.create("bootstrap", "admin token created on first start", ("admin",), secret=configured)
         return secret
 
-    def verify(self, secret: str) -> Principal:
+    def verify(self, secret: str, client: str | None = None) -> Principal:
+        """The token's principal; Unauthorized otherwise, and TooManyRequests while ``client`` (the
+        caller's address, where known) has failed too often (``AuthFailures``).
+
+        Every refusal costs alike and little: the scrypt hash runs only for a record that could
+        still be used (neither revoked nor expired), so a revoked, expired or unknown token is told
+        apart neither by time nor by the CPU it burns, and refusals are cached like verdicts.
+        """
         digest = fast_hash(secret)
         now = time.monotonic()
         with self._lock:
             cached = self._cache.get(digest)
+            refused = self._refused.get(digest)
             generation = self._generation
         if cached is not None and cached[0] > now:
             return cached[1]
-        principal, expires_at = self._verify_slow(secret, digest)
+        self.failures.check(client)
+        if refused is not None and refused[0] > now:
+            self.failures.failed(client)
+            raise Unauthorized(refused[2])
+        try:
+            principal, expires_at = self._verify_slow(secret, digest)
+        except _Refusal as exc:
+            self.failures.failed(client)
+            with self._lock:
+                if generation == self._generation:
+                    if len(self._refused) > 10_000:
+                        self._refused.clear()
+                    self._refused[digest] = (now + self.cache_ttl_s, exc.token_id, exc.message)
+            raise
         until = now + self.cache_ttl_s
         if expires_at is not None:
             # An expiring token leaves the cache when it expires, not up to a TTL later.
@@ -321,23 +353,33 @@ class TokenService:
         return principal
 
     def _verify_slow(self, secret: str, digest: str) -> tuple[Principal, datetime | None]:
+        now = datetime.now(UTC)
+        dead: list[TokenRecord] = []
         for record in self.store.find(digest[:_LOOKUP_CHARS]):
-            if not hmac.compare_digest(slow_hash(secret, record.salt), record.secret_hash):
-                continue
-            if record.revoked:
-                raise Unauthorized("token has been revoked")
-            if record.expires_at is not None and record.expires_at <= datetime.now(UTC):
-                raise Unauthorized("token has expired")
-            principal = Principal(record.token_id, record.name, frozenset(record.permissions), record.databases)
-            return principal, record.expires_at
-        raise Unauthorized("invalid token")
+            if record.revoked or (record.expires_at is not None and record.expires_at <= now):
+                dead.append(record)  # unusable whatever the secret: not worth a hash
+            elif hmac.compare_digest(slow_hash(secret, record.salt), record.secret_hash):
+                principal = Principal(record.token_id, record.name, frozenset(record.permissions), record.databases)
+                return principal, record.expires_at
+        if not dead:
+            raise _Refusal("invalid token")
+        # The lookup is 64 bits of the secret's SHA-256: a record it finds is this token's.
+        revoked = next((record for record in dead if record.revoked), None)
+        if revoked is not None:
+            raise _Refusal("token has been revoked", revoked.token_id)
+        raise _Refusal("token has expired", dead[0].token_id)
 
-    def _forget(self, token_id: str) -> None:
-        """Drop every cached verification of ``token_id`` (the cache is keyed by secret, not id)."""
+    def _forget(self, token_id: str | None = None, digest: str | None = None) -> None:
+        """Drop every cached verdict on ``token_id`` (the cache is keyed by secret, not id), and the
+        refusal of the secret whose SHA-256 is ``digest``."""
         with self._lock:
             self._generation += 1
-            for digest in [d for d, (_until, p) in self._cache.items() if p.token_id == token_id]:
-                del self._cache[digest]
+            for cached in [d for d, (_until, p) in self._cache.items() if p.token_id == token_id]:
+                del self._cache[cached]
+            for refused in [
+                d for d, (_until, i, _m) in self._refused.items() if d == digest or (i is not None and i == token_id)
+            ]:
+                del self._refused[refused]
 
     # --- management ---------------------------------------------------------------------------
     def get(self, token_id: str) -> TokenRecord:
@@ -425,6 +467,14 @@ class TokenService:
                 "expires, and the installation would lock itself out when the others expire; "
                 "create another admin token without expiry first"
             )
+
+
+class _Refusal(Unauthorized):
+    """A token refused, and the record it matched (None: none did)."""
+
+    def __init__(self, message: str, token_id: str | None = None) -> None:
+        super().__init__(message)
+        self.token_id = token_id
 
 
 def _with_secret(record: TokenRecord, secret: str) -> TokenRecord:

@@ -149,6 +149,7 @@ def test_new_tokens_default_to_read_write_on_every_database(client: Client) -> N
         ({"name": "x", "permissions": []}, "permissions"),
         ({"name": "x", "databases": ["../etc"]}, "databases"),
         ({"name": "x", "databases": "prod"}, "databases"),
+        ({"name": "x", "databases": []}, "databases"),  # no database: never "every database"
         ({"name": "x", "expires_in": "1y"}, "expires_in"),
         ({"name": "x", "expires_in": "999999w"}, "expires_in"),
         ({"name": "x", "description": 1}, "description"),
@@ -167,13 +168,20 @@ def test_bad_fields_are_400_naming_the_field(client: Client, body: dict[str, Any
 def test_bad_updates_are_400_and_change_nothing(client: Client) -> None:
     created = create(client, permissions=["read"])
     url = f"{TOKENS}/{created['id']}"
-    for body in ({"permissions": None}, {"permissions": ["sudo"]}, {"name": None}, {"revoked": False}):
+    for body in (
+        {"permissions": None},
+        {"permissions": ["sudo"]},
+        {"name": None},
+        {"revoked": False},
+        {"databases": []},
+    ):
         response = client.http.patch(url, json=body)
         assert response.status_code == 400, (body, response.text)
         assert next(iter(body)) in response.json()["error"]
     assert client.http.patch(url, content=b"{not json").status_code == 400
     assert client.http.patch(url, content=b"[]").status_code == 400
     assert client.http.get(url).json()["token"]["permissions"] == ["read"]
+    assert client.http.get(url).json()["token"]["databases"] == ["*"]
     client.http.delete(url)
 
 

@@ -65,12 +65,20 @@ class Env:
     work_dir: Path
 
     def compactor(self, fault: Callable[[str], None] | None = None, **changes: object) -> Compactor:
+        holder = changes.pop("holder", None)
         config = CompactionSettings(min_age_s=0, min_files=3, grace_s=0, lease_s=0.05)
         config = replace(config, **changes)  # type: ignore[arg-type]
         now = lambda: datetime.now(UTC) + timedelta(days=1)  # noqa: E731 - every test hour is old enough
-        if fault is None:
-            return Compactor(self.catalog, self.store, self.prefix, config, self.work_dir, now=now)
-        return Compactor(self.catalog, self.store, self.prefix, config, self.work_dir, fault=fault, now=now)
+        return Compactor(
+            self.catalog,
+            self.store,
+            self.prefix,
+            config,
+            self.work_dir,
+            fault=fault or (lambda _step: None),
+            now=now,
+            holder=None if holder is None else str(holder),
+        )
 
     def ingest(self, *batches: WriteBatch) -> None:
         result = Ingestor(self.catalog, self.store, self.prefix).ingest([queued(b) for b in batches])
@@ -339,6 +347,40 @@ def test_recovery_fences_a_stalled_job_before_deleting_its_outputs(env: Env) -> 
     env.compactor().run()
     assert env.rows() == after
     assert_clean(env)
+
+
+@pytest.mark.parametrize("step", ["journaled", "outputs-written", "committed"])
+def test_a_restarted_holder_reclaims_its_leases_at_once_and_no_other_holder_may(env: Env, step: str) -> None:
+    """A crash leaves its leases held for their whole term (15 minutes by default); the holder's
+    next incarnation frees them at start and recovers at once, while another live holder can
+    neither take them nor free them."""
+    _before, after = fill(env)
+    with pytest.raises(Crash):
+        env.compactor(fault=crash_at(step), lease_s=900, holder="server-a").run()
+    other = env.compactor(lease_s=900, holder="server-b")
+    assert other.reclaim_leases() == []  # not its leases
+    assert other.recover() == []  # still held by the dead job: only expiry or its holder frees it
+    assert other.compact(PARTITION) is None
+    restarted = env.compactor(lease_s=900, holder="server-a")
+    assert restarted.reclaim_leases() == [PARTITION.name]
+    assert len(restarted.recover_now()) == 1
+    restarted.run()
+    restarted.run()  # the sweep of the recovered job's inputs
+    assert env.rows() == after
+    assert_clean(env)
+
+
+def test_a_live_holder_s_lease_is_never_reclaimed_by_another(env: Env) -> None:
+    _before, after = fill(env)
+    reclaimed: list[list[str]] = []
+
+    def meanwhile(current: str) -> None:
+        if current == "outputs-written" and not reclaimed:
+            reclaimed.append(env.compactor(lease_s=900, holder="server-b").reclaim_leases())
+
+    (job,) = env.compactor(fault=meanwhile, lease_s=900, holder="server-a").run().jobs
+    assert reclaimed == [[]] and job.status == "settled"
+    assert env.rows() == after
 
 
 # --- bad inputs and big partitions --------------------------------------------------------------

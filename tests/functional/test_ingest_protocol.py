@@ -327,3 +327,45 @@ def test_parts_of_other_columns_put_in_order_keep_the_columns_in_arrival_order(t
         stored.append(visible_rows(catalog, store, "db", "cpu"))
     assert stored[0].column_names == stored[1].column_names == ["time", "a", "b"]
     assert stored[0].equals(stored[1])
+
+
+def test_a_database_of_many_measurements_takes_its_share_and_the_rest_waits_in_order(tmp_path: Path) -> None:
+    """The standalone server's ingest loop: one database's writes of many measurements are spread
+    over attempts (its share each), while another database's write in the same batch is stored at
+    once; what is deferred stays queued, untouched and without a failed attempt, and comes next."""
+    from arcs.decoders import WireFormat
+    from arcs.runtime import INGEST_TABLES_PER_DATABASE, local_runtime
+    from arcs.server import IngestLoop
+    from arcs.settings import Settings
+    from arcs.writes import WriteRequest
+
+    runtime = local_runtime(Settings(data_dir=tmp_path / "data"))
+    share = INGEST_TABLES_PER_DATABASE
+    t0 = 1_700_000_000_000_000_000
+
+    def write(database: str, body: str) -> None:
+        runtime.writes.accept(WriteRequest(WireFormat.LINE_PROTOCOL, body.encode(), database))
+
+    for request in range(3):  # each a full share: one per attempt
+        write("bulk", "\n".join(f"m{request}_{i} v={i}i {t0 + i}" for i in range(share)))
+    write("bulk", f"m0_0 v=-1i {t0 + 10**9}")  # a later write of a measurement above: after it, always
+    write("other", f"probe v=1i {t0}")
+    loop = IngestLoop(runtime)
+    first = runtime.spool.take(100)
+    loop.drain_once(first)
+    assert [s.measurement for s in runtime.catalog.list_schemas("other")] == ["probe"]
+    assert len(runtime.catalog.list_files("other", "probe")) == 1  # stored in the first attempt
+    stored = {
+        f.measurement
+        for s in runtime.catalog.list_schemas("bulk")
+        for f in runtime.catalog.list_files("bulk", s.measurement)
+    }
+    assert len(stored) == share and all(name.startswith("m0_") for name in stored)
+    pending = runtime.spool.take(100)
+    assert [entry.handle for entry in pending] == [entry.handle for entry in first[1:4]]
+    assert all(entry.attempts == 1 for entry in pending)  # deferred, not failed
+    for _attempt in range(3):
+        loop.drain_once(runtime.spool.take(100))
+    assert runtime.spool.take(100) == []
+    last = runtime.catalog.list_files("bulk", "m0_0")
+    assert len(last) == 2 and last[0].commit_id < last[1].commit_id  # the later write, stored later

@@ -155,6 +155,23 @@ def test_schema_compare_and_set(ports: Ports) -> None:
     assert catalog.list_databases() == ["db1"]  # a new schema registers its database
 
 
+def test_many_schemas_are_stored_at_once_and_a_stale_one_stores_none_of_its_transaction(ports: Ports) -> None:
+    catalog = ports.catalog
+    columns = {"time": "timestamp", "v": "int64"}
+    many = [(MeasurementSchema("bulk", f"m{i:03d}", columns), None) for i in range(120)]  # DynamoDB: 3 transactions
+    assert catalog.put_schemas(many)
+    assert [s.measurement for s in catalog.list_schemas("bulk")] == [f"m{i:03d}" for i in range(120)]
+    assert catalog.list_databases() == ["bulk"]
+    widened = MeasurementSchema("bulk", "m000", {**columns, "w": "float64"})
+    new = MeasurementSchema("bulk", "new", columns)
+    stale = MeasurementSchema("bulk", "m001", {**columns, "z": "bool"})
+    assert not catalog.put_schemas([(widened, 1), (new, None), (stale, 0)])  # m001 is at version 1
+    assert catalog.get_schema("bulk", "m000") == replace(MeasurementSchema("bulk", "m000", columns), version=1)
+    assert catalog.get_schema("bulk", "new") is None
+    assert catalog.put_schemas([(widened, 1), (new, None)])
+    assert catalog.get_schema("bulk", "m000") == replace(widened, version=2)
+
+
 def test_databases_and_schema_listing(ports: Ports) -> None:
     catalog = ports.catalog
     assert catalog.create_database("alpha")
@@ -349,6 +366,19 @@ def test_commit_is_stored_exactly_once(ports: Ports) -> None:
 
 
 # --- compaction: leases, the commit record, the job journal ---------------------------------------
+
+
+def test_a_holder_s_leases_are_released_together_and_no_others(ports: Ports) -> None:
+    catalog = ports.catalog
+    assert catalog.acquire_lease("db/cpu/2024-03-01T00", "server-a/job1", 900)
+    assert catalog.acquire_lease("db/cpu/2024-03-01T01", "server-a/job2", 900)
+    assert catalog.acquire_lease("db/cpu/2024-03-01T02", "server-ab/job3", 900)  # a name it prefixes
+    assert catalog.acquire_lease("db/cpu/2024-03-01T03", "server-b/job4", 900)
+    assert catalog.release_leases("server-a") == ["db/cpu/2024-03-01T00", "db/cpu/2024-03-01T01"]
+    assert catalog.acquire_lease("db/cpu/2024-03-01T00", "server-b/job5", 900)
+    assert not catalog.acquire_lease("db/cpu/2024-03-01T02", "server-b/job6", 900)
+    assert not catalog.acquire_lease("db/cpu/2024-03-01T03", "server-a/job7", 900)
+    assert catalog.release_leases("server-a") == []
 
 
 def test_lease_is_held_by_one_owner_until_released_or_expired(ports: Ports) -> None:

@@ -12,7 +12,9 @@ from arcs.server import AsgiApp, HttpLimits
 
 
 def _slow_handler(release: threading.Event) -> Any:
-    def handle(method: str, path: str, query: str, headers: dict[str, str], body: bytes) -> HttpResponse:
+    def handle(
+        method: str, path: str, query: str, headers: dict[str, str], body: bytes, client: str | None
+    ) -> HttpResponse:
         release.wait(5)
         return HttpResponse(200, {"Content-Type": "text/plain"}, b"done")
 

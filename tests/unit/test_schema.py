@@ -86,3 +86,32 @@ def test_a_shape_once_accepted_skips_the_catalog_but_never_other_shapes(
     with pytest.raises(BadRequest, match="'n' is int64 in storage"):
         registry.apply("db", [rows(v=pa.array([1.0]), n=pa.array(["x"]))])
     assert first.table.schema == same.table.schema
+
+
+def test_a_request_s_new_measurements_are_registered_in_one_catalog_write(
+    registry: SchemaRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writes: list[int] = []
+    real = registry.catalog.put_schemas
+    monkeypatch.setattr(registry.catalog, "put_schemas", lambda changes: writes.append(len(changes)) or real(changes))
+    parts = [rows(f"m{i}", v=pa.array([i])) for i in range(500)]
+    registry.apply("db", parts)
+    assert writes == [500]
+    assert len(registry.catalog.list_schemas("db")) == 500
+    registry.apply("db", parts)  # known now: nothing to write
+    assert writes == [500]
+
+
+def test_more_measurements_than_a_request_may_write_are_refused_and_change_nothing(registry: SchemaRegistry) -> None:
+    from arcs.schema import MAX_MEASUREMENTS_PER_REQUEST
+
+    parts = [rows(f"m{i}", v=pa.array([i])) for i in range(MAX_MEASUREMENTS_PER_REQUEST + 1)]
+    with pytest.raises(BadRequest, match=f"the limit is {MAX_MEASUREMENTS_PER_REQUEST} per request"):
+        registry.apply("db", parts)
+    assert registry.catalog.list_schemas("db") == []
+
+
+def test_integers_beyond_2_to_the_53_widen_to_the_nearest_float(registry: SchemaRegistry) -> None:
+    registry.apply("db", [rows(v=pa.array([1.5]))])
+    (part,) = registry.apply("db", [rows(v=pa.array([2**53 + 1, -(2**63)]))])
+    assert part.table.column("v").to_pylist() == [2.0**53, -(2.0**63)]

@@ -343,6 +343,39 @@ def test_a_failure_while_preparing_a_segment_leaves_no_file(tmp_path: Path, monk
     assert _ids(Spool(tmp_path, segment_bytes=4096)) == ["kept"]
 
 
+def test_a_full_disk_asks_to_retry_later_and_the_spool_says_it_cannot_take_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import arcs.adapters.spool as spool_module
+    from arcs.errors import DISK_FULL_RETRY_S, ServiceUnavailable
+
+    real_write, real_statvfs = spool_module._write_at, os.statvfs
+    spool = Spool(tmp_path, segment_bytes=4096)
+    assert spool.writable()
+    spool.enqueue("first", b"x")
+    assert spool.writable()
+
+    def disk_full(fd: int, pieces: tuple[bytes, ...], offset: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    def little_room(path: object) -> os.statvfs_result:
+        real = real_statvfs(path)  # type: ignore[arg-type]
+        return os.statvfs_result((real.f_bsize, 1, real.f_blocks, 0, 0, *tuple(real)[5:]))
+
+    monkeypatch.setattr(spool_module, "_write_at", disk_full)
+    monkeypatch.setattr(os, "statvfs", little_room)
+    with pytest.raises(ServiceUnavailable, match="No space left") as refused:
+        spool.enqueue("lost", b"y")
+    assert refused.value.retry_after_s == DISK_FULL_RETRY_S  # answered with Retry-After
+    assert not spool.writable()
+    monkeypatch.setattr(os, "statvfs", real_statvfs)
+    assert spool.writable()  # room again: writes may come
+    monkeypatch.setattr(spool_module, "_write_at", real_write)
+    spool.enqueue("later", b"z")
+    assert spool.writable()
+    assert _ids(spool) == ["first", "later"]
+
+
 def test_the_edge_s_batch_rides_with_its_record_until_done_within_a_budget(tmp_path: Path) -> None:
     from arcs.batch import WriteBatch
 

@@ -379,3 +379,89 @@ def test_an_admin_token_cannot_be_scoped(service: TokenService) -> None:
     assert service.get(scoped.token_id) == scoped and service.get(admin.token_id) == admin  # both unchanged
     widened = service.update(scoped.token_id, TokenFields(permissions=("admin",), databases=()))
     assert (widened.permissions, widened.databases) == (("admin",), ())
+
+
+def _counting_hashes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    import arcs.tokens as tokens_module
+
+    calls: list[int] = []
+    real = tokens_module.slow_hash
+
+    def counted(secret: str, salt: bytes) -> bytes:
+        calls.append(1)
+        return real(secret, salt)
+
+    monkeypatch.setattr(tokens_module, "slow_hash", counted)
+    return calls
+
+
+def test_every_refusal_is_cheap_revoked_expired_or_unknown(
+    service: TokenService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No scrypt hash for a token that could not be used anyway: a revoked or expired token costs
+    what an unknown one does, so neither time nor CPU tells which tokens existed."""
+    revoked, revoked_secret = service.create("gone")
+    service.revoke(revoked.token_id)
+    _expired, expired_secret = service.create("old", expires_at=datetime.now(UTC) - timedelta(seconds=1))
+    _valid, valid_secret = service.create("valid")
+    hashes = _counting_hashes(monkeypatch)
+    for secret, says in [(revoked_secret, "revoked"), (expired_secret, "expired"), ("x" * 43, "invalid")]:
+        with pytest.raises(Unauthorized, match=says):
+            service.verify(secret)
+    assert hashes == []
+    service.verify(valid_secret)
+    assert hashes == [1]  # only a usable token is hashed
+
+
+def test_refusals_are_cached_and_a_change_drops_them(service: TokenService, monkeypatch: pytest.MonkeyPatch) -> None:
+    record, secret = service.create("soon", expires_at=datetime.now(UTC) - timedelta(seconds=1))
+    with pytest.raises(Unauthorized, match="expired"):
+        service.verify(secret)
+    finds: list[str] = []
+    real_find = service.store.find
+    monkeypatch.setattr(service.store, "find", lambda lookup: finds.append(lookup) or real_find(lookup))
+    for _ in range(3):
+        with pytest.raises(Unauthorized, match="expired"):
+            service.verify(secret)
+    assert finds == []  # a repeated bad token costs no catalog read
+    service.update(record.token_id, TokenFields(expires_at=None))  # extended: usable again at once
+    assert service.verify(secret).token_id == record.token_id
+    with pytest.raises(Unauthorized, match="invalid"):
+        service.verify("chosen-secret-0123456789")
+    service.create("chosen", secret="chosen-secret-0123456789")
+    assert service.verify("chosen-secret-0123456789").name == "chosen"
+
+
+def test_failed_attempts_are_limited_per_client_without_hurting_valid_callers(tmp_path: Path) -> None:
+    from arcs.auth_failures import AuthFailures
+    from arcs.errors import TooManyRequests
+
+    now = [0.0]
+    failures = AuthFailures(per_minute=6, clock=lambda: now[0])
+    service = TokenService(SqliteTokenStore(SqliteDatabase(tmp_path / "t.sqlite")), 60, failures)
+    _record, secret = service.create("valid")
+    assert service.verify(secret, "10.0.0.1").name == "valid"
+    for attempt in range(6):
+        with pytest.raises(Unauthorized):
+            service.verify(f"guess-{attempt}", "10.0.0.2")
+    with pytest.raises(TooManyRequests) as limited:
+        service.verify("guess-next", "10.0.0.2")
+    assert limited.value.status == 429 and limited.value.retry_after_s == 10  # one failure back per 10 s
+    assert service.verify(secret, "10.0.0.2").name == "valid"  # verified before: still served
+    assert service.verify(secret, "10.0.0.3").name == "valid"  # other addresses are not limited
+    with pytest.raises(Unauthorized):
+        service.verify("guess-other", "10.0.0.3")
+    now[0] += 10
+    with pytest.raises(Unauthorized):  # one attempt again, after Retry-After
+        service.verify("guess-later", "10.0.0.2")
+    with pytest.raises(TooManyRequests):
+        service.verify("guess-later-2", "10.0.0.2")
+
+
+def test_a_wrong_secret_finding_a_usable_record_is_invalid(
+    service: TokenService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record, _secret = service.create("live")
+    monkeypatch.setattr(service.store, "find", lambda lookup: [record])  # as if the lookups collided
+    with pytest.raises(Unauthorized, match="invalid token"):
+        service.verify("another-secret-0123456789")

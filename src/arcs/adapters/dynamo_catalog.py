@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
 #: How often ``list_files`` reads again when a compaction commit lands while it lists.
 _LIST_ATTEMPTS = 5
+_SCHEMAS_PER_TRANSACTION = 50
 
 
 def _drop_pk(database: str) -> str:
@@ -121,6 +122,39 @@ class DynamoCatalog(DynamoContinuousQueries, DynamoRetentionPolicies):
         return None if item is None else _schema(item)
 
     def put_schema(self, schema: MeasurementSchema, expected_version: int | None) -> bool:
+        return self.put_schemas([(schema, expected_version)])
+
+    def put_schemas(self, changes: Sequence[tuple[MeasurementSchema, int | None]]) -> bool:
+        # A transaction holds at most 100 items: 50 schemas, and at most as many databases to register.
+        for start in range(0, len(changes), _SCHEMAS_PER_TRANSACTION):
+            chunk = changes[start : start + _SCHEMAS_PER_TRANSACTION]
+            if not self._put_schemas(chunk, sorted({schema.database for schema, _version in chunk})):
+                return False
+        return True
+
+    def _put_schemas(self, chunk: Sequence[tuple[MeasurementSchema, int | None]], databases: list[str]) -> bool:
+        items = [self._schema_put(schema, version) for schema, version in chunk]
+        # Registering the database in the same transaction: a schema never exists without it.
+        items += [
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": item_key("DATABASES", database),
+                    "UpdateExpression": "SET created_at = if_not_exists(created_at, :now)",
+                    "ExpressionAttributeValues": to_item({":now": utc_now().isoformat()}),
+                }
+            }
+            for database in databases
+        ]
+        codes = self._transact(items)
+        if codes is None:
+            return True
+        if "ConditionalCheckFailed" in codes:
+            return False
+        names = ", ".join(f"{schema.database}.{schema.measurement}" for schema, _version in chunk[:3])
+        raise StorageFault(f"DynamoDB schema update of {names}{'...' if len(chunk) > 3 else ''} cancelled: {codes}")
+
+    def _schema_put(self, schema: MeasurementSchema, expected_version: int | None) -> TransactWriteItemTypeDef:
         values = {
             "pk": f"SCHEMA#{schema.database}",
             "sk": schema.measurement,
@@ -137,21 +171,7 @@ class DynamoCatalog(DynamoContinuousQueries, DynamoRetentionPolicies):
             put["Put"]["ConditionExpression"] = "#version = :expected"
             put["Put"]["ExpressionAttributeNames"] = {"#version": "version"}
             put["Put"]["ExpressionAttributeValues"] = to_item({":expected": expected_version})
-        # Registering the database in the same transaction: a schema never exists without it.
-        register: TransactWriteItemTypeDef = {
-            "Update": {
-                "TableName": self.table,
-                "Key": item_key("DATABASES", schema.database),
-                "UpdateExpression": "SET created_at = if_not_exists(created_at, :now)",
-                "ExpressionAttributeValues": to_item({":now": utc_now().isoformat()}),
-            }
-        }
-        codes = self._transact([put, register])
-        if codes is None:
-            return True
-        if codes[0] == "ConditionalCheckFailed":
-            return False
-        raise StorageFault(f"DynamoDB schema update of {schema.database}.{schema.measurement} cancelled: {codes}")
+        return put
 
     def list_schemas(self, database: str | None = None) -> list[MeasurementSchema]:
         databases = [database] if database else self.list_databases()
@@ -377,6 +397,9 @@ class DynamoCatalog(DynamoContinuousQueries, DynamoRetentionPolicies):
 
     def release_lease(self, name: str, owner: str) -> None:
         self.leases.release_lease(name, owner)
+
+    def release_leases(self, holder: str) -> list[str]:
+        return self.leases.release_leases(holder)
 
     def put_compaction_job(self, job: CompactionJob) -> None:
         self.leases.put_compaction_job(job)

@@ -16,9 +16,11 @@ import itertools
 import json
 import time
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from arcs.adapters.dynamo_table import NO_SORT, TTL_ATTRIBUTE, DynamoTable, expiry, item_key, to_item
+from botocore.exceptions import BotoCoreError, ClientError
+
+from arcs.adapters.dynamo_table import NO_SORT, TTL_ATTRIBUTE, DynamoTable, expiry, from_item, item_key, to_item
 from arcs.adapters.records import job_from_json, job_to_json
 from arcs.ports import CompactionJob
 
@@ -48,6 +50,32 @@ class DynamoLeases(DynamoTable):
 
     def release_lease(self, name: str, owner: str) -> None:
         self._delete_if(f"LEASE#{name}", NO_SORT, "#owner = :owner", {":owner": owner}, {"#owner": "owner"})
+
+    def release_leases(self, holder: str) -> list[str]:
+        """A scan of the table: meant for a holder's restart, never a request's path."""
+        prefix = f"{holder}/"
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "FilterExpression": "begins_with(pk, :lease) AND begins_with(#owner, :holder)",
+            "ExpressionAttributeNames": {"#owner": "owner"},
+            "ExpressionAttributeValues": to_item({":lease": "LEASE#", ":holder": prefix}),
+            "ConsistentRead": True,
+        }
+        freed: list[str] = []
+        while True:
+            try:
+                response = self.client.scan(**request)
+            except (ClientError, BotoCoreError) as exc:
+                raise self._fault("scan", exc) from exc
+            for item in map(from_item, response.get("Items", [])):
+                name, owner = str(item["pk"]).removeprefix("LEASE#"), str(item["owner"])
+                # Only if it is still that owner's: a lease taken over meanwhile stays.
+                if self._delete_if(str(item["pk"]), NO_SORT, "#owner = :owner", {":owner": owner}, {"#owner": "owner"}):
+                    freed.append(name)
+            last = response.get("LastEvaluatedKey")
+            if not last:
+                return sorted(freed)
+            request["ExclusiveStartKey"] = last
 
     def put_compaction_job(self, job: CompactionJob) -> None:
         body = json.dumps(job_to_json(job))

@@ -21,9 +21,14 @@ def fsync_dir(path: Path) -> None:
 
 def write_durably(path: Path, data: bytes | memoryview) -> Path:
     """Write ``data`` to a temporary sibling of ``path`` and fsync it; the caller publishes it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "wb") as handle:
+    try:
+        handle = open(tmp, "wb")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        # A new directory (a new hour or measurement): made only then, not checked per write.
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(tmp, "wb")  # noqa: SIM115 - closed below
+    with handle:
         handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())

@@ -20,6 +20,7 @@ client sent that look like a record), like its zeroed tail or a record cut short
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import struct
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING
 import google_crc32c
 
 from arcs.adapters.local_storage import fsync_dir, replace_durably
-from arcs.errors import StorageFault
+from arcs.errors import DISK_FULL_RETRY_S, StorageFault
 
 if TYPE_CHECKING:
     from arcs.batch import WriteBatch
@@ -177,6 +178,7 @@ class Spool:
         self._failed: list[tuple[int, int]] = []  # (synced, written] ranges a failed sync left
         self._syncing = False
         self._broken = False
+        self._refused = False  # the last write could not be made durable
         self._recover()
 
     # --- start-up -------------------------------------------------------------------------------
@@ -240,7 +242,9 @@ class Spool:
                 _write_at(self._fd, (header, key, envelope), offset)
             except OSError as exc:
                 self._broken = True  # a partial record may follow: append elsewhere from now on
-                raise StorageFault(f"cannot queue the write: {exc}") from exc
+                self._refused = True
+                full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+                raise StorageFault(f"cannot queue the write: {exc}", DISK_FULL_RETRY_S if full else 1) from exc
             segment = self._segment
             assert segment is not None
             with self._ready:
@@ -251,9 +255,11 @@ class Spool:
             try:
                 self._wait_synced(self._written)
             except StorageFault:
+                self._refused = True
                 with self._ready:
                     self._release(segment)
                 raise
+            self._refused = False
         start = offset + len(header) + len(key)
         with self._ready:
             if batch is not None and self._held + len(envelope) > self.held_bytes:
@@ -262,6 +268,23 @@ class Spool:
             entry = SpoolEntry(f"{segment.name}:{offset}", write_id, 1, segment, start, len(envelope), batch)
             self._pending[entry.handle] = entry
             self._ready.notify_all()
+
+    def writable(self) -> bool:
+        """Whether a write could be made durable now, as far as can be told without writing one:
+        the active segment has room and the last write succeeded, or the disk has room for a new
+        segment (after a refusal, room coming back is what makes writes possible again)."""
+        with self._log:
+            active = self._fd >= 0 and not self._broken and self._size < self.segment_bytes and not self._refused
+        if active:
+            return True
+        with self._ready:
+            if self._free:
+                return True
+        try:
+            disk = os.statvfs(self.root)
+        except OSError:
+            return False
+        return disk.f_bavail * disk.f_frsize >= self.segment_bytes
 
     def _wait_synced(self, ticket: int) -> None:
         """Group commit; called holding ``_log``. Raises if the sync covering ``ticket`` failed."""

@@ -36,6 +36,10 @@ from arcs.ports import (
 TOMBSTONE_TTL_S = 15 * 24 * 3600.0
 
 
+class _Stale(Exception):
+    """A schema changed since the request read it: its transaction stores nothing."""
+
+
 class SqliteCatalog(SqliteContinuousQueries, SqliteRetentionPolicies):
     def __init__(self, db: SqliteDatabase) -> None:
         self.db = db
@@ -53,26 +57,33 @@ class SqliteCatalog(SqliteContinuousQueries, SqliteRetentionPolicies):
         )
 
     def put_schema(self, schema: MeasurementSchema, expected_version: int | None) -> bool:
-        with self.db.transaction() as conn:
-            row = conn.execute(
-                "SELECT version FROM measurements WHERE database=? AND measurement=?",
-                (schema.database, schema.measurement),
-            ).fetchone()
-            current = None if row is None else int(row[0])
-            if current != expected_version:
-                return False
-            conn.execute(
-                "INSERT OR REPLACE INTO measurements VALUES (?, ?, ?, ?, ?)",
-                (
-                    schema.database,
-                    schema.measurement,
-                    json.dumps(schema.columns),
-                    json.dumps(list(schema.tags)),
-                    (expected_version or 0) + 1,
-                ),
-            )
-            conn.execute("INSERT OR IGNORE INTO databases VALUES (?, ?)", (schema.database, now_text()))
-            return True
+        return self.put_schemas([(schema, expected_version)])
+
+    def put_schemas(self, changes: Sequence[tuple[MeasurementSchema, int | None]]) -> bool:
+        try:
+            with self.db.transaction() as conn:
+                for schema, expected_version in changes:
+                    row = conn.execute(
+                        "SELECT version FROM measurements WHERE database=? AND measurement=?",
+                        (schema.database, schema.measurement),
+                    ).fetchone()
+                    if (None if row is None else int(row[0])) != expected_version:
+                        raise _Stale  # rolls back what this transaction stored before it
+                    conn.execute(
+                        "INSERT OR REPLACE INTO measurements VALUES (?, ?, ?, ?, ?)",
+                        (
+                            schema.database,
+                            schema.measurement,
+                            json.dumps(schema.columns),
+                            json.dumps(list(schema.tags)),
+                            (expected_version or 0) + 1,
+                        ),
+                    )
+                for database in {schema.database for schema, _version in changes}:
+                    conn.execute("INSERT OR IGNORE INTO databases VALUES (?, ?)", (database, now_text()))
+        except _Stale:
+            return False
+        return True
 
     def list_schemas(self, database: str | None = None) -> list[MeasurementSchema]:
         sql = "SELECT database, measurement FROM measurements"
@@ -232,6 +243,14 @@ class SqliteCatalog(SqliteContinuousQueries, SqliteRetentionPolicies):
     def release_lease(self, name: str, owner: str) -> None:
         with self.db.transaction() as conn:
             conn.execute("DELETE FROM leases WHERE name=? AND owner=?", (name, owner))
+
+    def release_leases(self, holder: str) -> list[str]:
+        prefix = f"{holder}/"
+        held = "FROM leases WHERE substr(owner, 1, ?) = ?"
+        with self.db.transaction() as conn:
+            rows = conn.execute(f"SELECT name {held}", (len(prefix), prefix)).fetchall()
+            conn.execute(f"DELETE {held}", (len(prefix), prefix))
+        return sorted(name for (name,) in rows)
 
     def get_compaction_state(self, partition: Partition) -> CompactionState | None:
         rows = self.db.query(

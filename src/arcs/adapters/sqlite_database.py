@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from arcs.adapters.records import sortable_time
+from arcs.errors import DISK_FULL_RETRY_S, StorageFault
 
 # The catalog's tables: schemas, databases, data files, write markers and commit records, leases and
 # compaction's state, and the token store's.
@@ -93,13 +94,20 @@ class SqliteDatabase:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
             try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._conn
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_FULL:
+                    # The request changed nothing and may succeed once there is room again.
+                    raise StorageFault(f"the catalog cannot be written: {exc}", DISK_FULL_RETRY_S) from exc
                 raise
-            self._conn.execute("COMMIT")
 
     @contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import tempfile
 import threading
 import time
@@ -98,8 +99,16 @@ class Compactor:
         row_group_rows: int = 122_880,
         fault: FaultHook = _no_fault,
         now: Callable[[], datetime] = _utcnow,
+        holder: str | None = None,
     ) -> None:
         self.catalog = catalog
+        # Who holds this compactor's leases: each lease's owner is ``{holder}/{job}``. A process
+        # that can prove its holder's earlier incarnation is gone (the standalone server holds its
+        # data directory's lock) frees that incarnation's leases at once (``reclaim_leases``);
+        # anyone else waits for them to expire.
+        self.holder = holder or f"process-{os.urandom(6).hex()}"
+        if "/" in self.holder:
+            raise ValueError(f"a lease holder's name cannot hold '/': {self.holder!r}")
         self.store = store
         self.prefix = prefix
         self.config = config
@@ -153,18 +162,34 @@ class Compactor:
     def compact(self, partition: Partition) -> CompactionJob | None:
         """Compact one partition; None when another compactor holds it or there is too little to do."""
         job_id = layout.sequence_id()
-        if not self.catalog.acquire_lease(partition.name, job_id, self.config.lease_s):
+        if not self.catalog.acquire_lease(partition.name, self._owner(job_id), self.config.lease_s):
             return None
         try:
             job = self._compact_leased(partition, job_id)
             self._sweep_ingest_orphans(partition)
         except Exception:
-            self.catalog.release_lease(partition.name, job_id)
+            self.catalog.release_lease(partition.name, self._owner(job_id))
             raise
         # Not in ``finally``: a crash (the tests' BaseException) must leave the lease as a dead
-        # process would, held until it expires.
-        self.catalog.release_lease(partition.name, job_id)
+        # process would, held until it expires or its holder's next incarnation reclaims it.
+        self.catalog.release_lease(partition.name, self._owner(job_id))
         return job
+
+    def _owner(self, job_id: str) -> str:
+        """The owner a lease taken for ``job_id`` names: this compactor's holder, then the job."""
+        return f"{self.holder}/{job_id}"
+
+    def reclaim_leases(self) -> list[str]:
+        """Free every lease this compactor's holder took, in this or an earlier incarnation; the
+        partitions freed. Only for a holder whose earlier incarnation is known to be gone (the
+        standalone server calls it at start, holding its data directory's lock): the jobs that
+        crashed under those leases are then recovered by the next run, not 15 minutes later."""
+        return self.catalog.release_leases(self.holder)
+
+    def recover_now(self) -> list[str]:
+        """``recover``, as a run does it (one at a time in this process)."""
+        with self._run_lock:
+            return self.recover()
 
     def _open_job(
         self, partition: Partition, job_id: str, kind: JobKind, select: SelectInputs, minimum: int
@@ -236,14 +261,14 @@ class Compactor:
         None when ``select`` picks nothing; raises ``PartitionBusy`` when another job holds the lease.
         """
         job_id = layout.sequence_id()
-        if not self.catalog.acquire_lease(partition.name, job_id, self.config.lease_s):
+        if not self.catalog.acquire_lease(partition.name, self._owner(job_id), self.config.lease_s):
             raise PartitionBusy(f"partition {partition.name} is being rewritten by another job; try again")
         try:
             job = self._rewrite_leased(partition, job_id, kind, select, build)
         except Exception:
-            self.catalog.release_lease(partition.name, job_id)
+            self.catalog.release_lease(partition.name, self._owner(job_id))
             raise
-        self.catalog.release_lease(partition.name, job_id)  # not in ``finally``: as in ``compact``
+        self.catalog.release_lease(partition.name, self._owner(job_id))  # not in ``finally``: as in ``compact``
         return job
 
     def _rewrite_leased(
@@ -411,7 +436,7 @@ class Compactor:
 
     def _renew(self, partition: Partition, job_id: str) -> None:
         """Keep the lease through a long job; if someone took it over, stop (the commit would fail)."""
-        if not self.catalog.acquire_lease(partition.name, job_id, self.config.lease_s):
+        if not self.catalog.acquire_lease(partition.name, self._owner(job_id), self.config.lease_s):
             raise ArcsError(f"lost the lease of {partition.name} to another compactor")
 
     def _upload(self, path: Path, key: str, partition: Partition, job_id: str) -> FileRecord:
@@ -446,7 +471,8 @@ class Compactor:
 
     def _recover(self, job: CompactionJob) -> bool:
         partition = job.partition
-        owner = layout.sequence_id()
+        fence_id = layout.sequence_id()
+        owner = self._owner(fence_id)
         # The lease is free only once the job's holder is gone (or its lease ran out).
         if not self.catalog.acquire_lease(partition.name, owner, self.config.lease_s):
             return False
@@ -465,7 +491,7 @@ class Compactor:
                 # The job could still commit if it is alive but slow: take its version first.
                 if state is not None and not state.settled:
                     self._finish(partition, state)
-                fence = CompactionState(job.base_version + 1, owner, False)
+                fence = CompactionState(job.base_version + 1, fence_id, False)
                 if self.catalog.commit_compaction(partition, fence):
                     self.catalog.settle_compaction(partition, fence)
                 else:

@@ -340,6 +340,29 @@ def _count_datetimes(values: Sequence[Any]) -> int:
     return sum(1 for value in values if isinstance(value, datetime))
 
 
+def check_finite(array: pa.Array, where: str, label: RowLabel = row_label) -> None:
+    """Floats a query can answer exactly: JSON answers have no NaN or infinities (they would read
+    back as null), and InfluxDB's line protocol refuses them too."""
+    finite = pc.is_finite(array)
+    if finite.null_count == len(finite) or pc.all(finite).as_py():
+        return
+    at = label(pc.index(finite, False).as_py())
+    raise BadRequest(
+        f"{where}: NaN or an infinite number (or one outside the float64 range) at {at}; they cannot be stored"
+    )
+
+
+def _widened_numbers(values: Sequence[Any], where: str) -> pa.Array:
+    """Integers and floats (and nulls) as float64, each integer rounded to the nearest float."""
+    if not all(value is None or value.__class__ in (int, float) for value in values):
+        raise BadRequest(
+            f"{where}: values must share one type of int, float, string or bool; got {_python_types(values)}"
+        )
+    if any(value.__class__ is int and not -(1 << 63) <= value < 1 << 63 for value in values):
+        raise BadRequest(f"{where}: integer out of the int64 range")
+    return pa.array([None if value is None else float(value) for value in values], pa.float64())
+
+
 _AS_STORED = frozenset(kind.id for kind in (pa.int64(), pa.float64(), pa.string(), pa.bool_()))
 
 
@@ -364,9 +387,14 @@ def column_array(values: Sequence[Any] | pa.Array, measurement: str, column: str
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
             if "too large" in str(exc):
                 raise BadRequest(f"{where}: integer out of the int64 range") from exc
-            raise BadRequest(
-                f"{where}: values must share one type of int, float, string or bool; got {_python_types(values)}"
-            ) from exc
+            if "exactly representable" in str(exc):
+                # Integers beside floats widen as they do into a stored float column
+                # (arcs.schema): to the nearest float64, beyond 2^53 too.
+                array = _widened_numbers(values, where)
+            else:
+                raise BadRequest(
+                    f"{where}: values must share one type of int, float, string or bool; got {_python_types(values)}"
+                ) from exc
         if pa.types.is_floating(array.type) and _has_bools(array, values):
             # Arrow reads [1.5, True] as [1.5, 1.0]; a client sending that means something else.
             raise BadRequest(
@@ -387,6 +415,8 @@ def column_array(values: Sequence[Any] | pa.Array, measurement: str, column: str
     elif pa.types.is_floating(kind):
         if kind != pa.float64():
             array = array.cast(pa.float64())
+        if column != TIME_COLUMN:  # times say it in their own words (to_micros)
+            check_finite(array, where)
     elif pa.types.is_large_string(kind):
         array = array.cast(pa.string())
     elif pa.types.is_timestamp(kind):

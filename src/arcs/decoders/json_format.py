@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 import msgspec
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from arcs.batch import MeasurementRows
 from arcs.decoders.columns import shorten
 from arcs.decoders.msgpack_native import JSON, decode_columnar
+from arcs.decoders.repeated_keys import keys_distinct, unique_map
 from arcs.decoders.shapes import rows_from_objects
 from arcs.errors import BadRequest
 from arcs.native import library
+
+_UNIQUE_MAP = unique_map("JSON")
 
 
 def _no_constants(name: str) -> float:
@@ -31,17 +31,23 @@ def decode_json(body: bytes, now_micros: int, precision: str | None) -> list[Mea
             return rows
     # msgspec parses about five times faster than the json module; it refuses what json would
     # read otherwise (numbers beyond float64, lone surrogates), and those bodies and every bad
-    # request go through json, so the errors read the same.
-    try:
-        document = msgspec.json.decode(body)
-    except (msgspec.DecodeError, ValueError, TypeError, RecursionError):
-        pass
-    else:
+    # request go through json, so the errors read the same. msgspec keeps the last value of a
+    # repeated key, so it reads only bodies known to have none.
+    document = _fast(body) if keys_distinct(body, "json") else None
+    if document is not None:
         try:
-            return _finite(rows_from_objects(document, now_micros, precision))
+            return rows_from_objects(document, now_micros, precision)
         except BadRequest:
             pass  # decoded again below, so the message is the reference decoder's
-    return _finite(rows_from_objects(reference(body), now_micros, precision))
+    return rows_from_objects(reference(body), now_micros, precision)
+
+
+def _fast(body: bytes) -> Any:
+    """msgspec's reading of ``body``; None where it refuses it (``null`` is no valid body either)."""
+    try:
+        return msgspec.json.decode(body)
+    except (msgspec.DecodeError, ValueError, TypeError, RecursionError):
+        return None
 
 
 def reference(body: bytes) -> Any:
@@ -51,26 +57,8 @@ def reference(body: bytes) -> Any:
     except UnicodeDecodeError as exc:
         raise BadRequest(f"JSON body is not valid UTF-8 (byte {exc.start})") from exc
     try:
-        return json.loads(text, parse_constant=_no_constants)
+        return json.loads(text, parse_constant=_no_constants, object_pairs_hook=_UNIQUE_MAP)
     except RecursionError as exc:
         raise BadRequest("JSON body is nested too deeply") from exc
     except ValueError as exc:
         raise BadRequest(f"JSON body is malformed: {shorten(str(exc))}") from exc
-
-
-def _finite(parts: list[MeasurementRows]) -> list[MeasurementRows]:
-    # JSON has no NaN or infinity (the constants are refused above), so a non-finite float can
-    # only be a number too large for float64 that the parser rounded to infinity.
-    for part in parts:
-        for field in part.table.schema:
-            if pa.types.is_floating(field.type):
-                # No NaN can be here, so an infinity shows in the extremes: one kernel call.
-                bounds = pc.min_max(part.table.column(field.name))
-                if any(
-                    math.isinf(bound) for bound in (bounds["min"].as_py(), bounds["max"].as_py()) if bound is not None
-                ):
-                    raise BadRequest(
-                        f"measurement {part.measurement!r}, column {field.name!r}: a number is outside the "
-                        "float64 range"
-                    )
-    return parts

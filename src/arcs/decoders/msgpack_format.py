@@ -18,6 +18,7 @@ import msgspec
 from arcs.batch import MeasurementRows
 from arcs.decoders.columns import shorten
 from arcs.decoders.msgpack_native import decode_columnar
+from arcs.decoders.repeated_keys import keys_distinct, unique_map
 from arcs.decoders.shapes import rows_from_objects
 from arcs.errors import BadRequest
 from arcs.native import library
@@ -28,6 +29,7 @@ def _ext(code: int, data: memoryview) -> msgpack.ExtType:
 
 
 _FAST = msgspec.msgpack.Decoder(ext_hook=_ext)
+_UNIQUE_MAP = unique_map("MessagePack")
 
 
 def decode_msgpack(body: bytes, now_micros: int, precision: str | None) -> list[MeasurementRows]:
@@ -37,7 +39,8 @@ def decode_msgpack(body: bytes, now_micros: int, precision: str | None) -> list[
         if rows is not None:
             return rows
     try:
-        document = _FAST.decode(body)
+        # msgspec keeps the last value of a repeated key: it reads only bodies known not to have one.
+        document = _FAST.decode(body) if keys_distinct(body, "msgpack") else None
     except (msgspec.DecodeError, ValueError, TypeError, RecursionError):
         document = None
     if document is not None and string_keys(document):
@@ -83,7 +86,9 @@ def reference(body: bytes) -> Any:
     try:
         # timestamp=3: MessagePack's timestamp extension arrives as an aware UTC datetime, which
         # makes a TIMESTAMP column (microseconds; finer digits are dropped).
-        return msgpack.unpackb(body, raw=False, strict_map_key=True, use_list=True, timestamp=3)
+        return msgpack.unpackb(
+            body, raw=False, strict_map_key=True, use_list=True, timestamp=3, object_pairs_hook=_UNIQUE_MAP
+        )
     except msgpack.ExtraData as exc:
         raise BadRequest(f"MessagePack body has {len(exc.extra)} trailing bytes after the first object") from exc
     except UnicodeDecodeError as exc:

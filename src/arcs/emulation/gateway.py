@@ -103,7 +103,10 @@ class ApiGateway:
     def method_arn(self, method: str, path: str) -> str:
         return f"arn:aws:execute-api:{self.region}:{ACCOUNT_ID}:{API_ID}/{self.stage}/{method.upper()}{path}"
 
-    def handle(self, method: str, path: str, query: str, headers: dict[str, str], body: bytes) -> HttpResponse:
+    def handle(
+        self, method: str, path: str, query: str, headers: dict[str, str], body: bytes, client: str | None = None
+    ) -> HttpResponse:
+        """``client``, the caller's address, is not used: API Gateway's throttling limits callers."""
         if len(body) > API_GATEWAY_PAYLOAD_LIMIT:
             return json_error(413, f"request body exceeds API Gateway's limit of {API_GATEWAY_PAYLOAD_LIMIT} bytes")
         event = proxy_event(method, path, query, headers, body)

@@ -1,8 +1,9 @@
 """The few loops no vectorized kernel offers, in C, loaded through ctypes: the JSON text of
 integers and timestamps (``json_values.c``), the interleaving of a result's rows (``json_rows.c``)
 MessagePack columnar and one-shape line protocol bodies read into Arrow buffers
-(``msgpack_columns.c``, ``line_protocol.c``), and tag columns made dictionaries for the Parquet
-writer (``dictionary.c``).
+(``msgpack_columns.c``, ``line_protocol.c``), tag columns made dictionaries for the Parquet
+writer (``dictionary.c``), and whether a MessagePack or JSON document repeats a key in a map
+(``repeated_keys.c``).
 
 The library is built by ``layers/native.py`` (``make setup`` for this machine, the layer build for
 Lambda). Where it is missing, :func:`library` is None and callers take their Arrow-only path, which
@@ -233,6 +234,10 @@ def library() -> ctypes.CDLL | None:
         ctypes.POINTER(LineProtocolTimes),
     ]
     loaded.arcs_lp_read.restype = ctypes.c_int64
+    for reader in ("msgpack", "json"):
+        repeated = getattr(loaded, f"arcs_{reader}_repeated_keys")
+        repeated.argtypes = [body, ctypes.c_int64]
+        repeated.restype = ctypes.c_int64
     loaded.arcs_count_byte.argtypes = [body, ctypes.c_int64, ctypes.c_int32]
     loaded.arcs_count_byte.restype = ctypes.c_int64
     loaded.arcs_dictionary_encode.argtypes = [

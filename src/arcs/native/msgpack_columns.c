@@ -3,8 +3,8 @@
  *
  * Only the common document is taken: one map of "m", "columns", "tags" and "precision", whose
  * columns are arrays holding one kind of scalar each (integers, floats, strings or booleans,
- * no nils). Anything else - other keys or shapes, nils, mixed kinds, integers beyond int64,
- * extensions, repeated keys, trailing or missing bytes - is answered "not mine" and the Python
+ * no nils). Anything else - other keys or shapes, nils, mixed kinds, integers beyond int64, NaN
+ * and infinities, extensions, repeated keys, trailing or missing bytes - is answered "not mine" and the Python
  * decoders read the body (and word its errors). Every read is bounds-checked: the body is
  * hostile until proven otherwise.
  *
@@ -213,6 +213,13 @@ static inline __attribute__((always_inline)) int scan_values(cursor *c, const ui
         return scan_uniform_integers(c, count, head, column);
     int64_t float_width = head == 0xcb ? 9 : 5; /* float64 or float32 */
     if (kind == KIND_FLOAT64 && uniform(c, count, head, float_width)) {
+        /* NaN and infinities (every exponent bit set) are refused: the Python decoders say so. */
+        uint64_t exponent = float_width == 9 ? 0x7ff0000000000000u : 0x7f800000u, special = 0;
+        for (uint64_t i = 0; i < count; i++) {
+            uint64_t bits = big_endian(c->at + (uint64_t)float_width * i + 1, (int)float_width - 1);
+            special |= (bits & exponent) == exponent;
+        }
+        if (special) return NOT_MINE;
         c->at += float_width * (int64_t)count;
         column->string_bytes = 0;
         column->minimum = INT64_MAX;
@@ -229,6 +236,8 @@ static inline __attribute__((always_inline)) int scan_values(cursor *c, const ui
         if (kind == KIND_STRING) {
             string_bytes += span.length;
             printable &= arcs_printable_ascii(body + span.offset, span.length);
+        } else if (kind == KIND_FLOAT64) {
+            if ((value & 0x7ff0000000000000u) == 0x7ff0000000000000u) return NOT_MINE; /* NaN, infinite */
         } else if (kind == KIND_INT64) {
             int64_t number = (int64_t)value;
             descents += i > 0 && number < maximum;
