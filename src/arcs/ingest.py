@@ -32,6 +32,7 @@ from arcs.decoders.columns import MIN_MICROS
 from arcs.errors import ArcsError, BadRequest
 from arcs.names import TIME_COLUMN
 from arcs.parquet_encoding import column_encodings, for_parquet, tags_in_one_form
+from arcs.points import merge_points
 from arcs.ports import Catalog, CommitRecord, FileRecord, ObjectStore
 from arcs.schema import SchemaRegistry
 
@@ -237,7 +238,8 @@ class Ingestor:
                     table = table.take(pc.sort_indices(table, [(TIME_COLUMN, "ascending")]))
                 runs = _runs(_hours(table.column(TIME_COLUMN)))
             for start, stop in runs:
-                piece = table.slice(start, stop - start)
+                # A point written twice in the batch is stored once, merged (docs/compaction.md).
+                piece = merge_points(table.slice(start, stop - start), list(tags))
                 files.append(self._write_file(commit_id, len(files), database, measurement, piece, list(tags)))
         return files
 

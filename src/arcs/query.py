@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 
+from arcs import points
 from arcs.engine import Engine
 from arcs.errors import ArcsError, BadRequest, NotFound
 from arcs.exact_rewrites import apply_exact_rewrites
@@ -16,7 +17,7 @@ from arcs.names import check_database, check_measurement
 from arcs.ports import Catalog, FileRecord, ObjectStore
 from arcs.pruning import TimeRange, time_range
 from arcs.result_cache import ResultCache, cache_key
-from arcs.rewriter import TableRef, quote_identifier, quote_literal, rewrite_tables
+from arcs.rewriter import TableRef, quote_identifier, rewrite_tables
 from arcs.sandbox import check_read_only
 from arcs.show import answer_show
 from arcs.tokens import Principal
@@ -105,8 +106,7 @@ class QueryService:
                 for name, kind in schema.columns.items()
             )
             return f"(SELECT {columns} WHERE false)"
-        paths = ", ".join(quote_literal(self.store.url(f.key)) for f in files)
-        return f"read_parquet([{paths}], union_by_name = true)"
+        return points.scan(files, schema.tags, list(schema.columns), self.store.url)
 
     def _files(self, database: str, measurement: str, bounds: TimeRange) -> list[FileRecord]:
         """The measurement's files that can hold rows in ``bounds``: hour partitions first, then min/max."""
