@@ -9,7 +9,8 @@ there.
 Everything that reads or rewrites stored rows applies this one rule, so a query's answer does not
 depend on when compaction ran: ingest merges the points a file would repeat (``merge_points``),
 compaction merges its sorted stream (``merge_runs``), and a query reads the files that may repeat
-each other's points through ``scan``'s merge.
+each other's points through ``scan``'s merge. (The query path imports this module and needs no
+``pyarrow.compute``, whose import costs a cold start about 50 ms: the functions that do import it.)
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from arcs import layout
 from arcs.names import TIME_COLUMN
@@ -31,6 +31,8 @@ ORDER_COLUMNS = ("file_index", "file_row_number")
 def run_starts(table: pa.Table | pa.RecordBatch, keys: Sequence[str], previous: pa.RecordBatch | None) -> pa.Array:
     """True where a row's ``keys`` differ from the row before it (nulls equal to nulls); the first
     row is compared with ``previous`` (a one-row batch), or starts a run when there is none."""
+    import pyarrow.compute as pc  # lazy: see the module's docstring
+
     rows = table.num_rows
     starts: pa.Array | None = None
     for name in keys:
@@ -55,6 +57,8 @@ def run_starts(table: pa.Table | pa.RecordBatch, keys: Sequence[str], previous: 
 def merge_runs(table: pa.Table, starts: pa.Array, keys: Sequence[str]) -> pa.Table:
     """Each run of rows (``starts`` marks its first) as one row: its ``keys`` as they are, every
     other column its last non-null value in the run. The table itself when no run has two rows."""
+    import pyarrow.compute as pc  # lazy: see the module's docstring
+
     if pc.all(starts).as_py():
         return table
     fields = [name for name in table.column_names if name not in keys]
@@ -77,6 +81,8 @@ def merge_runs(table: pa.Table, starts: pa.Array, keys: Sequence[str]) -> pa.Tab
 def merge_points(table: pa.Table, tags: Sequence[str]) -> pa.Table:
     """A time-ordered table with each point once (see the module), still in time order; the table
     itself when no point repeats. Only looks closer when two neighbours share a time."""
+    import pyarrow.compute as pc  # lazy: see the module's docstring
+
     if not tags or table.num_rows < 2:
         return table
     times = table.column(TIME_COLUMN)
