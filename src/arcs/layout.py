@@ -43,6 +43,10 @@ def hour_from_micros(micros: int) -> datetime:
     return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros - micros % 3_600_000_000)
 
 
+def hour_from_nanos(nanos: int) -> datetime:
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(hours=nanos // 3_600_000_000_000)
+
+
 def hour_dir(hour: datetime) -> str:
     return hour.strftime("%Y/%m/%d/%H")
 

@@ -20,6 +20,7 @@ from arcs.result_cache import ResultCache, cache_key
 from arcs.rewriter import TableRef, quote_identifier, rewrite_tables
 from arcs.sandbox import check_read_only
 from arcs.show import answer_show
+from arcs.sql_time import utc_wall_clock
 from arcs.tokens import Principal
 
 MAX_SQL_BYTES = 1_000_000
@@ -85,7 +86,7 @@ class QueryService:
     def _prepare(self, sql: str, database: str, principal: Principal) -> PreparedQuery:
         """The SQL DuckDB runs: exact rewrites, the sandbox's check, then tables mapped to their files."""
         # Rewrite first, so the sandbox judges exactly the SQL that will run.
-        checked = apply_exact_rewrites(sql)
+        checked = utc_wall_clock(apply_exact_rewrites(sql))
         check_read_only(self.engine, checked)
         files: list[FileRecord] = []
         mapped = rewrite_tables(checked, lambda ref: self._scan(ref, database, principal, files))
@@ -137,7 +138,7 @@ def _micros(moment: datetime) -> int:
 
 
 def _utc_named(table: pa.Table) -> pa.Table:
-    """DuckDB names the zone 'Etc/UTC'; clients expect the plain 'UTC' our files carry."""
+    """DuckDB names the zone 'Etc/UTC'; clients expect the plain 'UTC'."""
     fields = [
         field.with_type(pa.timestamp(field.type.unit, tz="UTC"))
         if pa.types.is_timestamp(field.type) and field.type.tz in ("Etc/UTC", "UTC")
@@ -154,5 +155,5 @@ def _duckdb_type(kind: str) -> str:
         "float64": "DOUBLE",
         "string": "VARCHAR",
         "bool": "BOOLEAN",
-        "timestamp": "TIMESTAMPTZ",
+        "timestamp": "TIMESTAMP_NS",
     }.get(kind, "VARCHAR")

@@ -63,7 +63,7 @@ def test_fields_of_one_point_written_apart_are_all_kept_before_and_after_compact
         write(client, f"sem,host=b usage={n} {T + n * 1000}")
     sql = "SELECT time, host, usage, idle FROM sem ORDER BY time, host"
     before = table(client, sql)
-    assert before[0] == {"time": "2023-11-14T22:13:20.000000Z", "host": "a", "usage": 1.0, "idle": 5.0}
+    assert before[0] == {"time": "2023-11-14T22:13:20.000000000Z", "host": "a", "usage": 1.0, "idle": 5.0}
     assert len(before) == 4
     compact(client, jobs=1)
     assert file_count(client, "sem") == 1
@@ -85,8 +85,9 @@ def test_every_shape_of_duplicate_answers_the_same_before_and_after_compaction(c
         # tag values null: a series without the dc tag, written twice with other fields
         [f"dup,host=d v=4 {T + 2000}"],
         [f"dup,host=d w=7i {T + 2000}"],
-        # neighbours one microsecond apart stay two points
+        # neighbours one microsecond apart, or one nanosecond, stay two points
         [f"dup,host=e v=1 {T + 3000}", f"dup,host=e v=2 {T + 4000}"],
+        [f"dup,host=e v=3 {T + 4001}"],
         # another series at the same time is another point
         [f"dup,host=a,dc=y v=9 {T}"],
         # a measurement without tags keeps every row, even the same one twice
@@ -101,17 +102,34 @@ def test_every_shape_of_duplicate_answers_the_same_before_and_after_compaction(c
     rows = "SELECT time, v FROM plain ORDER BY time, v"
     counted = "SELECT count(*) AS n, count(DISTINCT host) AS hosts, sum(v) AS v FROM dup"
     before = (table(client, points), table(client, rows), table(client, counted))
-    at = "2023-11-14T22:13:20.00000"
+    at = "2023-11-14T22:13:20.000"
     assert before[0] == [
-        {"time": f"{at}0Z", "host": "a", "dc": "x", "v": 1.0, "w": None, "s": "p", "flag": None},
-        {"time": f"{at}0Z", "host": "a", "dc": "y", "v": 9.0, "w": None, "s": None, "flag": None},
-        {"time": f"{at}0Z", "host": "b", "dc": "x", "v": 2.0, "w": 10, "s": "late", "flag": True},
-        {"time": f"{at}1Z", "host": "c", "dc": "x", "v": 3.0, "w": 1, "s": None, "flag": None},
-        {"time": f"{at}2Z", "host": "d", "dc": None, "v": 4.0, "w": 7, "s": None, "flag": None},
-        {"time": f"{at}3Z", "host": "e", "dc": None, "v": 1.0, "w": None, "s": None, "flag": None},
-        {"time": f"{at}4Z", "host": "e", "dc": None, "v": 2.0, "w": None, "s": None, "flag": None},
+        {"time": f"{at}000000Z", "host": "a", "dc": "x", "v": 1.0, "w": None, "s": "p", "flag": None},
+        {"time": f"{at}000000Z", "host": "a", "dc": "y", "v": 9.0, "w": None, "s": None, "flag": None},
+        {"time": f"{at}000000Z", "host": "b", "dc": "x", "v": 2.0, "w": 10, "s": "late", "flag": True},
+        {"time": f"{at}001000Z", "host": "c", "dc": "x", "v": 3.0, "w": 1, "s": None, "flag": None},
+        {"time": f"{at}002000Z", "host": "d", "dc": None, "v": 4.0, "w": 7, "s": None, "flag": None},
+        {"time": f"{at}003000Z", "host": "e", "dc": None, "v": 1.0, "w": None, "s": None, "flag": None},
+        {"time": f"{at}004000Z", "host": "e", "dc": None, "v": 2.0, "w": None, "s": None, "flag": None},
+        {"time": f"{at}004001Z", "host": "e", "dc": None, "v": 3.0, "w": None, "s": None, "flag": None},
     ]
     assert [row["v"] for row in before[1]] == [1.0, 1.0, 2.0, 3.0, 4.0]
     compact(client, jobs=2)
     assert (file_count(client, "dup"), file_count(client, "plain")) == (1, 1)
     assert (table(client, points), table(client, rows), table(client, counted)) == before
+
+
+def test_points_a_nanosecond_apart_stay_distinct_before_and_after_compaction(client: Client) -> None:
+    for part in range(5):  # 5,000 points of one series 1 ns apart, in five requests (five files)
+        write(client, *(f"ns,host=a v={n}i {T + n}" for n in range(part * 1000, (part + 1) * 1000)))
+    sql = (
+        "SELECT count(*) AS n, count(DISTINCT time) AS times, sum(v) AS v, "
+        "min(epoch_ns(time)) AS first, max(epoch_ns(time)) AS last FROM ns"
+    )
+    expected = [{"n": 5000, "times": 5000, "v": sum(range(5000)), "first": T, "last": T + 4999}]
+    assert table(client, sql) == expected
+    last = table(client, "SELECT time FROM ns ORDER BY time DESC LIMIT 1")
+    assert last == [{"time": "2023-11-14T22:13:20.000004999Z"}]
+    compact(client, jobs=1)
+    assert file_count(client, "ns") == 1
+    assert table(client, sql) == expected

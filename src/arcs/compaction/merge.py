@@ -38,7 +38,7 @@ def merge(
     function would not, entirely); the rows stream out in record batches, each point's rows
     (equal tags and time) arrive together in write order and merge on the way, field by field
     (``arcs.points``), and pyarrow writes them, starting a new file once one reaches the target
-    size.
+    size. Times come out as nanoseconds (an earlier version stored microseconds, zoned UTC).
     """
     import duckdb  # lazy: only compaction and queries load DuckDB
 
@@ -61,9 +61,14 @@ def merge(
     order = [*keys, time_column] if config.sort == "tags" else [time_column, *keys]
     # Within a point, write order: the inputs' order (theirs), then the rows' in each.
     order += list(ORDER_COLUMNS)
-    sql = f"SELECT * FROM read_parquet({files}, union_by_name = true) ORDER BY {', '.join(order)}"
+    sql = (
+        f"SELECT * REPLACE (CAST({time_column} AS TIMESTAMP_NS) AS {time_column}) "
+        f"FROM read_parquet({files}, union_by_name = true) ORDER BY {', '.join(order)}"
+    )
     conn = duckdb.connect(":memory:", config=settings)
     try:
+        # Older files hold zoned (UTC) times; converting them must not depend on the host's zone.
+        conn.execute("SET TimeZone = 'UTC'")
         reader = conn.execute(sql).to_arrow_reader(row_group_rows)
         batches: Iterator[pa.RecordBatch] = iter(reader)
         if tags:
