@@ -50,7 +50,7 @@ def file_batch(index: int, rows: int, files: int, interleaved: bool = False) -> 
         times = [START_US + (index * rows + i) * step for i in range(rows)]
     table = pa.table(
         {
-            "time": pa.array(times, pa.int64()).cast(TIME_TYPE),
+            "time": pa.array(times, pa.int64()).cast(pa.timestamp("us", tz="UTC")).cast(TIME_TYPE),  # µs in
             "host": [HOSTS[rng.randrange(len(HOSTS))] for _ in range(rows)],
             "region": [REGIONS[rng.randrange(len(REGIONS))] for _ in range(rows)],
             "usage_user": [rng.random() * 100 for _ in range(rows)],
