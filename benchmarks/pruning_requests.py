@@ -79,7 +79,7 @@ def hour_batch(hour: int, rows: int) -> WriteBatch:
     times = [START_US + hour * HOUR_US + i * (HOUR_US // rows) for i in range(rows)]
     table = pa.table(
         {
-            "time": pa.array(times, pa.int64()).cast(TIME_TYPE),
+            "time": pa.array(times, pa.int64()).cast(pa.timestamp("us", tz="UTC")).cast(TIME_TYPE),  # µs in
             "host": pa.array([f"h{i % 4}" for i in range(rows)]),
             "value": pa.array([float(i) for i in range(rows)]),
         }

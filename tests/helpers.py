@@ -24,7 +24,7 @@ BASE_US = 1_700_000_000_000_000 - 1_700_000_000_000_000 % HOUR_US  # an hour bou
 def make_batch(database: str, measurement: str, times_us: list[int], host: str = "a") -> WriteBatch:
     table = pa.table(
         {
-            "time": pa.array(times_us, pa.int64()).cast(TIME_TYPE),
+            "time": pa.array(times_us, pa.int64()).cast(pa.timestamp("us", tz="UTC")).cast(TIME_TYPE),
             "host": pa.array([host] * len(times_us)),
             "value": pa.array([float(t % 1000) for t in times_us]),
         }

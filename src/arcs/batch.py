@@ -13,7 +13,9 @@ import pyarrow as pa
 
 from arcs.errors import BadRequest
 
-TIME_TYPE = pa.timestamp("us", tz="UTC")
+#: Times are nanoseconds since 1970 UTC, stored without a zone: DuckDB reads a zoned (UTC) Parquet
+#: timestamp as TIMESTAMPTZ, which holds microseconds, and would make times 1 ns apart equal.
+TIME_TYPE = pa.timestamp("ns")
 STORAGE_TYPES: dict[str, pa.DataType] = {
     "int64": pa.int64(),
     "float64": pa.float64(),
@@ -56,12 +58,12 @@ def type_name(arrow_type: pa.DataType) -> str:
 
 @dataclass(frozen=True, slots=True)
 class MeasurementRows:
-    """Rows of one measurement: ``time`` (TIMESTAMP us UTC) plus int64/float64/string/bool columns."""
+    """Rows of one measurement: ``time`` (TIMESTAMP ns, UTC) plus int64/float64/string/bool columns."""
 
     measurement: str
     table: pa.Table
     tags: tuple[str, ...] = ()
-    # The first and last time (us) when the reader knew the rows to be in time order; None when
+    # The first and last time (ns) when the reader knew the rows to be in time order; None when
     # not known (ingest then checks). Not kept in the envelope: only in-process hand-over has it.
     time_range: tuple[int, int] | None = None
 

@@ -35,6 +35,7 @@ from arcs.compaction.merge import CorruptInput
 from arcs.errors import BadRequest, NotFound
 from arcs.ports import Catalog, FileRecord, ObjectStore, Partition
 from arcs.pruning import TimeRange
+from arcs.sql_time import utc_wall_clock
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +92,9 @@ def matching_rows(table: pa.Table, where: str, columns: Mapping[str, str] | None
         # As the query engine: '2024-01-01' means the same instant in both. Then nothing may change.
         conn.execute("SET TimeZone = 'UTC'; SET lock_configuration = true")
         conn.register("rows", indexed)
-        result = conn.execute(f"SELECT {_ROW} FROM rows WHERE coalesce((\n{where}\n), false)").to_arrow_table()
+        # Times compare as in a query: TIMESTAMPTZ expressions as UTC wall clocks (arcs.sql_time).
+        condition = utc_wall_clock(where)
+        result = conn.execute(f"SELECT {_ROW} FROM rows WHERE coalesce((\n{condition}\n), false)").to_arrow_table()
     except duckdb.Error as exc:
         raise BadRequest(f"'where' cannot be evaluated: {str(exc).strip().splitlines()[0]}") from exc
     finally:

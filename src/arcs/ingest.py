@@ -28,10 +28,10 @@ import pyarrow.parquet as pq
 from arcs import layout
 from arcs.batch import MeasurementRows, WriteBatch, time_order, type_name
 from arcs.decoders import columnar_lane
-from arcs.decoders.columns import MIN_MICROS
 from arcs.errors import ArcsError, BadRequest
 from arcs.names import TIME_COLUMN
 from arcs.parquet_encoding import column_encodings, for_parquet, tags_in_one_form
+from arcs.points import merge_points
 from arcs.ports import Catalog, CommitRecord, FileRecord, ObjectStore
 from arcs.schema import SchemaRegistry
 
@@ -240,7 +240,7 @@ class Ingestor:
                 table = table.unify_dictionaries()  # one dictionary per tag for the whole file
             if columns is not None and table.column_names != columns:
                 table = table.select(columns)
-            if span is not None and layout.hour_from_micros(span[0]) == layout.hour_from_micros(span[1]):
+            if span is not None and layout.hour_from_nanos(span[0]) == layout.hour_from_nanos(span[1]):
                 runs = [(0, table.num_rows)]  # in order and within one hour, as the readers said
             else:
                 # A stable sort: rows with equal times keep their ingest order.
@@ -248,7 +248,8 @@ class Ingestor:
                     table = table.take(pc.sort_indices(table, [(TIME_COLUMN, "ascending")]))
                 runs = _runs(_hours(table.column(TIME_COLUMN)))
             for start, stop in runs:
-                piece = table.slice(start, stop - start)
+                # A point written twice in the batch is stored once, merged (docs/compaction.md).
+                piece = merge_points(table.slice(start, stop - start), list(tags))
                 files.append(self._write_file(commit_id, len(files), database, measurement, piece, list(tags)))
         return files
 
@@ -256,8 +257,8 @@ class Ingestor:
         self, commit_id: str, index: int, database: str, measurement: str, table: pa.Table, tags: list[str]
     ) -> FileRecord:
         times = table.column(TIME_COLUMN)
-        first, last = times[0].value, times[-1].value  # the rows are in time order
-        hour = layout.hour_from_micros(first)
+        first, last = times[0].value, times[-1].value  # the rows are in time order (nanoseconds)
+        hour = layout.hour_from_nanos(first)
         key = layout.data_key(self.prefix, database, measurement, hour, f"{commit_id}-{index:04d}.parquet")
         rows = table.num_rows
         row_group = max(MIN_ROW_GROUP_ROWS, math.ceil(rows / TARGET_ROW_GROUPS_PER_FILE))
@@ -269,7 +270,9 @@ class Ingestor:
             # Keys hold this attempt's unique id, so an existing key is a retry of this very write.
             logger.info("data file %s already present", key)
         self._fault("file-written")
-        return FileRecord(database, measurement, hour, key, rows, len(data), first, last, commit_id)
+        # The catalog keeps whole microseconds, rounded outward: pruning by them never drops a row.
+        low, high = first // 1000, -(-last // 1000)
+        return FileRecord(database, measurement, hour, key, rows, len(data), low, high, commit_id)
 
     def _delete_quietly(self, keys: list[str]) -> None:
         for key in keys:
@@ -315,16 +318,18 @@ def _is_sorted(times: pa.ChunkedArray) -> bool:
     return True
 
 
-_HOUR_MICROS = 3_600_000_000
-# A whole number of hours above -MIN_MICROS (the edge accepts no earlier time): adding it makes
-# every time non-negative, so Arrow's truncating division is the floor; the sum still fits int64.
-_HOURS_OFFSET = (-MIN_MICROS // _HOUR_MICROS + 1) * _HOUR_MICROS
+_HOUR_NANOS = 3_600_000_000_000
 
 
 def _hours(times: pa.ChunkedArray) -> pa.Array:
-    """Each time's hour as a number: two integer kernels (floor_temporal looks up the zone per value)."""
-    micros = times.combine_chunks().cast(pa.int64())
-    return pc.divide(pc.add_checked(micros, _HOURS_OFFSET), _HOUR_MICROS)
+    """Each time's hour as a number: integer kernels (floor_temporal looks up the zone per value)."""
+    nanos = times.combine_chunks().view(pa.int64())
+    hours = pc.divide(nanos, _HOUR_NANOS)  # truncates toward zero: the floor from 1970 on
+    if pc.min(nanos).as_py() < 0:
+        # Before 1970 the floor is one less where the division left a remainder.
+        behind = pc.less(nanos, pc.multiply(hours, _HOUR_NANOS))
+        hours = pc.subtract(hours, behind.cast(pa.int64()))
+    return hours
 
 
 def _runs(values: pa.Array) -> list[tuple[int, int]]:

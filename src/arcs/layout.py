@@ -43,6 +43,10 @@ def hour_from_micros(micros: int) -> datetime:
     return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros - micros % 3_600_000_000)
 
 
+def hour_from_nanos(nanos: int) -> datetime:
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(hours=nanos // 3_600_000_000_000)
+
+
 def hour_dir(hour: datetime) -> str:
     return hour.strftime("%Y/%m/%d/%H")
 
@@ -132,14 +136,25 @@ def file_order(key: str) -> str:
     return key.rsplit("/", 1)[-1]
 
 
-def compacted_filename(latest_input_key: str, job_id: str, index: int) -> str:
+def compacted_filename(latest_input_key: str, job_id: str, index: int, merged: bool = True) -> str:
     """A compaction output's name: it sorts with the latest write it holds (its inputs' last).
 
     Every file written after the job picked its inputs has a later sequence, so it still sorts
     after the output, and rows written later keep winning when the output is compacted again.
+    ``merged`` (a compaction's merge: its outputs hold each point once between them) is ``-c``;
+    a rewrite of retention or delete, each output the rest of one input, is ``-r``.
     """
     sequence = file_order(latest_input_key)[:SEQUENCE_LENGTH].removesuffix(".parquet")
-    return f"{sequence}-c{job_id}-{index:04d}.parquet"
+    return f"{sequence}-{'c' if merged else 'r'}{job_id}-{index:04d}.parquet"
+
+
+_MERGED_NAME = re.compile(r"[0-9a-f]+-c(?P<job>[0-9a-f]+)-\d{4}\.parquet")
+
+
+def compaction_job_of(name: str) -> str | None:
+    """The compaction job whose merge wrote a data file (see ``compacted_filename``), else None."""
+    match = _MERGED_NAME.fullmatch(name)
+    return None if match is None else match["job"]
 
 
 def hour_prefix(prefix: str, database: str, measurement: str, hour: datetime) -> str:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 
+from arcs import points
 from arcs.engine import Engine
 from arcs.errors import ArcsError, BadRequest, NotFound, QueryTimeout
 from arcs.exact_rewrites import apply_exact_rewrites
@@ -16,9 +17,10 @@ from arcs.names import check_database, check_measurement
 from arcs.ports import Catalog, FileRecord, ObjectStore
 from arcs.pruning import TimeConstants, TimeRange, time_range
 from arcs.result_cache import ResultCache, cache_key
-from arcs.rewriter import TableRef, quote_identifier, quote_literal, rewrite_tables
+from arcs.rewriter import TableRef, quote_identifier, rewrite_tables
 from arcs.sandbox import check_read_only
 from arcs.show import answer_show
+from arcs.sql_time import utc_wall_clock
 from arcs.sql_tree import check_sql_size
 from arcs.tokens import Principal
 
@@ -102,7 +104,7 @@ class QueryService:
     def _prepare(self, sql: str, database: str, principal: Principal) -> PreparedQuery:
         """The SQL DuckDB runs: exact rewrites, the sandbox's check, then tables mapped to their files."""
         # Rewrite first, so the sandbox judges exactly the SQL that will run.
-        checked = apply_exact_rewrites(sql)
+        checked = utc_wall_clock(apply_exact_rewrites(sql))
         query = check_read_only(checked)
         files: list[FileRecord] = []
         constants = TimeConstants(self.evaluate_time)
@@ -131,8 +133,7 @@ class QueryService:
                 for name, kind in schema.columns.items()
             )
             return f"(SELECT {columns} WHERE false)"
-        paths = ", ".join(quote_literal(self.store.url(f.key)) for f in files)
-        return f"read_parquet([{paths}], union_by_name = true)"
+        return points.scan(files, schema.tags, list(schema.columns), self.store.url)
 
     def _files(self, database: str, measurement: str, bounds: TimeRange) -> list[FileRecord]:
         """The measurement's files that can hold rows in ``bounds``: hour partitions first, then min/max."""
@@ -163,7 +164,7 @@ def _micros(moment: datetime) -> int:
 
 
 def _utc_named(table: pa.Table) -> pa.Table:
-    """DuckDB names the zone 'Etc/UTC'; clients expect the plain 'UTC' our files carry."""
+    """DuckDB names the zone 'Etc/UTC'; clients expect the plain 'UTC'."""
     fields = [
         field.with_type(pa.timestamp(field.type.unit, tz="UTC"))
         if pa.types.is_timestamp(field.type) and field.type.tz in ("Etc/UTC", "UTC")
@@ -180,5 +181,5 @@ def _duckdb_type(kind: str) -> str:
         "float64": "DOUBLE",
         "string": "VARCHAR",
         "bool": "BOOLEAN",
-        "timestamp": "TIMESTAMPTZ",
+        "timestamp": "TIMESTAMP_NS",
     }.get(kind, "VARCHAR")

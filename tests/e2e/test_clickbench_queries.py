@@ -89,6 +89,9 @@ def _json_value(value: Any, kind: pa.DataType) -> Any:
     """What API.md's JSON holds for one value DuckDB returned, worked out without arcs.results."""
     if value is None:
         return None
+    if pa.types.is_timestamp(kind) and kind.unit == "ns":  # nine fraction digits
+        moment = _EPOCH + dt.timedelta(microseconds=value // 1000)
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.%f") + f"{value % 1000:03d}Z"
     if pa.types.is_timestamp(kind):
         moment = _EPOCH + dt.timedelta(microseconds=value)
         return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -106,7 +109,7 @@ def _expected_json(table: pa.Table) -> tuple[list[str], list[list[Any]]]:
     for field, column in zip(table.schema, table.columns, strict=True):
         if pa.types.is_timestamp(field.type):
             column = column.cast(pa.timestamp(field.type.unit)).cast(pa.int64())
-            if field.type.unit != "us":
+            if field.type.unit in ("s", "ms"):
                 column = pc.multiply(column, {"s": 1_000_000, "ms": 1_000}.get(field.type.unit, 1))
         columns.append([_json_value(value, field.type) for value in column.to_pylist()])
     return table.column_names, [list(row) for row in zip(*columns, strict=True)]

@@ -84,7 +84,9 @@ def create(client: Client, body: dict[str, Any]) -> dict[str, Any]:
 def direct_aggregates(client: Client, database: str, source: str) -> list[list[Any]]:
     """What the continuous query must have written, computed straight from the source."""
     sql = (
-        "SELECT time_bucket(INTERVAL '10 minutes', time) AS time, host, count(*) AS n, avg(usage) AS usage, "
+        # time_bucket gives microseconds; the destination stores nanoseconds (and shows nine digits).
+        "SELECT time_bucket(INTERVAL '10 minutes', time)::TIMESTAMP_NS AS time, host, count(*) AS n, "
+        "avg(usage) AS usage, "
         f"sum(procs) AS procs FROM {source} GROUP BY ALL ORDER BY 1, 2"
     )
     return client.rows(sql, database)

@@ -177,7 +177,7 @@ def test_a_measurement_written_again_after_its_database_was_deleted_is_queryable
     database, m = name("re"), name("cpu")
     write_rows(client, database, m, 1)
     assert client.wait_count(m, 1, database) == 1
-    write_rows(client, database, m, 2)  # the second write finds the schema, and caches it
+    write_rows(client, database, m, 2, host="b")  # the second write finds the schema, and caches it
     assert client.wait_count(m, 3, database) == 3
     assert client.http.delete(f"/api/v1/databases/{database}", params={"confirm": "true"}).status_code == 200
     write_rows(client, database, m, 3)

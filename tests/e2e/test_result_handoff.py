@@ -25,7 +25,8 @@ SQL = "SELECT time, host, v, s FROM wide ORDER BY time"
 def expected_rows() -> list[list[Any]]:
     start = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=T0_US)
     return [
-        [(start + timedelta(microseconds=i)).strftime("%Y-%m-%dT%H:%M:%S.%fZ"), f"h{i % 7}", i, f'row "{i}" é']
+        # Stored times are nanoseconds: nine fraction digits.
+        [(start + timedelta(microseconds=i)).strftime("%Y-%m-%dT%H:%M:%S.%f000Z"), f"h{i % 7}", i, f'row "{i}" é']
         for i in range(ROWS)
     ]
 
@@ -78,7 +79,7 @@ def test_an_arrow_result_over_the_limit_arrives_whole(loaded: tuple[str, Client]
     assert table.num_rows == ROWS
     assert table.column("v").to_pylist() == [row[2] for row in rows]
     assert table.column("s").to_pylist() == [row[3] for row in rows]
-    assert table.column("time").cast(pa.int64()).to_pylist() == [T0_US + i for i in range(ROWS)]
+    assert table.column("time").cast(pa.int64()).to_pylist() == [(T0_US + i) * 1000 for i in range(ROWS)]
     assert [r.status_code for r in response.history] == ([303] if runtime == "local" else [])
 
 

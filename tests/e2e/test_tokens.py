@@ -308,7 +308,8 @@ def test_read_tokens_cannot_write_and_write_tokens_cannot_read(client: Client, s
         assert refused.status_code == 403 and "write" in refused.json()["error"]
         assert caller.rows(f"SELECT count(*) FROM {m}", db) == [[1]]
     with as_token(server, writer["token"]) as caller:
-        accepted = caller.write("/api/v1/write/line-protocol", line(m, 3), headers={"x-arc-database": db})
+        other_point = line(m, 3).replace(b"host=a", b"host=b")  # host=a at T0 would merge into the first
+        accepted = caller.write("/api/v1/write/line-protocol", other_point, headers={"x-arc-database": db})
         assert accepted.status_code == 204, accepted.text
         refused = caller.query(f"SELECT count(*) FROM {m}", db)
         assert refused.status_code == 403 and "read" in refused.json()["error"]

@@ -90,7 +90,7 @@ class Env:
         if not tables:
             return []
         table = pa.concat_tables(tables, promote_options="permissive")
-        times = table.column("time").cast(pa.int64()).to_pylist()
+        times = [t // 1000 for t in table.column("time").cast(pa.int64()).to_pylist()]  # ns -> the µs written
         return sorted(zip(times, table.column("host").to_pylist(), table.column("value").to_pylist(), strict=True))
 
     def data_keys(self) -> list[str]:
@@ -115,7 +115,7 @@ def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Env]:
 def batch(times_us: list[int], hosts: list[str], values: list[float], measurement: str = "cpu") -> WriteBatch:
     table = pa.table(
         {
-            "time": pa.array(times_us, pa.int64()).cast(TIME_TYPE),
+            "time": pa.array(times_us, pa.int64()).cast(pa.timestamp("us", tz="UTC")).cast(TIME_TYPE),
             "host": pa.array(hosts),
             "value": pa.array(values),
         }
@@ -176,11 +176,11 @@ def test_compaction_merges_a_partition_into_one_sorted_zstd_file_with_duplicates
     parquet = pq.ParquetFile(io.BytesIO(env.store.get(output.key)))
     assert parquet.metadata.row_group(0).column(0).compression == "ZSTD"
     table = parquet.read()
-    assert table.schema.field("time").type == pa.timestamp("us", tz="UTC")
+    assert table.schema.field("time").type == pa.timestamp("ns")
     times = table.column("time").cast(pa.int64())
     assert pc.all(pc.greater_equal(times.slice(1), times.slice(0, len(times) - 1))).as_py()
-    assert (output.rows, output.min_time_us) == (table.num_rows, times[0].as_py())
-    assert output.max_time_us == times[-1].as_py()
+    assert (output.rows, output.min_time_us) == (table.num_rows, times[0].as_py() // 1000)
+    assert output.max_time_us == times[-1].as_py() // 1000
     assert layout.parse_data_key(env.prefix, output.key).hour == HOUR
     assert_clean(env)
     assert [j.status for j in env.catalog.list_compaction_jobs()] == ["done"]
@@ -205,7 +205,14 @@ def test_the_last_write_wins_and_keeps_winning_after_recompaction(env: Env) -> N
 
 def test_measurement_without_tags_keeps_every_row_and_sort_by_tags_is_an_option(env: Env) -> None:
     for n in range(3):
-        table = pa.table({"time": pa.array([BASE_US + 1, BASE_US + 1], pa.int64()).cast(TIME_TYPE), "v": [n, n]})
+        table = pa.table(
+            {
+                "time": pa.array([BASE_US + 1, BASE_US + 1], pa.int64())
+                .cast(pa.timestamp("us", tz="UTC"))
+                .cast(TIME_TYPE),
+                "v": [n, n],
+            }
+        )
         env.ingest(WriteBatch(f"w{n}", "db", (MeasurementRows("plain", table, ()),)))
     fill(env, files=3)
     env.compactor(sort="tags").run()
@@ -451,7 +458,9 @@ def test_a_partition_bigger_than_the_memory_limit_compacts_streamed_into_target_
         index = pa.array(range(rows_per_file), pa.int64())
         table = pa.table(
             {
-                "time": pc.add(pc.multiply(pc.add(pc.multiply(index, files), n), 1000), BASE_US).cast(TIME_TYPE),
+                "time": pc.add(pc.multiply(pc.add(pc.multiply(index, files), n), 1000), BASE_US)
+                .cast(pa.timestamp("us", tz="UTC"))
+                .cast(TIME_TYPE),
                 "host": pc.binary_join_element_wise("host", pc.cast(pc.bit_wise_and(index, 63), pa.string()), ""),
                 "region": pc.binary_join_element_wise("region-", pc.cast(pc.bit_wise_and(index, 7), pa.string()), ""),
                 # Mantissas with little to share: byte-stream-split floats of a counter compress
@@ -482,3 +491,65 @@ def test_a_partition_bigger_than_the_memory_limit_compacts_streamed_into_target_
         assert {"host", "region"} == {name for name, used in encodings.items() if "RLE_DICTIONARY" in used}
         assert output.min_time_us > previous_max  # the files follow each other in time
         previous_max = output.max_time_us
+
+
+# --- files an earlier version wrote: microseconds, UTC ----------------------------------------------
+
+
+def test_a_partition_of_older_microsecond_files_and_newer_nanosecond_ones_reads_and_compacts_alike(
+    tmp_path: Path,
+) -> None:
+    from arcs.runtime import local_runtime
+    from arcs.settings import Settings
+    from arcs.tokens import Principal
+
+    settings = Settings(backend="local", data_dir=tmp_path / "data")
+    compaction = replace(settings.compaction, min_age_s=0, grace_s=0, min_files=3)
+    runtime = local_runtime(settings.with_(compaction=compaction))
+    admin = Principal("t", "t", frozenset({"admin"}), ())
+    # Ingest today: nanoseconds; host "a" at BASE + 1 µs written twice apart, fields apart.
+    now_rows = [([BASE_US + 1, BASE_US + 2], ["a", "b"], [1.0, 2.0]), ([BASE_US + 1], ["a"], [None])]
+    for times, hosts, values in now_rows:
+        table = pa.table(
+            {
+                "time": pa.array([t * 1000 for t in times], pa.int64()).cast(TIME_TYPE),
+                "host": hosts,
+                "value": pa.array(values, pa.float64()),
+                "extra": pa.array([7] * len(times), pa.int64()),
+            }
+        )
+        batch = WriteBatch(f"w-{time.time_ns()}", "db", (MeasurementRows("cpu", table, ("host",)),))
+        runtime.ingestor().ingest([queued(batch)])
+    # A file as an earlier version wrote it (microseconds, zoned UTC), written before the others:
+    # it repeats host "a" at BASE + 1 µs, and holds a point of its own at BASE + 3 µs.
+    older = pa.table(
+        {
+            "time": pa.array([BASE_US + 1, BASE_US + 3], pa.timestamp("us", tz="UTC")),
+            "host": ["a", "a"],
+            "value": [9.0, 3.0],
+        }
+    )
+    sink = pa.BufferOutputStream()
+    pq.write_table(older, sink)
+    data = sink.getvalue().to_pybytes()
+    hour = layout.hour_from_micros(BASE_US)
+    key = layout.data_key(settings.prefix, "db", "cpu", hour, f"{'0' * 12}1{'0' * 19}-0000.parquet")
+    runtime.store.put(key, data)
+    commit = layout.file_order(key)[:32]
+    runtime.catalog.put_files([FileRecord("db", "cpu", hour, key, 2, len(data), BASE_US + 1, BASE_US + 3, commit)])
+    sql = "SELECT epoch_ns(time) AS t, host, value, extra FROM cpu ORDER BY t, host"
+    expected = [
+        ((BASE_US + 1) * 1000, "a", 1.0, 7),  # the older file's 9.0 was written first; the last null keeps 1.0
+        ((BASE_US + 2) * 1000, "b", 2.0, 7),
+        ((BASE_US + 3) * 1000, "a", 3.0, None),
+    ]
+
+    def rows() -> list[tuple[object, ...]]:
+        return [tuple(row.values()) for row in runtime.queries.run(sql, "db", admin).table.to_pylist()]
+
+    assert rows() == expected
+    report = runtime.compactor.run()
+    assert [job.status for job in report.jobs] == ["settled"]
+    (output,) = runtime.catalog.list_files("db", "cpu")
+    assert pq.read_schema(pa.BufferReader(runtime.store.get(output.key))).field("time").type == pa.timestamp("ns")
+    assert rows() == expected

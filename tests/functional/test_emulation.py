@@ -118,8 +118,8 @@ def test_the_environment_is_the_stacks_and_the_admin_token_works(emulation: Emul
 
 def test_write_is_polled_ingested_deleted_and_queryable(emulation: Emulation) -> None:
     m = name("cpu")
-    lines = "\n".join(f"{m},host=h{i % 3} v={i}i {T0_NS + i}" for i in range(25)).encode()
-    for _ in range(4):
+    for k in range(4):  # 100 points: 25 a request
+        lines = "\n".join(f"{m},host=h{i % 3} v={i}i {T0_NS + k * 25 + i}" for i in range(25)).encode()
         assert call(emulation, "POST", "/api/v1/write/line-protocol", lines).status == 204
     assert count(emulation, m, 100) == 100
     sqs = emulation.clients.sqs

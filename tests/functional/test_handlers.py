@@ -259,7 +259,7 @@ def test_sqs_event_becomes_parquet_at_the_layout_and_file_records(fn: Lambda) ->
     assert sorted(f.rows for f in files) == [2, 8]
     first = pq.read_table(io.BytesIO(fn.aws.s3.get_object(Bucket=fn.aws.bucket, Key=keys[0])["Body"].read()))
     times = first.column("time").cast(pa.int64()).to_pylist()
-    assert times == sorted(times) and first.schema.field("time").type == pa.timestamp("us", tz="UTC")
+    assert times == sorted(times) and first.schema.field("time").type == pa.timestamp("ns")
 
 
 def test_query_handler_answers_json_and_arrow(fn: Lambda) -> None:
@@ -267,8 +267,8 @@ def test_query_handler_answers_json_and_arrow(fn: Lambda) -> None:
     fn.write(f"{m},host=a free=10i,ratio=0.5 {T0_NS}\n{m},host=b free=11i {T0_NS + 7000}")
     assert fn.ingest(fn.receive(1)) == []
     assert fn.rows(f"SELECT time, host, free, ratio FROM {m} ORDER BY time") == [
-        ["2023-11-14T22:13:20.000000Z", "a", 10, 0.5],
-        ["2023-11-14T22:13:20.000007Z", "b", 11, None],
+        ["2023-11-14T22:13:20.000000000Z", "a", 10, 0.5],
+        ["2023-11-14T22:13:20.000007000Z", "b", 11, None],
     ]
     response = fn.query(f"SELECT host, free FROM {m} ORDER BY time", arrow=True)
     assert response["statusCode"] == 200 and response["isBase64Encoded"] is True

@@ -46,7 +46,7 @@ def test_groups_by_hour_and_sorts_by_time(ports) -> None:  # type: ignore[no-unt
     for record in files:
         assert layout.parse_data_key("", record.key).hour == record.hour
     rows = visible_rows(catalog, store, "db", "cpu")
-    times = rows.column("time").cast("int64").to_pylist()
+    times = [t // 1000 for t in rows.column("time").cast("int64").to_pylist()]  # stored in ns
     assert times == [BASE_US + 1, BASE_US + 3, BASE_US + 5, BASE_US + HOUR_US + 1]
     assert rows.column("host").to_pylist() == ["a", "b", "a", "a"]
 
@@ -62,7 +62,9 @@ def test_files_encode_tags_as_dictionaries_times_as_deltas_floats_split_and_keep
     store, catalog = ports
     table = pa.table(
         {
-            "time": pa.array([BASE_US + i for i in range(50)], pa.int64()).cast(TIME_TYPE),
+            "time": pa.array([BASE_US + i for i in range(50)], pa.int64())
+            .cast(pa.timestamp("us", tz="UTC"))
+            .cast(TIME_TYPE),
             "host": pa.array(["a", "b"] * 25),
             "note": pa.array([f"free text {i}" for i in range(50)]),
             "value": pa.array([i / 7 for i in range(50)]),
@@ -120,7 +122,7 @@ def test_lane_bodies_and_tables_of_one_measurement_in_one_batch_store_every_row(
     assert sorted(result.committed) == sorted([body.write_id, table.write_id])
     rows = visible_rows(catalog, store, "db", "cpu")
     assert rows.column("host").to_pylist() == ["x"] * 5 + ["y"] * 3
-    assert rows.column("time").cast("int64").to_pylist() == [BASE_US + i for i in (0, 1, 2, 3, 4, 10, 11, 12)]
+    assert rows.column("time").cast("int64").to_pylist() == [(BASE_US + i) * 1000 for i in (0, 1, 2, 3, 4, 10, 11, 12)]
     (record,) = catalog.list_files("db", "cpu")
     metadata = pq.ParquetFile(io.BytesIO(store.get(record.key))).metadata.row_group(0)
     host = next(metadata.column(i) for i in range(metadata.num_columns) if metadata.column(i).path_in_schema == "host")
@@ -206,7 +208,7 @@ def test_a_batch_handed_over_by_the_queue_is_stored_without_reading_the_message(
     result = Ingestor(catalog, store).ingest([QueuedWrite("h", batch.write_id, unread, batch=batch)])
     assert result.committed == ["h"]
     rows = visible_rows(catalog, store, "db", "cpu")
-    assert rows.column("time").cast("int64").to_pylist() == [BASE_US + 1, BASE_US + 2]
+    assert rows.column("time").cast("int64").to_pylist() == [(BASE_US + 1) * 1000, (BASE_US + 2) * 1000]
     # Redelivered later (after a restart: no batch), it is recognized as done.
     again = Ingestor(catalog, store).ingest([queued(batch, "h2")])
     assert again.already_done == ["h2"] and visible_rows(catalog, store, "db", "cpu").num_rows == 2
@@ -250,7 +252,7 @@ def _stored_with_and_without_ranges(root: Path, times: list[list[int]]) -> tuple
         batches = [make_batch("db", "cpu", part_times, host=f"p{i}") for i, part_times in enumerate(times)]
         if known:  # what an in-process reader hands over with the rows
             batches = [
-                replace(b, parts=(replace(b.parts[0], time_range=(t[0], t[-1])),))
+                replace(b, parts=(replace(b.parts[0], time_range=(t[0] * 1000, t[-1] * 1000)),))
                 for b, t in zip(batches, times, strict=True)
             ]
         writes = [QueuedWrite(b.write_id, b.write_id, lambda: b"", batch=b) for b in batches]
@@ -313,7 +315,12 @@ def test_parts_of_other_columns_put_in_order_keep_the_columns_in_arrival_order(t
     from arcs.batch import TIME_TYPE, MeasurementRows, WriteBatch
 
     def part(times: list[int], column: str, known: bool) -> WriteBatch:
-        table = pa.table({"time": pa.array(times, pa.int64()).cast(TIME_TYPE), column: pa.array([1.5] * len(times))})
+        table = pa.table(
+            {
+                "time": pa.array(times, pa.int64()).cast(pa.timestamp("us", tz="UTC")).cast(TIME_TYPE),
+                column: pa.array([1.5] * len(times)),
+            }
+        )
         rows = MeasurementRows("cpu", table, (), (times[0], times[-1]) if known else None)
         return WriteBatch(f"{column}-{known}", "db", (rows,))
 

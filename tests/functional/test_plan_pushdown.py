@@ -27,7 +27,9 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> QueryService:
     rows = 1000
     table = pa.table(
         {
-            "time": pa.array([BASE_US + i for i in range(rows)], pa.int64()).cast(TIME_TYPE),
+            "time": pa.array([BASE_US + i for i in range(rows)], pa.int64())
+            .cast(pa.timestamp("us", tz="UTC"))
+            .cast(TIME_TYPE),
             "host": pa.array([f"h{i % 5}" for i in range(rows)]),
             **{name: pa.array([float(i) for i in range(rows)]) for name in WIDE},
         }

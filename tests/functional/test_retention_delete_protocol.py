@@ -270,7 +270,9 @@ def test_a_where_on_a_column_older_files_lack_reads_it_as_null_there(env: Env) -
     before, _ = fill(env, files=2)
     table = pa.table(
         {
-            "time": pa.array([BASE_US + 500, BASE_US + 501], pa.int64()).cast(TIME_TYPE),
+            "time": pa.array([BASE_US + 500, BASE_US + 501], pa.int64())
+            .cast(pa.timestamp("us", tz="UTC"))
+            .cast(TIME_TYPE),
             "host": ["a", "a"],
             "value": [1.5, 2.5],
             "zone": ["eu", "us"],  # a column the earlier files do not have

@@ -243,7 +243,7 @@ def test_the_requests_precision_is_checked_even_when_the_body_has_its_own() -> N
     body = _body(time=[1], host=["a"], v=[1.5])  # its own precision: ms
     assert columnar_lane.scan(body, "fortnight") is None
     scanned = columnar_lane.scan(body, "s")
-    assert scanned is not None and scanned.precision == "ms" and scanned.time_range == (1_000, 1_000)
+    assert scanned is not None and scanned.precision == "ms" and scanned.time_range == (1_000_000, 1_000_000)
 
 
 def test_tag_columns_come_as_dictionaries_and_a_tag_of_many_values_grows_its_own(
@@ -307,7 +307,7 @@ def test_bodies_that_do_not_overlap_fill_in_time_order_and_others_as_they_came()
     early, middle, late = body([1, 2], 0), body([3, 4], 2), body([5, 6], 4)
     (filled,) = columnar_lane.fill([middle, late, early])  # as interleaved writers' requests come
     assert filled.table.column("v").to_pylist() == [0, 1, 2, 3, 4, 5]
-    assert filled.time_range == (1_000, 6_000)  # in order: ingest sorts no row
+    assert filled.time_range == (1_000_000, 6_000_000)  # in order: ingest sorts no row
     # Overlapping bodies, and one that starts when an earlier-arrived one ends: as they came, and
     # no range, so ingest's stable sort orders the rows (equal times keep their arrival order).
     for bodies in ([body([1, 5], 0), body([2, 3], 2)], [body([2, 3], 0), body([1, 2], 2)]):

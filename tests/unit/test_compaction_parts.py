@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arcs import layout
-from arcs.compaction.merge import first_of_each_group
+from arcs.compaction.merge import merge_groups
 from arcs.compaction.report import RunReport
 from arcs.errors import ServiceUnavailable, StorageFault
 from arcs.schedule import CompactionTimer, LambdaCompactionTrigger
@@ -67,29 +67,37 @@ def test_quarantine_and_hour_prefixes() -> None:
     assert key.startswith(layout.hour_prefix("arcs", "db", "cpu", HOUR))
 
 
-# --- the duplicate filter ----------------------------------------------------------------------------
+# --- the merge of a point's rows -------------------------------------------------------------------
 
-keys = st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["a", "b", None])), max_size=60)
+keys = st.lists(
+    st.tuples(st.integers(0, 3), st.sampled_from(["a", "b", None]), st.none() | st.integers(0, 9)), max_size=60
+)
 
 
 @settings(deadline=None)  # the first example also pays for loading Arrow's kernels
 @given(rows=keys, cuts=st.lists(st.integers(0, 60), max_size=6))
-def test_first_of_each_group_keeps_one_row_per_run_of_equal_keys_across_batches(
-    rows: list[tuple[int, str | None]], cuts: list[int]
+def test_merge_groups_makes_one_row_per_run_of_equal_keys_field_by_field_across_batches(
+    rows: list[tuple[int, str | None, int | None]], cuts: list[int]
 ) -> None:
-    rows = sorted(rows, key=lambda r: (r[0], r[1] or ""))
+    rows = sorted(rows, key=lambda r: (r[0], r[1] or ""))  # stable: write order within a point
     table = pa.table(
         {
             "time": pa.array([r[0] for r in rows], pa.int64()),
             "host": pa.array([r[1] for r in rows], pa.string()),
-            "n": pa.array(range(len(rows)), pa.int64()),
+            "n": pa.array(range(len(rows)), pa.int64()),  # never null: the point's last row's
+            "v": pa.array([r[2] for r in rows], pa.int64()),  # its last non-null value
         }
     )
     bounds = sorted({0, len(rows), *(c for c in cuts if c <= len(rows))})
     batches = [table.slice(a, b - a).to_batches()[0] for a, b in itertools.pairwise(bounds) if b > a]
-    kept = [row for batch in first_of_each_group(iter(batches), ["time", "host"]) for row in batch.to_pylist()]
-    expected = [{"time": r[0], "host": r[1], "n": i} for i, r in enumerate(rows) if i == 0 or rows[i - 1] != r]
-    assert kept == expected
+    merged = [row for batch in merge_groups(iter(batches), ["time", "host"]) for row in batch.to_pylist()]
+    expected: dict[tuple[int, str | None], dict[str, Any]] = {}
+    for index, (when, host, value) in enumerate(rows):
+        point = expected.setdefault((when, host), {"time": when, "host": host, "n": index, "v": None})
+        point["n"] = index
+        if value is not None:
+            point["v"] = value
+    assert merged == list(expected.values())
 
 
 # --- settings and the timer ---------------------------------------------------------------------------

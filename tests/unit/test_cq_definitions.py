@@ -175,9 +175,9 @@ def test_result_columns_become_storage_types() -> None:
             ("label", pa.string()),
         ]
     )
-    assert rows.column("time").cast(pa.int64()).to_pylist() == [
-        micros(datetime(2024, 3, 1, 10, tzinfo=UTC)),
-        micros(datetime(2024, 3, 1, 11, tzinfo=UTC)),
+    assert rows.column("time").cast(pa.int64()).to_pylist() == [  # nanoseconds
+        micros(datetime(2024, 3, 1, 10, tzinfo=UTC)) * 1000,
+        micros(datetime(2024, 3, 1, 11, tzinfo=UTC)) * 1000,
     ]
     assert rows.column("total").to_pylist() == [3, 4]
 

@@ -72,7 +72,7 @@ def test_the_common_body_takes_the_native_path(library: Any) -> None:
     [part] = _native(library, body)
     assert part.measurement == "cpu"
     assert part.tags == ("host",)
-    assert [str(t) for t in part.table.schema.types] == ["timestamp[us, tz=UTC]", "string", "double", "int64", "bool"]
+    assert [str(t) for t in part.table.schema.types] == ["timestamp[ns]", "string", "double", "int64", "bool"]
     assert part.table.column("host").to_pylist() == ["a", "b", "ü"]
     assert part.table.column("up").to_pylist() == [True, False, True]
     _same_either_way(body)

@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 from arcs.batch import TIME_TYPE, MeasurementRows
 from arcs.decoders import WireFormat, decode
 from arcs.decoders import columns as columns_module
-from arcs.decoders.columns import MAX_EMPTY_CELLS, MAX_MICROS, MIN_MICROS
+from arcs.decoders.columns import MAX_EMPTY_CELLS, MAX_NANOS, MIN_NANOS
 from arcs.errors import ArcsError, BadRequest
 from arcs.names import MAX_COLUMNS
 
-NOW = 1_700_000_000_123_456
+NOW = 1_700_000_000_123_456  # the edge's clock, in microseconds
+NOW_NS = NOW * 1000
 
 
 def parts(body: str | bytes, precision: str | None = None) -> dict[str, MeasurementRows]:
@@ -29,7 +30,7 @@ def parts(body: str | bytes, precision: str | None = None) -> dict[str, Measurem
 
 
 def rows(body: str | bytes, precision: str | None = None) -> list[dict[str, Any]]:
-    """The rows of a body holding one measurement, time as integer microseconds."""
+    """The rows of a body holding one measurement, time as integer nanoseconds."""
     (part,) = parts(body, precision).values()
     return table_rows(part.table)
 
@@ -50,29 +51,29 @@ def error(body: str | bytes, precision: str | None = None) -> str:
 
 def test_tag_keys_values_and_field_keys_unescape_comma_equals_space() -> None:
     (part,) = parts(r"cpu,ho\ st\,x\=y=a\,b\=c\ d f\,i\=e\ ld=1i 5").values()
-    assert table_rows(part.table) == [{"time": 0, "ho st,x=y": "a,b=c d", "f,i=e ld": 1}]
+    assert table_rows(part.table) == [{"time": 5, "ho st,x=y": "a,b=c d", "f,i=e ld": 1}]
     assert part.tags == ("ho st,x=y",)
 
 
 def test_string_fields_unescape_quote_and_backslash_only() -> None:
-    assert rows(r'cpu s="say \"hi\" \\ back",t="a\nb\tc" 1') == [{"time": 0, "s": 'say "hi" \\ back', "t": "a\\nb\\tc"}]
+    assert rows(r'cpu s="say \"hi\" \\ back",t="a\nb\tc" 1') == [{"time": 1, "s": 'say "hi" \\ back', "t": "a\\nb\\tc"}]
 
 
 def test_other_backslashes_are_literal() -> None:
-    assert rows(r"cpu,path=C:\dir\x v\q=1 1") == [{"time": 0, "path": "C:\\dir\\x", "v\\q": 1.0}]
+    assert rows(r"cpu,path=C:\dir\x v\q=1 1") == [{"time": 1, "path": "C:\\dir\\x", "v\\q": 1.0}]
 
 
 def test_double_backslash_then_separator_ends_the_value() -> None:
     # As in InfluxDB: '\\' is one escape pair, so the comma after it separates.
-    assert rows(r"cpu,a=x\\,b=y v=1 1") == [{"time": 0, "a": "x\\\\", "b": "y", "v": 1.0}]
+    assert rows(r"cpu,a=x\\,b=y v=1 1") == [{"time": 1, "a": "x\\\\", "b": "y", "v": 1.0}]
 
 
 def test_quoted_strings_keep_commas_spaces_and_equals() -> None:
-    assert rows('cpu s="a, b=c  d",n=1i 7') == [{"time": 0, "s": "a, b=c  d", "n": 1}]
+    assert rows('cpu s="a, b=c  d",n=1i 7') == [{"time": 7, "s": "a, b=c  d", "n": 1}]
 
 
 def test_unescaped_quotes_in_tags_and_keys_are_literal() -> None:
-    assert rows('cpu,q="x" k"=1 1') == [{"time": 0, "q": '"x"', 'k"': 1.0}]
+    assert rows('cpu,q="x" k"=1 1') == [{"time": 1, "q": '"x"', 'k"': 1.0}]
 
 
 @pytest.mark.parametrize(
@@ -94,9 +95,9 @@ def test_strings_may_span_lines_as_in_influxdb() -> None:
     message = error(body)
     assert message == "line 7: field 'n': bad value 'x' (numbers, 1i, 1u, \"strings\", true/false)"
     assert rows(body.rpartition("\n")[0]) == [
-        {"time": 0, "msg": "first\nsecond\r\n third", "n": 1},
-        {"time": 0, "msg": "x", "n": None},
-        {"time": 0, "msg": "y\n", "n": None},
+        {"time": 1, "msg": "first\nsecond\r\n third", "n": 1},
+        {"time": 2, "msg": "x", "n": None},
+        {"time": 3, "msg": "y\n", "n": None},
     ]
 
 
@@ -128,7 +129,7 @@ def test_a_string_left_open_is_an_error_naming_its_line() -> None:
     ],
 )
 def test_floats(raw: str, value: float) -> None:
-    assert rows(f"m v={raw} 1") == [{"time": 0, "v": value}]
+    assert rows(f"m v={raw} 1") == [{"time": 1, "v": value}]
 
 
 @pytest.mark.parametrize(
@@ -146,17 +147,17 @@ def test_floats(raw: str, value: float) -> None:
     ],
 )
 def test_integers(raw: str, value: int) -> None:
-    assert rows(f"m v={raw} 1") == [{"time": 0, "v": value}]
+    assert rows(f"m v={raw} 1") == [{"time": 1, "v": value}]
 
 
 @pytest.mark.parametrize("raw", ["t", "T", "true", "True", "TRUE"])
 def test_true_spellings(raw: str) -> None:
-    assert rows(f"m v={raw} 1") == [{"time": 0, "v": True}]
+    assert rows(f"m v={raw} 1") == [{"time": 1, "v": True}]
 
 
 @pytest.mark.parametrize("raw", ["f", "F", "false", "False", "FALSE"])
 def test_false_spellings(raw: str) -> None:
-    assert rows(f"m v={raw} 1") == [{"time": 0, "v": False}]
+    assert rows(f"m v={raw} 1") == [{"time": 1, "v": False}]
 
 
 @pytest.mark.parametrize(
@@ -204,13 +205,13 @@ def test_bad_field_values_name_the_field_and_line(raw: str, problem: str) -> Non
 
 def test_comments_blank_lines_crlf_and_surrounding_whitespace() -> None:
     body = "# header\r\n\r\n   \r\ncpu v=1 1\r\n  # indented comment\r\n\tcpu v=2 2  \r\n\r\n"
-    assert rows(body) == [{"time": 0, "v": 1.0}, {"time": 0, "v": 2.0}]
+    assert rows(body) == [{"time": 1, "v": 1.0}, {"time": 2, "v": 2.0}]
 
 
 def test_repeated_spaces_between_sections() -> None:
-    assert rows("cpu  v=1") == [{"time": NOW, "v": 1.0}]
-    assert rows("cpu,host=a   v=1    5000") == [{"time": 5, "host": "a", "v": 1.0}]
-    assert rows('cpu  s="x"   5000') == [{"time": 5, "s": "x"}]
+    assert rows("cpu  v=1") == [{"time": NOW_NS, "v": 1.0}]
+    assert rows("cpu,host=a   v=1    5000") == [{"time": 5000, "host": "a", "v": 1.0}]
+    assert rows('cpu  s="x"   5000') == [{"time": 5000, "s": "x"}]
 
 
 def test_tabs_do_not_separate_sections() -> None:
@@ -220,40 +221,38 @@ def test_tabs_do_not_separate_sections() -> None:
 
 def test_missing_timestamp_is_now() -> None:
     assert rows("cpu v=1\ncpu v=2 3000\ncpu v=3") == [
-        {"time": NOW, "v": 1.0},
-        {"time": 3, "v": 2.0},
-        {"time": NOW, "v": 3.0},
+        {"time": NOW_NS, "v": 1.0},
+        {"time": 3000, "v": 2.0},
+        {"time": NOW_NS, "v": 3.0},
     ]
 
 
 @pytest.mark.parametrize(
-    ("precision", "timestamp", "micros"),
+    ("precision", "timestamp", "nanos"),
     [
-        (None, 1_700_000_000_123_456_789, 1_700_000_000_123_456),
-        ("ns", 1_700_000_000_123_456_789, 1_700_000_000_123_456),
-        ("n", 1_700_000_000_123_456_789, 1_700_000_000_123_456),
-        ("ns", 999, 0),
+        (None, 1_700_000_000_123_456_789, 1_700_000_000_123_456_789),
+        ("ns", 1_700_000_000_123_456_789, 1_700_000_000_123_456_789),
+        ("n", 1_700_000_000_123_456_789, 1_700_000_000_123_456_789),
+        ("ns", 999, 999),
         ("ns", -1, -1),
-        ("ns", -999, -1),
-        ("ns", -1000, -1),
-        ("ns", -1001, -2),
-        ("ns", 9_223_372_036_854_775_807, MAX_MICROS),
-        ("ns", -9_223_372_036_854_775_000, MIN_MICROS),
-        ("us", 1_700_000_000_123_456, 1_700_000_000_123_456),
-        ("u", -5, -5),
-        ("ms", 1_700_000_000_123, 1_700_000_000_123_000),
-        ("ms", -1, -1000),
-        ("s", 1_700_000_000, 1_700_000_000_000_000),
-        ("s", -1, -1_000_000),
-        ("m", 5, 300_000_000),
-        ("m", -1, -60_000_000),
-        ("h", 2, 7_200_000_000),
-        ("h", 473_000, 473_000 * 3_600_000_000),
-        ("s", 9_223_372_036, 9_223_372_036_000_000),
+        ("ns", -1001, -1001),
+        ("ns", MAX_NANOS, MAX_NANOS),
+        ("ns", MIN_NANOS, MIN_NANOS),
+        ("us", 1_700_000_000_123_456, 1_700_000_000_123_456_000),
+        ("u", -5, -5_000),
+        ("ms", 1_700_000_000_123, 1_700_000_000_123_000_000),
+        ("ms", -1, -1_000_000),
+        ("s", 1_700_000_000, 1_700_000_000_000_000_000),
+        ("s", -1, -1_000_000_000),
+        ("m", 5, 300_000_000_000),
+        ("m", -1, -60_000_000_000),
+        ("h", 2, 7_200_000_000_000),
+        ("h", 473_000, 473_000 * 3_600_000_000_000),
+        ("s", 9_223_372_036, 9_223_372_036_000_000_000),
     ],
 )
-def test_precisions_give_exact_microseconds(precision: str | None, timestamp: int, micros: int) -> None:
-    assert rows(f"cpu v=1 {timestamp}", precision) == [{"time": micros, "v": 1.0}]
+def test_precisions_give_exact_nanoseconds(precision: str | None, timestamp: int, nanos: int) -> None:
+    assert rows(f"cpu v=1 {timestamp}", precision) == [{"time": nanos, "v": 1.0}]
 
 
 @pytest.mark.parametrize(
@@ -269,6 +268,8 @@ def test_precisions_give_exact_microseconds(precision: str | None, timestamp: in
         ("m", "153722867281"),
         ("h", "2562047789"),
         ("ns", "-9223372036854775808"),
+        ("ns", "9223372036854775807"),
+        ("ns", str(MAX_NANOS + 1)),
     ],
 )
 def test_timestamps_out_of_range_name_the_line(precision: str, timestamp: str) -> None:
@@ -296,10 +297,10 @@ def test_several_measurements_in_one_body_keep_order_and_tags() -> None:
     decoded = parts("cpu,host=a usage=1 1000\nmem,host=b free=2i 2000\ncpu,host=c usage=3 3000\n")
     assert list(decoded) == ["cpu", "mem"]
     assert table_rows(decoded["cpu"].table) == [
-        {"time": 1, "host": "a", "usage": 1.0},
-        {"time": 3, "host": "c", "usage": 3.0},
+        {"time": 1000, "host": "a", "usage": 1.0},
+        {"time": 3000, "host": "c", "usage": 3.0},
     ]
-    assert table_rows(decoded["mem"].table) == [{"time": 2, "host": "b", "free": 2}]
+    assert table_rows(decoded["mem"].table) == [{"time": 2000, "host": "b", "free": 2}]
     assert decoded["cpu"].tags == ("host",)
 
 
@@ -316,9 +317,9 @@ def test_columns_absent_in_some_lines_are_null() -> None:
         ]
     )
     assert table_rows(table) == [
-        {"time": 1, "a": "x", "f": 1, "b": None, "g": None, "h": None},
-        {"time": 2, "a": None, "f": None, "b": "y", "g": True, "h": None},
-        {"time": 3, "a": None, "f": None, "b": None, "g": None, "h": "s"},
+        {"time": 1000, "a": "x", "f": 1, "b": None, "g": None, "h": None},
+        {"time": 2000, "a": None, "f": None, "b": "y", "g": True, "h": None},
+        {"time": 3000, "a": None, "f": None, "b": None, "g": None, "h": "s"},
     ]
 
 
@@ -417,7 +418,7 @@ def test_control_characters_in_keys(key: str) -> None:
 
 
 def test_control_characters_are_fine_inside_string_fields() -> None:
-    assert rows('cpu s="a\x01\x00\tb" 1') == [{"time": 0, "s": "a\x01\x00\tb"}]
+    assert rows('cpu s="a\x01\x00\tb" 1') == [{"time": 1, "s": "a\x01\x00\tb"}]
 
 
 @pytest.mark.parametrize(
@@ -498,7 +499,7 @@ _plain_key = st.text(alphabet="abcdefgh_XYZ-.:/\u00e9\u4e2d", min_size=1, max_si
         st.floats(allow_nan=False, allow_infinity=False).map(repr),
         st.sampled_from(["t", "F", "true", "FALSE"]),
     ),
-    timestamp=st.one_of(st.none(), st.integers(MIN_MICROS * 1000, MAX_MICROS * 1000)),
+    timestamp=st.one_of(st.none(), st.integers(MIN_NANOS, MAX_NANOS)),
 )
 def test_fast_path_matches_general_path(tags: dict[str, str], value: str, timestamp: int | None) -> None:
     assume(all(key.lower() not in ("time", "v", "zz") for key in tags))
@@ -528,7 +529,7 @@ _string_values = st.text(
     st.characters(codec="utf-8", exclude_categories=("Cs",), include_characters='"\\\n\r\t\x00 ,='), max_size=12
 )
 _precisions = st.sampled_from([None, "ns", "n", "us", "u", "ms", "s", "m", "h"])
-_UNIT_MICROS = {"us": 1, "u": 1, "ms": 1_000, "s": 10**6, "m": 60 * 10**6, "h": 3600 * 10**6}
+_UNIT_NANOS = {"us": 1_000, "u": 1_000, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
 
 
 def _escape_key(key: str) -> str:
@@ -592,15 +593,15 @@ def _points(draw: Any) -> tuple[str, str | None, dict[str, list[dict[str, Any]]]
             encoded_fields.append(f"{_escape_key(key)}={_encode_field(schema[key], value, draw)}")
         if draw(st.booleans()):
             if precision in (None, "ns", "n"):
-                timestamp = draw(st.integers(MIN_MICROS * 1000, 2**63 - 1))
-                row["time"] = timestamp // 1000
+                timestamp = draw(st.integers(MIN_NANOS, MAX_NANOS))
+                row["time"] = timestamp
             else:
-                limit = MAX_MICROS // _UNIT_MICROS[precision]
+                limit = MAX_NANOS // _UNIT_NANOS[precision]
                 timestamp = draw(st.integers(-limit, limit))
-                row["time"] = timestamp * _UNIT_MICROS[precision]
+                row["time"] = timestamp * _UNIT_NANOS[precision]
             tail = f" {timestamp}"
         else:
-            row["time"] = NOW
+            row["time"] = NOW_NS
             tail = ""
         lines.append(f"{name}{encoded_tags} {','.join(encoded_fields)}{tail}")
         expected[name].append(row)

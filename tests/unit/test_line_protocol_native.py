@@ -61,7 +61,7 @@ def test_the_common_body_takes_the_native_path(library: Any) -> None:
     assert part.measurement == "cpu"
     assert part.tags == ("host", "region")
     assert [str(t) for t in part.table.schema.types] == [
-        "timestamp[us, tz=UTC]",
+        "timestamp[ns]",
         "string",
         "string",
         "double",

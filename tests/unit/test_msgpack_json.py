@@ -21,7 +21,8 @@ from arcs.decoders import columns as columns_module
 from arcs.errors import ArcsError, BadRequest
 from arcs.names import MAX_COLUMNS
 
-NOW = 1_700_000_000_123_456
+NOW = 1_700_000_000_123_456  # the edge's clock, in microseconds
+NOW_NS = NOW * 1000
 FORMATS = [WireFormat.MSGPACK, WireFormat.JSON]
 
 
@@ -79,8 +80,8 @@ def test_columnar_with_tags(kind: WireFormat) -> None:
         ]
     )
     assert table_rows(part.table) == [
-        {"time": 1_700_000_000_000_000, "host": "a", "usage": 45.5, "count": 1, "ok": True, "note": "x"},
-        {"time": 1_700_000_001_000_000, "host": "b", "usage": 46.0, "count": 2, "ok": False, "note": "y"},
+        {"time": 1_700_000_000_000_000_000, "host": "a", "usage": 45.5, "count": 1, "ok": True, "note": "x"},
+        {"time": 1_700_000_001_000_000_000, "host": "b", "usage": 46.0, "count": 2, "ok": False, "note": "y"},
     ]
 
 
@@ -95,10 +96,10 @@ def test_rows_group_by_measurement_and_pad_absent_keys_with_null(kind: WireForma
     assert cpu.measurement == "cpu"
     assert set(cpu.tags) == {"host", "dc"}
     assert table_rows(cpu.table) == [
-        {"time": 1_700_000_000_000_000, "host": "a", "usage": 1.5, "dc": None, "idle": None},
-        {"time": 1_700_000_000_000_001, "host": None, "usage": 2.5, "dc": "x", "idle": 3},
+        {"time": 1_700_000_000_000_000_000, "host": "a", "usage": 1.5, "dc": None, "idle": None},
+        {"time": 1_700_000_000_000_001_000, "host": None, "usage": 2.5, "dc": "x", "idle": 3},
     ]
-    assert table_rows(mem.table) == [{"time": 1_700_000_000_000_000, "free": 10}]
+    assert table_rows(mem.table) == [{"time": 1_700_000_000_000_000_000, "free": 10}]
 
 
 @pytest.mark.parametrize("kind", FORMATS)
@@ -108,13 +109,13 @@ def test_batch_object_bare_array_and_mixed_shapes(kind: WireFormat) -> None:
     for document in ({"batch": [columnar, row]}, [columnar, row]):
         first, second = decoded(kind, document)
         assert (first.measurement, second.measurement) == ("cpu", "cpu")
-        assert table_rows(first.table) == [{"time": 1_000_000, "v": 1.0}]
-        assert table_rows(second.table) == [{"time": 2_000_000, "v": 2.0}]
+        assert table_rows(first.table) == [{"time": 1_000_000_000, "v": 1.0}]
+        assert table_rows(second.table) == [{"time": 2_000_000_000, "v": 2.0}]
 
 
 @pytest.mark.parametrize("kind", FORMATS)
 def test_row_time_may_be_called_time(kind: WireFormat) -> None:
-    assert rows(kind, {"m": "cpu", "time": 5, "fields": {"v": 1}}) == [{"time": 5_000_000, "v": 1}]
+    assert rows(kind, {"m": "cpu", "time": 5, "fields": {"v": 1}}) == [{"time": 5_000_000_000, "v": 1}]
 
 
 @pytest.mark.parametrize("kind", FORMATS)
@@ -125,16 +126,16 @@ def test_nulls_are_kept(kind: WireFormat) -> None:
         "columns": {"time": [1, 2, 3], "host": ["a", None, "c"], "v": [1.5, None, 2.5], "n": [None, 2, None]},
     }
     assert rows(kind, document) == [
-        {"time": 1_000_000, "host": "a", "v": 1.5, "n": None},
-        {"time": 2_000_000, "host": None, "v": None, "n": 2},
-        {"time": 3_000_000, "host": "c", "v": 2.5, "n": None},
+        {"time": 1_000_000_000, "host": "a", "v": 1.5, "n": None},
+        {"time": 2_000_000_000, "host": None, "v": None, "n": 2},
+        {"time": 3_000_000_000, "host": "c", "v": 2.5, "n": None},
     ]
 
 
 @pytest.mark.parametrize("kind", FORMATS)
 def test_a_column_of_nulls_only_adds_nothing(kind: WireFormat) -> None:
     assert rows(kind, {"m": "cpu", "columns": {"time": [1], "v": [1], "empty": [None]}}) == [
-        {"time": 1_000_000, "v": 1}
+        {"time": 1_000_000_000, "v": 1}
     ]
     (part,) = decoded(kind, {"m": "cpu", "tags": ["t"], "columns": {"time": [1], "v": [1], "t": [None]}})
     assert part.table.schema.field("t").type == pa.string()
@@ -158,48 +159,48 @@ def test_integer_extremes(kind: WireFormat) -> None:
 
 @pytest.mark.parametrize("kind", FORMATS)
 def test_missing_time_is_now(kind: WireFormat) -> None:
-    assert rows(kind, {"m": "cpu", "columns": {"v": [1, 2]}}) == [{"time": NOW, "v": 1}, {"time": NOW, "v": 2}]
+    assert rows(kind, {"m": "cpu", "columns": {"v": [1, 2]}}) == [{"time": NOW_NS, "v": 1}, {"time": NOW_NS, "v": 2}]
     document = [
         {"m": "cpu", "fields": {"v": 1}},
         {"m": "cpu", "t": 7, "fields": {"v": 2}},
         {"m": "cpu", "fields": {"v": 3}},
     ]
     assert rows(kind, document) == [
-        {"time": NOW, "v": 1},
-        {"time": 7_000_000, "v": 2},
-        {"time": NOW, "v": 3},
+        {"time": NOW_NS, "v": 1},
+        {"time": 7_000_000_000, "v": 2},
+        {"time": NOW_NS, "v": 3},
     ]
     assert rows(kind, [{"m": "cpu", "fields": {"v": 1}}, {"m": "cpu", "fields": {"v": 2}}]) == [
-        {"time": NOW, "v": 1},
-        {"time": NOW, "v": 2},
+        {"time": NOW_NS, "v": 1},
+        {"time": NOW_NS, "v": 2},
     ]
 
 
 @pytest.mark.parametrize("kind", FORMATS)
 @pytest.mark.parametrize(
-    ("value", "micros"),
+    ("value", "nanos"),
     [
-        (1_700_000_000, 1_700_000_000_000_000),  # seconds
-        (9_000_000_000, 9_000_000_000_000_000),
-        (10_000_000_000, 10_000_000_000_000),  # milliseconds from here
-        (1_700_000_000_123, 1_700_000_000_123_000),
-        (9_000_000_000_000, 9_000_000_000_000_000),
-        (10_000_000_000_000, 10_000_000_000_000),  # microseconds from here
-        (1_700_000_000_123_456, 1_700_000_000_123_456),
-        (9_000_000_000_000_000, 9_000_000_000_000_000),
-        (10_000_000_000_000_000, 10_000_000_000_000),  # nanoseconds from here
-        (1_700_000_000_123_456_789, 1_700_000_000_123_456),
+        (1_700_000_000, 1_700_000_000_000_000_000),  # seconds
+        (9_000_000_000, 9_000_000_000_000_000_000),
+        (10_000_000_000, 10_000_000_000_000_000),  # milliseconds from here
+        (1_700_000_000_123, 1_700_000_000_123_000_000),
+        (9_000_000_000_000, 9_000_000_000_000_000_000),
+        (10_000_000_000_000, 10_000_000_000_000_000),  # microseconds from here
+        (1_700_000_000_123_456, 1_700_000_000_123_456_000),
+        (9_000_000_000_000_000, 9_000_000_000_000_000_000),
+        (10_000_000_000_000_000, 10_000_000_000_000_000),  # nanoseconds from here
+        (1_700_000_000_123_456_789, 1_700_000_000_123_456_789),
         (0, 0),
-        (-1, -1_000_000),
-        (-1_700_000_000_123, -1_700_000_000_123_000),
-        (-1_700_000_000_123_456_789, -1_700_000_000_123_457),  # nanoseconds round down
-        (1.5, 1_500_000),
-        (1_700_000_000.25, 1_700_000_000_250_000),
-        (1_700_000_000_123.5, 1_700_000_000_123_500),
+        (-1, -1_000_000_000),
+        (-1_700_000_000_123, -1_700_000_000_123_000_000),
+        (-1_700_000_000_123_456_789, -1_700_000_000_123_456_789),  # nanoseconds as written
+        (1.5, 1_500_000_000),
+        (1_700_000_000.25, 1_700_000_000_250_000_000),
+        (1_700_000_000_123.5, 1_700_000_000_123_500_000),
     ],
 )
-def test_time_unit_by_magnitude(kind: WireFormat, value: float, micros: int) -> None:
-    assert rows(kind, {"m": "cpu", "columns": {"time": [value], "v": [1]}}) == [{"time": micros, "v": 1}]
+def test_time_unit_by_magnitude(kind: WireFormat, value: float, nanos: int) -> None:
+    assert rows(kind, {"m": "cpu", "columns": {"time": [value], "v": [1]}}) == [{"time": nanos, "v": 1}]
 
 
 @pytest.mark.parametrize("kind", FORMATS)
@@ -210,29 +211,29 @@ def test_precision_per_item_and_per_request(kind: WireFormat) -> None:
         {"m": "c", "precision": "ns", "t": 2_500, "fields": {"v": 1}},
     ]
     a, b, c = decoded(kind, document, precision="ms")
-    assert table_rows(a.table)[0]["time"] == 2_000_000
-    assert table_rows(b.table)[0]["time"] == 2_000
-    assert table_rows(c.table)[0]["time"] == 2
+    assert table_rows(a.table)[0]["time"] == 2_000_000_000
+    assert table_rows(b.table)[0]["time"] == 2_000_000
+    assert table_rows(c.table)[0]["time"] == 2_500
     # Without a request precision, b's unit follows the magnitude of 2: seconds.
-    assert table_rows(decoded(kind, document)[1].table)[0]["time"] == 2_000_000
+    assert table_rows(decoded(kind, document)[1].table)[0]["time"] == 2_000_000_000
 
 
 @pytest.mark.parametrize("kind", FORMATS)
 @pytest.mark.parametrize(
-    ("text", "micros"),
+    ("text", "nanos"),
     [
-        ("2023-11-14T22:13:20Z", 1_700_000_000_000_000),
-        ("2023-11-14T22:13:20.123456Z", 1_700_000_000_123_456),
-        ("2023-11-14T22:13:20.123456789Z", 1_700_000_000_123_456),
-        ("2023-11-15T00:13:20+02:00", 1_700_000_000_000_000),
-        ("2023-11-14T21:13:20.5-01:00", 1_700_000_000_500_000),
-        ("1969-12-31T23:59:59.9999995Z", -1),
-        ("1677-09-22T00:00:00Z", -9_223_286_400_000_000),
+        ("2023-11-14T22:13:20Z", 1_700_000_000_000_000_000),
+        ("2023-11-14T22:13:20.123456Z", 1_700_000_000_123_456_000),
+        ("2023-11-14T22:13:20.123456789Z", 1_700_000_000_123_456_789),
+        ("2023-11-15T00:13:20+02:00", 1_700_000_000_000_000_000),
+        ("2023-11-14T21:13:20.5-01:00", 1_700_000_000_500_000_000),
+        ("1969-12-31T23:59:59.9999995Z", -500),
+        ("1677-09-22T00:00:00Z", -9_223_286_400_000_000_000),
     ],
 )
-def test_rfc3339_times(kind: WireFormat, text: str, micros: int) -> None:
-    assert rows(kind, {"m": "cpu", "columns": {"time": [text], "v": [1]}}) == [{"time": micros, "v": 1}]
-    assert rows(kind, {"m": "cpu", "t": text, "fields": {"v": 1}}) == [{"time": micros, "v": 1}]
+def test_rfc3339_times(kind: WireFormat, text: str, nanos: int) -> None:
+    assert rows(kind, {"m": "cpu", "columns": {"time": [text], "v": [1]}}) == [{"time": nanos, "v": 1}]
+    assert rows(kind, {"m": "cpu", "t": text, "fields": {"v": 1}}) == [{"time": nanos, "v": 1}]
 
 
 @pytest.mark.parametrize("kind", FORMATS)
@@ -377,7 +378,7 @@ HOSTILE = [
         "magnitude beyond 2262 in s",
         BOTH,
         columns(time=[9_999_999_999], v=[1]),
-        "timestamp 9999999999000000 at row 0 is out of the range",
+        "timestamp 9999999999 at row 0 is out of the range",
     ),
     Hostile(
         "magnitude beyond 2262 in us",
@@ -738,14 +739,14 @@ def test_msgpack_timestamps_make_a_timestamp_column() -> None:
     (part,) = decode(WireFormat.MSGPACK, msgpack.packb(document), NOW, None)
     assert part.table.schema.field("seen").type == TIME_TYPE
     # Nanoseconds beyond the microsecond are dropped.
-    assert part.table.column("seen").cast(pa.int64()).to_pylist() == [1_600_000_000_123_456, None]
+    assert part.table.column("seen").cast(pa.int64()).to_pylist() == [1_600_000_000_123_456_000, None]
 
 
 def test_msgpack_timestamps_can_be_the_time_column() -> None:
     document = {"m": "cpu", "t": msgpack.Timestamp(-2, 500_000_000), "fields": {"v": 1}}
-    assert _msgpack_rows(document) == [{"time": -1_500_000, "v": 1}]
+    assert _msgpack_rows(document) == [{"time": -1_500_000_000, "v": 1}]
     columnar = {"m": "cpu", "columns": {"time": [msgpack.Timestamp(1, 0)], "v": [1.5]}}
-    assert _msgpack_rows(columnar) == [{"time": 1_000_000, "v": 1.5}]
+    assert _msgpack_rows(columnar) == [{"time": 1_000_000_000, "v": 1.5}]
 
 
 @pytest.mark.parametrize(
@@ -775,7 +776,7 @@ def test_column_names_checked_once_are_remembered_and_refused_ones_never(monkeyp
     real = columns_module._check_distinct
     monkeypatch.setattr(columns_module, "_check_distinct", lambda names, m: (checks.append(names), real(names, m)))
     for _ in range(3):
-        columns_module.check_distinct({"time": 1, "host": 2, "v": 3}, "cpu")
+        columns_module.check_distinct({"time": 1_000, "host": 2, "v": 3}, "cpu")
     assert checks == [("time", "host", "v")]  # checked once, then known
     for _ in range(2):
         with pytest.raises(BadRequest, match="differ only in case"):

@@ -86,6 +86,16 @@ def test_rows_match_where_the_expression_is_true_and_null_does_not_match() -> No
     assert without_rows(rows, matching_rows(rows, "false")).equals(rows)
 
 
+def test_stored_nanosecond_times_compare_with_zoned_expressions() -> None:
+    # Files of this version hold nanoseconds without a zone; DuckDB alone refuses to compare them
+    # with a TIMESTAMPTZ such as now().
+    times = pa.array([1_000, 1_001, 2_000], pa.int64()).cast(pa.timestamp("ns"))
+    rows = pa.table({"time": times, "host": ["a", "a", "b"]})
+    assert matching_rows(rows, "time < now() - INTERVAL 1 DAY").to_pylist() == [0, 1, 2]
+    assert matching_rows(rows, "time > TIMESTAMPTZ '1970-01-01 00:00:00.000001+00'").to_pylist() == [1, 2]
+    assert matching_rows(rows, "time = TIMESTAMP_NS '1970-01-01 00:00:00.000001001'").to_pylist() == [1]
+
+
 def test_the_expression_sees_only_the_rows() -> None:
     for where in ["read_csv('/etc/passwd') IS NULL", "nonexistent = 1", "v +"]:
         with pytest.raises(BadRequest):

@@ -8,8 +8,9 @@ The protocol (the argument is in docs/compaction.md):
    job as ``running`` with the compaction version it saw.
 3. Read the inputs into a local work directory; a file that is not readable Parquet is moved to
    the quarantine (outside every data prefix), recorded there, and its file record removed.
-4. Merge with DuckDB (sorted by time, or tags then time; rows with equal tags and time collapse
-   to the last written; spilling to disk past its memory limit), streaming record batches into
+4. Merge with DuckDB (sorted by time, or tags then time; rows with equal tags and time merge
+   field by field, each field its last written non-null value, ``arcs.points``; spilling to
+   disk past its memory limit), streaming record batches into
    Parquet files near the target size, and upload them under keys that hold the job id.
 5. **Commit point:** one conditional write of the partition's compaction commit record (version
    n + 1, naming inputs and outputs), which succeeds only if the partition is still at version n.
@@ -41,9 +42,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from arcs import layout
-from arcs.compaction.merge import ORDER_COLUMNS, CorruptInput, check_parquet, merge, time_bounds
+from arcs.compaction.merge import CorruptInput, check_parquet, merge, time_bounds
 from arcs.compaction.report import Candidate, RunReport
 from arcs.errors import ArcsError, NotFound
+from arcs.points import ORDER_COLUMNS
 from arcs.ports import (
     Catalog,
     CommitRecord,
@@ -284,7 +286,7 @@ class Compactor:
             self.work_dir.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=self.work_dir, prefix=f"{kind}-") as tmp:
                 for index, (source, path) in enumerate(build(picked, Path(tmp))):
-                    name = layout.compacted_filename(source, job_id, index)
+                    name = layout.compacted_filename(source, job_id, index, merged=False)
                     key = layout.data_key(self.prefix, partition.database, partition.measurement, partition.hour, name)
                     outputs.append(self._upload(path, key, partition, job_id))
                     path.unlink()
@@ -521,14 +523,14 @@ class Compactor:
 
     def _delete_orphans(self, partition: Partition, job_id: str) -> None:
         """Delete the objects a job uploaded that no reader can see (it never committed)."""
-        marker = f"-c{job_id}-"
+        markers = (f"-c{job_id}-", f"-r{job_id}-")
         prefix = layout.hour_prefix(self.prefix, partition.database, partition.measurement, partition.hour)
         listed = {
             f.key
             for f in self.catalog.list_files(partition.database, partition.measurement, partition.hour, partition.hour)
         }
         for info in list(self.store.list(prefix)):
-            if marker in info.key and info.key not in listed:
+            if any(marker in info.key for marker in markers) and info.key not in listed:
                 self.store.delete(info.key)
 
     def _sweep_ingest_orphans(self, partition: Partition) -> int:

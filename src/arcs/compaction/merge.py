@@ -1,14 +1,13 @@
-"""The merge: input Parquet files -> sorted, deduplicated Parquet files near a target size.
+"""The merge: input Parquet files -> sorted Parquet files near a target size, each point once.
 
 Bounded memory: DuckDB sorts (a plain sort spills to disk past its memory limit; a window
-function would not, entirely), the rows stream out in record batches, duplicates are dropped on
+function would not, entirely), the rows stream out in record batches, a point's rows merge on
 the way, and pyarrow writes row groups, starting a new file once one reaches the target size.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +19,11 @@ from arcs.allocator import DUCKDB_ALLOCATOR
 from arcs.errors import ArcsError
 from arcs.names import TIME_COLUMN
 from arcs.parquet_encoding import column_encodings
+from arcs.points import ORDER_COLUMNS, merge_runs, run_starts
 from arcs.settings import CompactionSettings
 
-#: DuckDB's columns for a row's file (its index in the input list) and place in that file.
-ORDER_COLUMNS = ("file_index", "file_row_number")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: (multiply, divide) taking a timestamp unit to microseconds.
+_TO_MICROS = {"s": (1_000_000, 1), "ms": (1_000, 1), "us": (1, 1), "ns": (1, 1_000)}
 
 
 class CorruptInput(ArcsError):
@@ -34,12 +33,13 @@ class CorruptInput(ArcsError):
 def merge(
     paths: list[Path], tags: list[str], tmp: Path, config: CompactionSettings, row_group_rows: int
 ) -> Iterator[Path]:
-    """Merged, deduplicated, sorted rows of ``paths`` as Parquet files near the target size.
+    """Merged, sorted rows of ``paths`` (in write order) as Parquet files near the target size.
 
     DuckDB sorts, spilling to disk past its memory limit (a plain sort spills; a window
-    function would not, entirely); the rows stream out in record batches, duplicates are
-    dropped on the way (each (tags, time) group arrives with its last write first), and
-    pyarrow writes them, starting a new file once one reaches the target size.
+    function would not, entirely); the rows stream out in record batches, each point's rows
+    (equal tags and time) arrive together in write order and merge on the way, field by field
+    (``arcs.points``), and pyarrow writes them, starting a new file once one reaches the target
+    size. Times come out as nanoseconds (an earlier version stored microseconds, zoned UTC).
     """
     import duckdb  # lazy: only compaction and queries load DuckDB
 
@@ -61,16 +61,20 @@ def merge(
     time_column = quote_identifier(TIME_COLUMN)
     keys = [quote_identifier(tag) for tag in tags]
     order = [*keys, time_column] if config.sort == "tags" else [time_column, *keys]
-    # Within a group the last written comes first: the latest file (inputs are in write
-    # order), then its last row.
-    order += ["file_index DESC", "file_row_number DESC"]
-    sql = f"SELECT * FROM read_parquet({files}, union_by_name = true) ORDER BY {', '.join(order)}"
+    # Within a point, write order: the inputs' order (theirs), then the rows' in each.
+    order += list(ORDER_COLUMNS)
+    sql = (
+        f"SELECT * REPLACE (CAST({time_column} AS TIMESTAMP_NS) AS {time_column}) "
+        f"FROM read_parquet({files}, union_by_name = true) ORDER BY {', '.join(order)}"
+    )
     conn = duckdb.connect(":memory:", config=settings)
     try:
+        # Older files hold zoned (UTC) times; converting them must not depend on the host's zone.
+        conn.execute("SET TimeZone = 'UTC'")
         reader = conn.execute(sql).to_arrow_reader(row_group_rows)
         batches: Iterator[pa.RecordBatch] = iter(reader)
         if tags:
-            batches = first_of_each_group(batches, [TIME_COLUMN, *tags])
+            batches = merge_groups(batches, [TIME_COLUMN, *tags])
         yield from _write_batches(batches, reader.schema, tmp, config, row_group_rows)
     except duckdb.Error as exc:
         raise ArcsError(f"merging failed: {exc}") from exc
@@ -153,32 +157,26 @@ def check_parquet(path: Path, expected_rows: int) -> pa.Schema:
     return schema
 
 
-def first_of_each_group(batches: Iterator[pa.RecordBatch], keys: list[str]) -> Iterator[pa.RecordBatch]:
-    """Only the first row of each run of equal ``keys`` (nulls equal to nulls), across batches."""
-    previous: pa.RecordBatch | None = None  # the last row seen, as a one-row batch
+def merge_groups(batches: Iterator[pa.RecordBatch], keys: list[str]) -> Iterator[pa.RecordBatch]:
+    """Each run of equal ``keys`` (nulls equal to nulls) as one row, as ``arcs.points.merge_runs``
+    makes it, across batches: a batch's last run is held back until a later batch shows where it
+    ends (memory: a batch, and one run)."""
+    held: pa.Table | None = None  # the rows of the run the batches so far ended with
     for batch in batches:
         if batch.num_rows == 0:
             continue
-        starts: pa.Array | None = None
-        for name in keys:
-            column = batch.column(name)
-            if previous is None:
-                shifted = pa.concat_arrays([column.slice(0, 1), column.slice(0, batch.num_rows - 1)])
-            else:
-                shifted = pa.concat_arrays([previous.column(name), column.slice(0, batch.num_rows - 1)])
-            same = pc.or_kleene(
-                pc.fill_null(pc.equal(column, shifted), False),
-                pc.and_(pc.is_null(column), pc.is_null(shifted)),
-            )
-            differs = pc.invert(same)
-            starts = differs if starts is None else pc.or_(starts, differs)
-        assert starts is not None
-        if previous is None:  # the very first row starts a group
-            starts = pa.concat_arrays([pa.array([True]), starts.slice(1)])
-        previous = batch.slice(batch.num_rows - 1, 1)
-        kept = batch.filter(starts)
-        if kept.num_rows:
-            yield kept
+        table = pa.Table.from_batches([batch])
+        if held is not None:
+            table = pa.concat_tables([held, table]).combine_chunks()
+        starts = run_starts(table, keys, None)
+        begins = pc.indices_nonzero(starts)
+        last = begins[len(begins) - 1].as_py()  # the first row starts a run, so there is one
+        if last:
+            yield from merge_runs(table.slice(0, last), starts.slice(0, last), keys).to_batches()
+        held = table.slice(last)
+    if held is not None:
+        starts = pa.array([True] + [False] * (held.num_rows - 1))
+        yield from merge_runs(held, starts, keys).to_batches()
 
 
 def _utc_named(schema: pa.Schema) -> pa.Schema:
@@ -191,25 +189,23 @@ def _utc_named(schema: pa.Schema) -> pa.Schema:
 
 
 def time_bounds(metadata: pq.FileMetaData) -> tuple[int, int]:
-    """Smallest and largest time in a file, in µs, from its row groups' statistics."""
-    index = metadata.schema.to_arrow_schema().get_field_index(TIME_COLUMN)
+    """Smallest and largest time in a file, in whole µs rounded outward, from its row groups'
+    statistics (their stored integers, in the column's unit)."""
+    arrow = metadata.schema.to_arrow_schema()
+    index = arrow.get_field_index(TIME_COLUMN)
+    kind = arrow.field(index).type
+    times, per_micro = _TO_MICROS.get(kind.unit, (1, 1)) if pa.types.is_timestamp(kind) else (1, 1)
     lows: list[int] = []
     highs: list[int] = []
     for group in range(metadata.num_row_groups):
         stats = metadata.row_group(group).column(index).statistics
         if stats is None or not stats.has_min_max:
             continue
-        lows.append(_micros(stats.min))
-        highs.append(_micros(stats.max))
+        lows.append(int(stats.min_raw) * times // per_micro)
+        highs.append(-(-int(stats.max_raw) * times // per_micro))
     if not lows:
         return 0, 0
     return min(lows), max(highs)
-
-
-def _micros(value: object) -> int:
-    if isinstance(value, datetime):
-        return (value - _EPOCH) // timedelta(microseconds=1)
-    return int(value)  # type: ignore[call-overload,no-any-return]
 
 
 def _is_text(kind: pa.DataType) -> bool:

@@ -49,11 +49,11 @@ _ALIGNMENT = 64  # Arrow's buffer alignment
 class ScannedBody(ColumnarBody):
     """A body the lane takes, with what its scan found."""
 
-    schema: pa.Schema  # of the table it makes: time (microseconds) first, then the others in body order
+    schema: pa.Schema  # of the table it makes: time (nanoseconds) first, then the others in body order
     names: tuple[str, ...]  # its columns in body order
     columns: ctypes.Array[MsgpackColumn]  # the scan's description of each, in body order
-    scale: tuple[int, int]  # (multiply, divide) making its times microseconds
-    time_range: tuple[int, int]  # its first and last time, in microseconds (they are in order)
+    scale: tuple[int, int]  # (multiply, divide) making its times nanoseconds
+    time_range: tuple[int, int]  # its first and last time, in nanoseconds (they are in order)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""Turning decoded Python values into validated Arrow columns, and time into microseconds."""
+"""Turning decoded Python values into validated Arrow columns, and time into nanoseconds."""
 
 from __future__ import annotations
 
@@ -14,20 +14,23 @@ from arcs.batch import TIME_TYPE, MeasurementRows, type_name
 from arcs.errors import BadRequest
 from arcs.names import MAX_COLUMNS, TIME_COLUMN, check_column, check_measurement
 
-# Microseconds per unit; "m" and "h" are InfluxDB 1.x's minutes and hours.
-_MICROS_PER_UNIT: dict[str, int] = {
-    "us": 1,
-    "u": 1,
-    "ms": 1_000,
-    "s": 1_000_000,
-    "m": 60_000_000,
-    "h": 3_600_000_000,
+# Nanoseconds per unit; "m" and "h" are InfluxDB 1.x's minutes and hours.
+_NANOS_PER_UNIT: dict[str, int] = {
+    "ns": 1,
+    "n": 1,
+    "us": 1_000,
+    "u": 1_000,
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "m": 60_000_000_000,
+    "h": 3_600_000_000_000,
 }
-_NANO_UNITS = frozenset({"ns", "n"})
-PRECISIONS = frozenset(_MICROS_PER_UNIT) | _NANO_UNITS
-# The range an int64 of nanoseconds can hold (1677-09-21 .. 2262-04-11): every client can send it.
-MIN_MICROS = -9_223_372_036_854_775
-MAX_MICROS = 9_223_372_036_854_775
+PRECISIONS = frozenset(_NANOS_PER_UNIT)
+# The range an int64 of nanoseconds holds (1677-09-21 .. 2262-04-11), to the whole microsecond:
+# DuckDB reads the two extreme int64 values as -infinity and infinity.
+MIN_NANOS = -9_223_372_036_854_775_000
+MAX_NANOS = 9_223_372_036_854_775_000
+_NANOS_PER_MICRO = 1_000
 _CONTROL_CHARS = r"[\x00-\x1f\x7f]"
 _MAX_DETAIL = 200
 
@@ -49,8 +52,8 @@ class ColumnFacts:
     bounds: tuple[int, int] | None = None  # integers: the least and the greatest value
     printable: bool = False  # strings: printable ASCII only (so valid UTF-8 without control characters)
     ordered: bool = False  # integers: none smaller than one before it
-    # times: the reader already made them microseconds (TIME_TYPE) and ``bounds`` are theirs
-    micros: bool = False
+    # times: the reader already made them nanoseconds (TIME_TYPE) and ``bounds`` are theirs
+    scaled: bool = False
 
 
 NO_FACTS = ColumnFacts()
@@ -101,7 +104,7 @@ def check_precision(value: object) -> str | None:
     return value
 
 
-def to_micros(
+def to_nanos(
     values: pa.Array,
     precision: str | None,
     where: str,
@@ -109,129 +112,133 @@ def to_micros(
     label: RowLabel = row_label,
     bounds: tuple[int, int] | None = None,
 ) -> pa.Array:
-    """Integers (or floats, or RFC 3339 strings) in ``precision`` -> TIMESTAMP(us, UTC).
+    """Integers (or floats, or RFC 3339 strings) in ``precision`` -> TIMESTAMP(ns), UTC.
 
     Without a precision, each value's unit follows from its magnitude (API.md): < 1e10 s,
-    < 1e13 ms, < 1e16 us, else ns. Integer and RFC 3339 nanoseconds round down (toward the past),
-    floats to the nearest microsecond. Nulls become ``now_micros`` when it is given and are an
-    error otherwise.
+    < 1e13 ms, < 1e16 us, else ns. Floats round to the nearest microsecond. Nulls become
+    ``now_micros`` (the edge's clock) when it is given and are an error otherwise.
     """
     if values.null_count:
         if now_micros is None:
             first = pc.index(values.is_null(), True).as_py()
             raise BadRequest(f"{where}: time is null at {label(first)}")
+        now = now_micros * _NANOS_PER_MICRO
         if values.null_count == len(values):
-            return pa.array([now_micros] * len(values), pa.int64()).cast(TIME_TYPE)
-        micros = _to_micros(values, precision, where, label)
-        return pc.fill_null(micros.cast(pa.int64()), now_micros).cast(TIME_TYPE)
-    return _to_micros(values, precision, where, label, bounds)
+            return pa.array([now] * len(values), pa.int64()).view(TIME_TYPE)
+        nanos = _to_nanos(values, precision, where, label)
+        return pc.fill_null(nanos.view(pa.int64()), now).view(TIME_TYPE)
+    return _to_nanos(values, precision, where, label, bounds)
 
 
-def _to_micros(
+def _to_nanos(
     values: pa.Array, precision: str | None, where: str, label: RowLabel, bounds: tuple[int, int] | None = None
 ) -> pa.Array:
-    """``to_micros`` for arrays whose nulls (if any) stay null; ``bounds``: of integers, if known."""
+    """``to_nanos`` for arrays whose nulls (if any) stay null; ``bounds``: of integers, if known."""
     kind = values.type
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        return _strings_to_micros(values, where, label)
+        return _strings_to_nanos(values, where, label)
     if pa.types.is_timestamp(kind):
-        micros = values.cast(TIME_TYPE)
-        _check_range(micros.cast(pa.int64()), where, label)
-        return micros
+        return timestamps_to_nanos(values, where, label)
     if pa.types.is_boolean(kind) or not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
         raise BadRequest(f"{where}: time must be integers, got {shorten(type_name(kind), 60)}")
     if pa.types.is_floating(kind):
         finite = pc.is_finite(values)
         if not pc.all(finite).as_py():
             raise BadRequest(f"{where}: time is NaN or infinite at {label(pc.index(finite, False).as_py())}")
+        # To the nearest microsecond: a float64 of nanoseconds since 1970 is exact only to 256 ns.
         if precision is None:
             values = _floats_by_magnitude(values)
-        elif precision in _NANO_UNITS:
-            values = pc.divide(values, 1000.0)
         else:
-            values = pc.multiply(values, float(_MICROS_PER_UNIT[precision]))
+            values = pc.multiply(values, _NANOS_PER_UNIT[precision] / _NANOS_PER_MICRO)
         values = pc.round(values)
+        low, high = MIN_NANOS // _NANOS_PER_MICRO, MAX_NANOS // _NANOS_PER_MICRO
         # Roughly in range first (the cast to int64 fails beyond it), exactly after the cast.
-        _check_range(values, where, label, float(MIN_MICROS), float(MAX_MICROS))
+        _check_range(values, where, label, float(low), float(high))
         micros = values.cast(pa.int64())
-        _check_range(micros, where, label)
-        return micros.cast(TIME_TYPE)
+        _check_range(micros, where, label, low, high)
+        return pc.multiply(micros, _NANOS_PER_MICRO).view(TIME_TYPE)
     if kind != pa.int64():
         values = values.cast(pa.int64())
     fast = _ints_in_one_unit(values, precision, bounds)
     if fast is not None:
         return fast
     if precision is None:
-        micros = _ints_by_magnitude(values, where, label)
-    elif precision in _NANO_UNITS:
-        micros = _floor_div(values, 1000)
+        nanos = _ints_by_magnitude(values, where, label)
     else:
-        factor = _MICROS_PER_UNIT[precision]
+        factor = _NANOS_PER_UNIT[precision]
         if factor != 1:
-            limit = MAX_MICROS // factor
+            limit = MAX_NANOS // factor
             _check_range(values, where, label, -limit, limit)
-            micros = pc.multiply(values, factor)
+            nanos = pc.multiply(values, factor)
         else:
-            micros = values
-    _check_range(micros, where, label)
-    return micros.cast(TIME_TYPE)
+            nanos = values
+    _check_range(nanos, where, label)
+    return nanos.view(TIME_TYPE)
 
 
-def _strings_to_micros(values: pa.Array, where: str, label: RowLabel) -> pa.Array:
-    # Through nanoseconds, so RFC 3339 with 7-9 fractional digits (Go's RFC3339Nano) parses too.
+def timestamps_to_nanos(values: pa.Array, where: str, label: RowLabel = row_label) -> pa.Array:
+    """Arrow timestamps of any unit and zone (a zone-less one is UTC) -> TIMESTAMP(ns), UTC; a 400
+    naming the value when it is outside what nanoseconds hold."""
+    values = values.cast(pa.timestamp(values.type.unit))  # the UTC wall clock; zone-less
+    if values.type.unit != "ns":
+        per_unit = _NANOS_PER_UNIT[values.type.unit]
+        counts = values.view(pa.int64())
+        _check_range(counts, where, label, -(MAX_NANOS // per_unit), MAX_NANOS // per_unit)
+        return pc.multiply(counts, per_unit).view(TIME_TYPE)
+    _check_range(values.view(pa.int64()), where, label)
+    return values
+
+
+def _strings_to_nanos(values: pa.Array, where: str, label: RowLabel) -> pa.Array:
+    # RFC 3339 with up to 9 fractional digits (Go's RFC3339Nano).
     try:
         nanos = values.cast(pa.timestamp("ns", tz="UTC"))
     except pa.ArrowInvalid as exc:
         # Not a time, or beyond what nanoseconds hold (Arrow also gives up within a second of it).
         try:
-            micros = values.cast(TIME_TYPE)
+            micros = values.cast(pa.timestamp("us", tz="UTC"))
         except pa.ArrowInvalid:
             raise BadRequest(f"{where}: time strings must be RFC 3339 with a zone: {shorten(str(exc))}") from exc
         try:
-            _check_range(micros.cast(pa.int64()), where, label)
+            return timestamps_to_nanos(micros, where, label)
         except BadRequest:
             raise BadRequest(
                 f"{where}: a time string is outside 1677-09-21 .. 2262-04-11: {shorten(str(exc))}"
             ) from exc
-        return micros
-    return _floor_div(nanos.cast(pa.int64()), 1000).cast(TIME_TYPE)
+    counts = nanos.view(pa.int64())
+    _check_range(counts, where, label)
+    return counts.view(TIME_TYPE)
 
 
-# The magnitude bands of API.md as (upper bound, microseconds per unit): s, ms, us; ns beyond.
-_BANDS = ((10_000_000_000, 1_000_000), (10_000_000_000_000, 1_000), (10_000_000_000_000_000, 1))
-# The fast path's kernels and operands, made once: ``pc.divide(values, 1000)`` looks the function
-# up and converts the Python int on every call, which takes longer than dividing 1,000 times.
-_DIVIDE, _MULTIPLY = pc.get_function("divide"), pc.get_function("multiply")
-_SCALE_BY = {factor: pa.scalar(factor, pa.int64()) for factor in {1_000, *_MICROS_PER_UNIT.values()} - {1}}
+# The magnitude bands of API.md as (upper bound, nanoseconds per unit): s, ms, us; ns beyond.
+_BANDS = ((10_000_000_000, 1_000_000_000), (10_000_000_000_000, 1_000_000), (10_000_000_000_000_000, 1_000))
+# The fast path's kernels and operands, made once: ``pc.multiply(values, 1000)`` looks the function
+# up and converts the Python int on every call, which takes longer than multiplying 1,000 times.
+_MULTIPLY = pc.get_function("multiply")
+_SCALE_BY = {factor: pa.scalar(factor, pa.int64()) for factor in {*_NANOS_PER_UNIT.values()} - {1}}
 
 
 def one_unit_scale(bounds: tuple[int, int], precision: str | None) -> tuple[int, int] | None:
-    """``(multiply, divide)`` taking every integer time within ``bounds`` to microseconds, when one
+    """``(multiply, divide)`` taking every integer time within ``bounds`` to nanoseconds, when one
     unit covers them all and none is negative; ``None`` for anything else (the general path).
 
     A request's times are usually close together, so they share a magnitude band and need one
-    multiply or divide; checking the range on the two extremes (as exact Python integers)
-    replaces the elementwise checks.
+    multiply (or none); checking the range on the two extremes (as exact Python integers)
+    replaces the elementwise checks. ``divide`` is always 1 (the readers' scaling takes either).
     """
     lowest, highest = bounds
     if lowest < 0:
-        return None  # floor division and the magnitude of negatives: the general path
+        return None  # the magnitude of negatives: the general path
     if precision is None:
         low_band = next((i for i, (bound, _f) in enumerate(_BANDS) if lowest < bound), len(_BANDS))
         high_band = next((i for i, (bound, _f) in enumerate(_BANDS) if highest < bound), len(_BANDS))
         if low_band != high_band:
             return None
-        factor = _BANDS[low_band][1] if low_band < len(_BANDS) else 0
-    elif precision in _NANO_UNITS:
-        factor = 0
+        factor = _BANDS[low_band][1] if low_band < len(_BANDS) else 1
     else:
-        factor = _MICROS_PER_UNIT[precision]
-    if factor == 0:
-        # Nanoseconds: truncation is the floor for non-negative values, and any int64 of
-        # nanoseconds is in range once divided.
-        return 1, 1_000
-    if highest * factor > MAX_MICROS:
-        return None
+        factor = _NANOS_PER_UNIT[precision]
+    if highest * factor > MAX_NANOS:
+        return None  # the general path names the value out of range
     return factor, 1
 
 
@@ -247,19 +254,10 @@ def _ints_in_one_unit(
     scale = one_unit_scale(bounds, precision)
     if scale is None:
         return None
-    multiply, divide = scale
-    if divide != 1:
-        values = _DIVIDE.call([values, _SCALE_BY[divide]])
-    elif multiply != 1:
+    multiply, _divide = scale
+    if multiply != 1:
         values = _MULTIPLY.call([values, _SCALE_BY[multiply]])
-    return values.view(TIME_TYPE)  # int64 microseconds as they are: no cast
-
-
-def _floor_div(values: pa.Array, divisor: int) -> pa.Array:
-    """Integer division rounding down (Arrow's divide truncates toward zero)."""
-    quotient = pc.divide(values, divisor)
-    remainder = pc.subtract(values, pc.multiply(quotient, divisor))
-    return pc.if_else(pc.less(remainder, 0), pc.subtract(quotient, 1), quotient)
+    return values.view(TIME_TYPE)  # int64 nanoseconds as they are: no cast
 
 
 def _ints_by_magnitude(values: pa.Array, where: str, label: RowLabel) -> pa.Array:
@@ -270,21 +268,31 @@ def _ints_by_magnitude(values: pa.Array, where: str, label: RowLabel) -> pa.Arra
         raise BadRequest(
             f"{where}: timestamp {-(1 << 63)} at {row} is out of the range 1677-09-21 .. 2262-04-11"
         ) from exc
-    # Unchecked products are safe: each is only chosen where its magnitude test keeps it small.
-    return pc.case_when(
+    factors = pc.case_when(
         pc.make_struct(
             pc.less(magnitude, 10_000_000_000),
             pc.less(magnitude, 10_000_000_000_000),
             pc.less(magnitude, 10_000_000_000_000_000),
         ),
-        pc.multiply(values, 1_000_000),
-        pc.multiply(values, 1_000),
-        values,
-        _floor_div(values, 1_000),
+        pa.scalar(1_000_000_000),
+        pa.scalar(1_000_000),
+        pa.scalar(1_000),
+        pa.scalar(1),
     )
+    try:
+        return pc.multiply_checked(values, factors)
+    except pa.ArrowInvalid:
+        # Past 2262 in its unit: name the first such value (the product in floats tells which).
+        product = pc.multiply(values.cast(pa.float64(), safe=False), factors.cast(pa.float64(), safe=False))
+        beyond = pc.greater(pc.abs(product), float(MAX_NANOS))
+        index = pc.index(beyond, True).as_py()
+        raise BadRequest(
+            f"{where}: timestamp {values[index].as_py()} at {label(index)} is out of the range 1677-09-21 .. 2262-04-11"
+        ) from None
 
 
 def _floats_by_magnitude(values: pa.Array) -> pa.Array:
+    """Floats in the unit their magnitude says, as microseconds."""
     magnitude = pc.abs(values)
     return pc.case_when(
         pc.make_struct(pc.less(magnitude, 1e10), pc.less(magnitude, 1e13), pc.less(magnitude, 1e16)),
@@ -299,8 +307,8 @@ def _check_range(
     values: pa.Array,
     where: str,
     label: RowLabel,
-    low: float = MIN_MICROS,
-    high: float = MAX_MICROS,
+    low: float = MIN_NANOS,
+    high: float = MAX_NANOS,
 ) -> None:
     if not len(values) or values.null_count == len(values):
         return
@@ -420,8 +428,7 @@ def column_array(values: Sequence[Any] | pa.Array, measurement: str, column: str
     elif pa.types.is_large_string(kind):
         array = array.cast(pa.string())
     elif pa.types.is_timestamp(kind):
-        array = array.cast(TIME_TYPE)
-        _check_range(array.cast(pa.int64()), where, row_label)
+        array = timestamps_to_nanos(array, where)
     elif not (pa.types.is_string(kind) or pa.types.is_boolean(kind) or pa.types.is_null(kind)):
         raise BadRequest(
             f"{where}: unsupported value type {shorten(str(kind), 60)}; use int, float, string, bool, timestamp or null"
@@ -497,8 +504,8 @@ def build_rows(
         time_values = raw_time if isinstance(raw_time, pa.Array) else column_array(raw_time, name, "time", datetimes)
         now = now_micros if null_time_is_now else None
         fact = known.get(TIME_COLUMN, NO_FACTS)
-        if fact.micros and fact.ordered and fact.bounds is not None and time_values.type == TIME_TYPE:
-            # Made microseconds by the reader, as ``one_unit_scale`` has it: already checked.
+        if fact.scaled and fact.ordered and fact.bounds is not None and time_values.type == TIME_TYPE:
+            # Made nanoseconds by the reader, as ``one_unit_scale`` has it: already checked.
             time, time_range = time_values, fact.bounds
         else:
             # Times in order stay in order when all share one unit (one multiply or divide).
@@ -511,9 +518,9 @@ def build_rows(
                 time = in_one_unit
                 time_range = (time[0].value, time[-1].value)
             else:
-                time = to_micros(time_values, precision, f"measurement {name!r}", now, label, fact.bounds)
+                time = to_nanos(time_values, precision, f"measurement {name!r}", now, label, fact.bounds)
     else:
-        time = pa.array([now_micros] * rows, pa.int64()).cast(TIME_TYPE)
+        time = pa.array([now_micros * _NANOS_PER_MICRO] * rows, pa.int64()).view(TIME_TYPE)
     if len(arrays) == 0:
         raise BadRequest(f"measurement {name!r}: no field or tag columns besides time")
     table = pa.Table.from_arrays([time, *arrays.values()], names=[TIME_COLUMN, *arrays])

@@ -137,7 +137,7 @@ def decode_one_shape(native: ctypes.CDLL, body: bytes, now_micros: int, precisio
 def _times(
     native: ctypes.CDLL, lines: int, times: pa.Buffer, valid: pa.Buffer, seen: LineProtocolTimes, precision: str
 ) -> tuple[pa.Array, ColumnFacts]:
-    """The lines' times, and what the reader saw of them: made microseconds in place when every
+    """The lines' times, and what the reader saw of them: made nanoseconds in place when every
     line has one, in order, and one unit covers them (as the MessagePack reader does); else as
     written, for ``build_rows`` to convert."""
     if not seen.flags & LP_EVERY_LINE_TIMED:
@@ -149,6 +149,6 @@ def _times(
     if scale is None or native.arcs_msgpack_rescale(times.address, lines, *scale):
         return written, ColumnFacts(bounds=bounds, ordered=ordered)
     multiply, divide = scale
-    micros = pa.Array.from_buffers(TIME_TYPE, lines, [None, times])
+    nanos = pa.Array.from_buffers(TIME_TYPE, lines, [None, times])
     scaled = (bounds[0] * multiply // divide, bounds[1] * multiply // divide)
-    return micros, ColumnFacts(bounds=scaled, ordered=True, micros=True)
+    return nanos, ColumnFacts(bounds=scaled, ordered=True, scaled=True)

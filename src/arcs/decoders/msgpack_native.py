@@ -92,9 +92,9 @@ def decode_columnar(
         request_precision = check_precision(precision)  # checked first, as the general path does
         precision = check_precision(item_precision) or request_precision
         if time_column is not None:
-            in_micros = _micros_in_place(native, block, time_column, precision)
-            if in_micros is not None:
-                arrays[TIME_COLUMN], facts[TIME_COLUMN] = in_micros
+            in_nanos = _nanos_in_place(native, block, time_column, precision)
+            if in_nanos is not None:
+                arrays[TIME_COLUMN], facts[TIME_COLUMN] = in_nanos
         return [build_rows(measurement, arrays, names, precision, now_micros, datetimes=False, facts=facts)]
     except (UnicodeDecodeError, pa.ArrowException, ArcsError):
         return None  # the general path answers, in its own words
@@ -135,10 +135,10 @@ def _array(block: pa.Buffer, column: MsgpackColumn) -> tuple[pa.Array, ColumnFac
     return array, NO_FACTS
 
 
-def _micros_in_place(
+def _nanos_in_place(
     native: ctypes.CDLL, block: pa.Buffer, column: MsgpackColumn, precision: str | None
 ) -> tuple[pa.Array, ColumnFacts] | None:
-    """The time column made microseconds where the fill wrote it (the block is this body's alone),
+    """The time column made nanoseconds where the fill wrote it (the block is this body's alone),
     when its integers are in order and one unit covers them; None leaves it to ``build_rows``.
 
     In C because Arrow's divide is a kernel call that costs more than the division itself, which
@@ -152,7 +152,7 @@ def _micros_in_place(
     multiply, divide = scale
     if native.arcs_msgpack_rescale(block.address + column.values_at, column.count, multiply, divide):
         return None
-    micros = pa.Array.from_buffers(TIME_TYPE, column.count, [None, block.slice(column.values_at, 8 * column.count)])
+    nanos = pa.Array.from_buffers(TIME_TYPE, column.count, [None, block.slice(column.values_at, 8 * column.count)])
     # In order, so the first and last times are the bounds, scaled alike.
     bounds = (column.minimum * multiply // divide, column.maximum * multiply // divide)
-    return micros, ColumnFacts(bounds=bounds, ordered=True, micros=True)
+    return nanos, ColumnFacts(bounds=bounds, ordered=True, scaled=True)

@@ -495,10 +495,10 @@ int64_t arcs_msgpack_fill(const uint8_t *body, int64_t length, arcs_msgpack_colu
 }
 
 /* A filled integer column scaled in place, values * multiply / divide (one of them 1): the time
- * column turned into microseconds. The caller chose the factors from the column's bounds, so no
- * product overflows. Nanoseconds (divide by 1,000) get a loop of their own: dividing by a constant
- * compiles to a multiply and shifts, where a division by a variable takes tens of cycles a value
- * (other divisors are taken too, by that slower loop; the Python side asks for none today).
+ * column turned into nanoseconds. The caller chose the factors from the column's bounds, so no
+ * product overflows. Dividing by 1,000 gets a loop of its own: dividing by a constant compiles to
+ * a multiply and shifts, where a division by a variable takes tens of cycles a value (the Python
+ * side asks for no division today: nanoseconds are kept as written).
  * 0, or NOT_MINE for factors it does not take. */
 int64_t arcs_msgpack_rescale(int64_t *values, int64_t count, int64_t multiply, int64_t divide) {
     if (count < 0 || multiply < 1 || divide < 1 || (multiply != 1 && divide != 1)) return NOT_MINE;

@@ -1,0 +1,201 @@
+"""Times in SQL as the stored ones are: UTC wall clocks, without a zone.
+
+``time`` is stored as nanoseconds, which DuckDB holds only as ``TIMESTAMP_NS`` (without a zone:
+its ``TIMESTAMPTZ`` has microseconds), and DuckDB refuses to compare a ``TIMESTAMP_NS`` with a
+``TIMESTAMPTZ``. So ``WHERE time > now() - INTERVAL 1 HOUR`` would fail. Every connection runs in
+UTC, where a ``TIMESTAMPTZ`` and its UTC wall clock (``TIMESTAMP``) are the same instant, so the
+expressions that make a ``TIMESTAMPTZ`` are taken to that wall clock here, before the query runs:
+
+* ``now()``, ``current_timestamp``, ``get_current_timestamp()``, ``transaction_timestamp()``,
+  ``to_timestamp(...)``, ``make_timestamptz(...)`` -> ``(...)::TIMESTAMP``;
+* ``TIMESTAMPTZ '...'`` (or ``TIMESTAMP WITH TIME ZONE '...'``) -> ``(TIMESTAMPTZ '...')::TIMESTAMP``;
+* ``x::TIMESTAMPTZ`` -> ``x::TIMESTAMPTZ::TIMESTAMP``, ``CAST(x AS TIMESTAMPTZ)`` ->
+  ``CAST(x AS TIMESTAMPTZ)::TIMESTAMP``.
+
+The SQL is read token by token (strings, quoted identifiers, comments nested as DuckDB nests them),
+so nothing inside strings, quoted identifiers or comments is touched; a text this reader cannot
+follow is left as it is, for DuckDB's parser to judge. A ``TIMESTAMP`` compares with
+``TIMESTAMP_NS`` and with the ``TIMESTAMPTZ`` of files an earlier version wrote, so both kinds of
+files answer the same query.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from arcs.errors import BadRequest
+from arcs.sql_tree import block_comment_end
+
+_CALLS = frozenset(
+    {"now", "current_timestamp", "get_current_timestamp", "transaction_timestamp", "to_timestamp", "make_timestamptz"}
+)
+_TRIVIA = ("ws", "line_comment", "block_comment")
+_WALL_CLOCK = "::TIMESTAMP"
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    kind: str
+    text: str
+
+
+_TOKEN = re.compile(
+    r"""
+    (?P<ws>\s+)
+  | (?P<line_comment>--[^\n]*)
+  | (?P<string>[eE]'(?:[^'\\]|\\.|'')*'|'(?:[^']|'')*')
+  | (?P<dollar>\$(?P<tag>[A-Za-z_]*)\$.*?\$(?P=tag)\$)
+  | (?P<quoted>"(?:[^"]|"")*")
+  | (?P<word>[A-Za-z_][A-Za-z0-9_$]*)
+  | (?P<number>\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)
+  | (?P<punct>::|<=|>=|<>|!=|\|\||.)
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+
+
+def tokenize(sql: str) -> list[Token]:
+    """``sql`` as tokens whose texts join back to it; 400 where a string, name or comment never ends."""
+    tokens: list[Token] = []
+    position = 0
+    while position < len(sql):
+        if sql.startswith("/*", position):
+            end = block_comment_end(sql, position)
+            tokens.append(Token("block_comment", sql[position:end]))
+            position = end
+            continue
+        match = _TOKEN.match(sql, position)
+        if match is None or match.lastgroup is None:
+            raise BadRequest(f"cannot read SQL at character {position + 1}")
+        kind = "dollar" if match.lastgroup == "tag" else match.lastgroup
+        if kind == "punct" and match.group() in ("'", '"'):
+            raise BadRequest("unterminated string or quoted identifier in SQL")
+        tokens.append(Token(kind, match.group()))
+        position = match.end()
+    return tokens
+
+
+def utc_wall_clock(sql: str) -> str:
+    """``sql`` with its ``TIMESTAMPTZ`` expressions taken to the UTC wall clock (see the module)."""
+    lowered = sql.lower()
+    if "timestamp" not in lowered and "now" not in lowered:
+        return sql  # the common case: no tokenizing at all
+    try:
+        tokens = tokenize(sql)
+    except BadRequest:
+        return sql  # the table rewriter reports it, as without this step
+    return "".join(_rewrite(tokens, 0, len(tokens)))
+
+
+def _rewrite(tokens: list[Token], start: int, stop: int) -> list[str]:
+    out: list[str] = []
+    index = start
+    while index < stop:
+        token = tokens[index]
+        word = token.text.lower() if token.kind == "word" else ""
+        after = _significant(tokens, index + 1, stop)
+        opens = after < stop and tokens[after].text == "("
+        if word in _CALLS and opens and not _follows_dot(tokens, index):
+            end = _close(tokens, after, stop)
+            out += ["(", token.text, *(t.text for t in tokens[index + 1 : after + 1])]
+            out += [*_rewrite(tokens, after + 1, end - 1), ")", ")", _WALL_CLOCK]
+            index = end
+            continue
+        if word == "current_timestamp" and not _follows_dot(tokens, index):
+            out += ["(", token.text, ")", _WALL_CLOCK]
+            index += 1
+            continue
+        if word in ("cast", "try_cast") and opens:
+            end = _close(tokens, after, stop)
+            inner = _rewrite(tokens, after + 1, end - 1)
+            zoned = _ends_with_zoned_type(tokens, after + 1, end - 1)
+            out += [token.text, *(t.text for t in tokens[index + 1 : after + 1]), *inner, ")"]
+            if zoned:
+                out.append(_WALL_CLOCK)
+            index = end
+            continue
+        length = _zoned_type(tokens, index, stop)
+        if length:
+            type_end = index + length
+            literal = _significant(tokens, type_end, stop)
+            previous = _previous_significant(tokens, index, start)
+            if literal < stop and tokens[literal].kind == "string":
+                out += ["(", *(t.text for t in tokens[index : literal + 1]), ")", _WALL_CLOCK]
+                index = literal + 1
+                continue
+            if previous is not None and tokens[previous].text == "::":
+                out += [*(t.text for t in tokens[index:type_end]), _WALL_CLOCK]
+                index = type_end
+                continue
+        out.append(token.text)
+        index += 1
+    return out
+
+
+def _zoned_type(tokens: list[Token], index: int, stop: int) -> int:
+    """How many tokens the zoned timestamp type starting at ``index`` spans (0: none there)."""
+    word = tokens[index].text.lower() if tokens[index].kind == "word" else ""
+    if word == "timestamptz":
+        return 1
+    if word != "timestamp":
+        return 0
+    cursor = index
+    for expected in ("with", "time", "zone"):
+        cursor = _significant(tokens, cursor + 1, stop)
+        if cursor >= stop or tokens[cursor].kind != "word" or tokens[cursor].text.lower() != expected:
+            return 0
+    return cursor + 1 - index
+
+
+def _ends_with_zoned_type(tokens: list[Token], start: int, stop: int) -> bool:
+    """Whether a CAST's inside ``tokens[start:stop]`` ends ``AS <zoned timestamp type>``."""
+    for index in range(stop - 1, start - 1, -1):
+        if tokens[index].kind in _TRIVIA:
+            continue
+        word = tokens[index].text.lower() if tokens[index].kind == "word" else ""
+        if word == "timestamptz":
+            begin = index
+        elif word == "zone":
+            begin = index
+            while begin > start and not (tokens[begin].kind == "word" and tokens[begin].text.lower() == "timestamp"):
+                begin -= 1
+            if _zoned_type(tokens, begin, stop) != index + 1 - begin:
+                return False
+        else:
+            return False
+        previous = _previous_significant(tokens, begin, start)
+        return previous is not None and tokens[previous].kind == "word" and tokens[previous].text.lower() == "as"
+    return False
+
+
+def _significant(tokens: list[Token], index: int, stop: int) -> int:
+    while index < stop and tokens[index].kind in _TRIVIA:
+        index += 1
+    return index
+
+
+def _previous_significant(tokens: list[Token], index: int, start: int) -> int | None:
+    index -= 1
+    while index >= start and tokens[index].kind in _TRIVIA:
+        index -= 1
+    return index if index >= start else None
+
+
+def _follows_dot(tokens: list[Token], index: int) -> bool:
+    """A qualified name (``t.now``) is a column, not the function."""
+    previous = _previous_significant(tokens, index, 0)
+    return previous is not None and tokens[previous].text == "."
+
+
+def _close(tokens: list[Token], opening: int, stop: int) -> int:
+    """The index just past the parenthesis that closes the one at ``opening``."""
+    depth = 0
+    for index in range(opening, stop):
+        if tokens[index].kind == "punct" and tokens[index].text == "(":
+            depth += 1
+        elif tokens[index].kind == "punct" and tokens[index].text == ")":
+            depth -= 1
+            if depth == 0:
+                return index + 1
+    raise BadRequest("unbalanced parentheses in SQL")

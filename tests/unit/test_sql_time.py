@@ -1,0 +1,75 @@
+"""TIMESTAMPTZ expressions are taken to the UTC wall clock, so they compare with stored times."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from arcs.sql_time import utc_wall_clock
+
+
+@pytest.fixture(scope="module")
+def conn() -> duckdb.DuckDBPyConnection:
+    connection = duckdb.connect(config={"autoload_known_extensions": False, "autoinstall_known_extensions": False})
+    connection.execute("SET TimeZone = 'UTC'")
+    # A stored time (nanoseconds, no zone) and one an earlier version stored (microseconds, UTC).
+    connection.execute(
+        "CREATE TABLE t AS SELECT TIMESTAMP_NS '2020-01-01 00:00:00.000000001' AS time, "
+        "TIMESTAMPTZ '2020-01-01 00:00:00+00' AS old"
+    )
+    return connection
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        "time > now() - INTERVAL 100 YEAR",
+        "time < current_timestamp AND time < CURRENT_TIMESTAMP",
+        "time < get_current_timestamp() AND time < transaction_timestamp()",
+        "time > TIMESTAMPTZ '2019-12-31T23:00:00-01:00'",
+        "time > TIMESTAMP WITH TIME ZONE '2020-01-01 00:00:00+00'",
+        "time > CAST('2019-12-31 23:00:00-01' AS TIMESTAMP WITH TIME ZONE)",
+        "time > TRY_CAST('2019-12-31 23:00:00-01' AS timestamptz)",
+        "time >= '2019-12-31'::timestamptz AND time < to_timestamp(1700000000)",
+        "time < make_timestamptz(2021, 1, 1, 0, 0, 0)",
+        "time BETWEEN now() - INTERVAL 100 YEAR AND now()",
+        "old > now() - INTERVAL 100 YEAR AND old < TIMESTAMPTZ '2020-01-02'",
+        "date_trunc('day', now()) > time",
+    ],
+)
+def test_zoned_expressions_compare_with_stored_times(conn: duckdb.DuckDBPyConnection, condition: str) -> None:
+    with pytest.raises(duckdb.BinderException):  # what the rewrite is for
+        conn.execute(f"SELECT count(*) FROM t WHERE {condition.replace('old', 'time')}").fetchall()
+    assert conn.execute(f"SELECT count(*) FROM t WHERE {utc_wall_clock(condition)}").fetchall() == [(1,)]
+
+
+def test_the_instant_is_kept() -> None:
+    assert utc_wall_clock("SELECT TIMESTAMPTZ '2024-01-01T02:00:00+02:00'") == (
+        "SELECT (TIMESTAMPTZ '2024-01-01T02:00:00+02:00')::TIMESTAMP"
+    )
+    connection = duckdb.connect()
+    connection.execute("SET TimeZone = 'UTC'")
+    sql = utc_wall_clock("SELECT TIMESTAMPTZ '2024-01-01T02:00:00+02:00' = TIMESTAMP '2024-01-01 00:00:00'")
+    assert connection.execute(sql).fetchall() == [(True,)]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT 'now()', \"now\", t.now FROM t",
+        "SELECT * FROM t -- now()\n",
+        "SELECT /* TIMESTAMPTZ '2020-01-01' */ 1",
+        "SELECT CAST(x AS TIMESTAMP) FROM t",
+        "SELECT x::TIMESTAMP FROM t",
+        "SELECT 1",
+    ],
+)
+def test_nothing_else_changes(sql: str) -> None:
+    assert utc_wall_clock(sql) == sql
+
+
+def test_comments_nest_as_duckdb_reads_them() -> None:
+    # DuckDB's block comments nest: the now() here is inside one, and is left alone.
+    sql = "SELECT 1 /* a /* b */ now() */ + 1"
+    assert utc_wall_clock(sql) == sql
+    assert utc_wall_clock("SELECT /* x */ now()") == "SELECT /* x */ (now())::TIMESTAMP"
