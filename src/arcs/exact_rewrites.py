@@ -24,7 +24,7 @@ What DuckDB's RE2 does with that pattern (checked against DuckDB itself by
   ``REGEXP_REPLACE`` returns the string unchanged and ``REGEXP_EXTRACT`` returns ``''``; NULL gives NULL.
 
 Only calls whose first argument is a column (an identifier or a qualified identifier) are rewritten:
-the column is read several times by the ``CASE``. The SQL is tokenized by :func:`tokenize` (block
+the column is read several times by the ``CASE``. The SQL is tokenized by ``arcs.sql_tokens`` (block
 comments nest, as in DuckDB), so nothing inside string literals or comments is touched; the
 result goes through the sandbox's check on DuckDB's own parse tree like any query. A query
 with ``COLLATE`` anywhere is left alone: ``LIKE`` follows a column's collation, the regex does not
@@ -38,58 +38,11 @@ original item. That name is DuckDB's own printing of the item, obtained from its
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from arcs.errors import BadRequest
-from arcs.sql_tree import block_comment_end, expression_sql, parse_select
-
-_TOKEN = re.compile(
-    r"""
-    (?P<ws>\s+)
-  | (?P<line_comment>--[^\n]*)
-  | (?P<escape_string>[eE]'(?:[^'\\]|\\.|'')*')
-  | (?P<unterminated_escape_string>[eE]')
-  | (?P<string>'(?:[^']|'')*')
-  | (?P<dollar>\$(?P<tag>[A-Za-z_]*)\$.*?\$(?P=tag)\$)
-  | (?P<quoted>"(?:[^"]|"")*")
-  | (?P<word>[A-Za-z_][A-Za-z0-9_$]*)
-  | (?P<number>\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)
-  | (?P<punct>::|<=|>=|<>|!=|\|\||.)
-    """,
-    re.VERBOSE | re.DOTALL,
-)
-# A dollar quote's last group is its tag; an E'' string (backslash escapes) is a string like any other.
-_KIND_OF_GROUP = {"tag": "dollar", "escape_string": "string"}
-
-
-@dataclass(frozen=True, slots=True)
-class Token:
-    kind: str
-    text: str
-
-
-def tokenize(sql: str) -> list[Token]:
-    """The SQL's tokens, whitespace and comments included; 400 for an unterminated string or comment."""
-    tokens = []
-    pos = 0
-    while pos < len(sql):
-        if sql.startswith("/*", pos):
-            end = block_comment_end(sql, pos)
-            tokens.append(Token("block_comment", sql[pos:end]))
-            pos = end
-            continue
-        match = _TOKEN.match(sql, pos)
-        if match is None or match.lastgroup is None:
-            raise BadRequest(f"cannot read SQL at character {pos + 1}")
-        kind = _KIND_OF_GROUP.get(match.lastgroup, match.lastgroup)
-        text = match.group()
-        if kind == "unterminated_escape_string" or (kind == "punct" and text in ("'", '"')):
-            raise BadRequest(f"unterminated {'string' if text == chr(39) else 'quoted identifier'} in SQL")
-        tokens.append(Token(kind, text))
-        pos = match.end()
-    return tokens
-
+from arcs.sql_tokens import Token, tokenize
+from arcs.sql_tree import expression_sql, parse_select
 
 URL_DOMAIN_PATTERN = r"'^https?://(?:www\.)?([^/]+)/.*$'"
 _GROUP_ONE = r"'\1'"

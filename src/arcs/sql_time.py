@@ -21,59 +21,14 @@ files answer the same query.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
 from arcs.errors import BadRequest
-from arcs.sql_tree import block_comment_end
+from arcs.sql_tokens import Token, tokenize
 
 _CALLS = frozenset(
     {"now", "current_timestamp", "get_current_timestamp", "transaction_timestamp", "to_timestamp", "make_timestamptz"}
 )
 _TRIVIA = ("ws", "line_comment", "block_comment")
 _WALL_CLOCK = "::TIMESTAMP"
-
-
-@dataclass(frozen=True, slots=True)
-class Token:
-    kind: str
-    text: str
-
-
-_TOKEN = re.compile(
-    r"""
-    (?P<ws>\s+)
-  | (?P<line_comment>--[^\n]*)
-  | (?P<string>[eE]'(?:[^'\\]|\\.|'')*'|'(?:[^']|'')*')
-  | (?P<dollar>\$(?P<tag>[A-Za-z_]*)\$.*?\$(?P=tag)\$)
-  | (?P<quoted>"(?:[^"]|"")*")
-  | (?P<word>[A-Za-z_][A-Za-z0-9_$]*)
-  | (?P<number>\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)
-  | (?P<punct>::|<=|>=|<>|!=|\|\||.)
-    """,
-    re.VERBOSE | re.DOTALL,
-)
-
-
-def tokenize(sql: str) -> list[Token]:
-    """``sql`` as tokens whose texts join back to it; 400 where a string, name or comment never ends."""
-    tokens: list[Token] = []
-    position = 0
-    while position < len(sql):
-        if sql.startswith("/*", position):
-            end = block_comment_end(sql, position)
-            tokens.append(Token("block_comment", sql[position:end]))
-            position = end
-            continue
-        match = _TOKEN.match(sql, position)
-        if match is None or match.lastgroup is None:
-            raise BadRequest(f"cannot read SQL at character {position + 1}")
-        kind = "dollar" if match.lastgroup == "tag" else match.lastgroup
-        if kind == "punct" and match.group() in ("'", '"'):
-            raise BadRequest("unterminated string or quoted identifier in SQL")
-        tokens.append(Token(kind, match.group()))
-        position = match.end()
-    return tokens
 
 
 def utc_wall_clock(sql: str) -> str:

@@ -22,10 +22,11 @@ from hypothesis import strategies as st
 
 from arcs.batch import TIME_TYPE, MeasurementRows, WriteBatch
 from arcs.engine import Engine
-from arcs.exact_rewrites import MAX_CALLS, URL_DOMAIN_PATTERN, apply_exact_rewrites, tokenize, url_domain_case
+from arcs.exact_rewrites import MAX_CALLS, URL_DOMAIN_PATTERN, apply_exact_rewrites, url_domain_case
 from arcs.ingest import Ingestor
 from arcs.query import QueryService
 from arcs.schema import SchemaRegistry
+from arcs.sql_tokens import tokenize
 from arcs.tokens import Principal
 from tests.helpers import BASE_US, local_ports, queued
 
