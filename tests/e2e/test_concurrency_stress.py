@@ -61,6 +61,20 @@ class Writer:
     def rows(self, request: int, count: int) -> list[tuple[int, int, float]]:
         return [(row, self.time_value(request, row), request * 100_000 + row + 0.25) for row in range(count)]
 
+    def columnar(self, request: int, rows: list[tuple[int, int, float]]) -> dict[str, object]:
+        """Request ``request``'s rows in the columnar shape MessagePack and JSON share."""
+        return {
+            "m": "stress",
+            "tags": ["w", "req"],
+            "columns": {
+                "time": [t for _row, t, _v in rows],
+                "w": [self.name] * len(rows),
+                "req": [str(request)] * len(rows),
+                "seq": [row for row, _t, _v in rows],
+                "v": [v for _row, _t, v in rows],
+            },
+        }
+
     def body(self, request: int, count: int) -> tuple[str, dict[str, str], dict[str, str], bytes]:
         """(path, query parameters, headers, body) of request number ``request``."""
         rows = self.rows(request, count)
@@ -77,18 +91,7 @@ class Writer:
                 params["org"] = "any"
             route = path[self.kind]
         elif self.kind == "msgpack-columnar":
-            document = {
-                "m": "stress",
-                "tags": ["w", "req"],
-                "columns": {
-                    "time": [t for _row, t, _v in rows],
-                    "w": [self.name] * count,
-                    "req": [str(request)] * count,
-                    "seq": [row for row, _t, _v in rows],
-                    "v": [v for _row, _t, v in rows],
-                },
-            }
-            payload, route = msgpack.packb(document), "/api/v1/write/msgpack"
+            payload, route = msgpack.packb(self.columnar(request, rows)), "/api/v1/write/msgpack"
         elif self.kind == "msgpack-rows":
             items = [
                 {"m": "stress", "t": t, "tags": {"w": self.name, "req": str(request)}, "fields": {"seq": row, "v": v}}
@@ -96,18 +99,7 @@ class Writer:
             ]
             payload, route = msgpack.packb(items), "/api/v1/write/msgpack"
         else:
-            document = {
-                "m": "stress",
-                "tags": ["w", "req"],
-                "columns": {
-                    "time": [t for _row, t, _v in rows],
-                    "w": [self.name] * count,
-                    "req": [str(request)] * count,
-                    "seq": [row for row, _t, _v in rows],
-                    "v": [v for _row, _t, v in rows],
-                },
-            }
-            payload, route = json.dumps(document).encode(), "/api/v1/write/json"
+            payload, route = json.dumps(self.columnar(request, rows)).encode(), "/api/v1/write/json"
         if self.gzip:
             payload = gzip.compress(payload, 1)
             headers["Content-Encoding"] = "gzip"
