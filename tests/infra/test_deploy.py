@@ -156,7 +156,8 @@ def test_parameters_reach_the_template(layers_dir: Path) -> None:
         assert layer["Properties"]["CompatibleArchitectures"] == ["x86_64"]
     query = custom.props(custom.stack.query.query.function)
     assert query["MemorySize"] == 2048
-    assert query["Environment"]["Variables"][envvars.DUCKDB_MEMORY_LIMIT] == "1843MB"
+    # DuckDB gets half the function's memory; results and the process keep the rest.
+    assert query["Environment"]["Variables"][envvars.DUCKDB_MEMORY_LIMIT] == "1024MB"
     assert query["Environment"]["Variables"][envvars.PREFIX] == "tsdb"
     [mapping] = custom.of_type("AWS::Lambda::EventSourceMapping").values()
     assert mapping["Properties"]["BatchSize"] == 500
