@@ -31,6 +31,7 @@ QUERY_MAX_RESULT_BYTES = "ARCS_QUERY_MAX_RESULT_BYTES"  # larger results are ref
 QUERY_TIMEOUT_S = "ARCS_QUERY_TIMEOUT_S"  # a query running longer is interrupted (503); 0 = no limit
 QUEUE_TIMEOUT_S = "ARCS_QUEUE_TIMEOUT_S"  # how long a request waits for a free worker before a 503
 HTTP_BODY_TIMEOUT_S = "ARCS_HTTP_BODY_TIMEOUT_S"  # standalone/local HTTP: a body must arrive within this (408)
+HTTP_HEAD_TIMEOUT_S = "ARCS_HTTP_HEAD_TIMEOUT_S"  # standalone/local HTTP: a request head must arrive within this
 HTTP_MAX_CONNECTIONS = "ARCS_HTTP_MAX_CONNECTIONS"  # standalone/local HTTP: connections beyond this get a 503
 QUERY_INLINE_MAX_BYTES = "ARCS_QUERY_INLINE_MAX_BYTES"  # larger results are handed off through storage (AWS)
 QUERY_RESULT_URL_EXPIRY_S = "ARCS_QUERY_RESULT_URL_EXPIRY_S"  # how long a handed-off result's URL works

@@ -18,6 +18,16 @@ class HttpResponse:
     body: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What the check of a request's head decided, before its body is read: a refusal, or whose
+    request it is."""
+
+    refusal: HttpResponse | None = None
+    #: The caller (a token's id) whose bodies in flight are counted; None: not counted.
+    caller: str | None = None
+
+
 def proxy_event(
     method: str,
     path: str,

@@ -25,15 +25,17 @@ from datetime import UTC, datetime
 from functools import partial
 from types import FrameType
 from typing import Any
+from urllib.parse import parse_qsl
 
 from arcs.api import PUBLIC_PATHS, build_app, error_response
-from arcs.errors import ArcsError, PayloadTooLarge, RequestTimeout, ServiceUnavailable
+from arcs.errors import ArcsError, PayloadTooLarge, RequestTimeout, ServiceUnavailable, TooManyRequests
 from arcs.ingest import QueuedWrite
-from arcs.proxy import HttpResponse, http_response, proxy_event
+from arcs.proxy import Admission, HttpResponse, http_response, proxy_event
+from arcs.routes.writes import is_write_path, write_database
 from arcs.runtime import LocalRuntime
 from arcs.schedule import CompactionTimer, PeriodicTask
 from arcs.settings import Settings
-from arcs.tokens import extract_token
+from arcs.tokens import Principal, extract_token
 
 logger = logging.getLogger(__name__)
 
@@ -43,9 +45,11 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 #: ``(method, path, query string, headers, body, client address) -> response``: what the HTTP front serves.
 HttpHandler = Callable[[str, str, str, dict[str, str], bytes, str | None], HttpResponse]
-#: ``(method, path, query string, headers, client address) -> refusal or None``: a check made
-#: before the body is read.
-HttpScreen = Callable[[str, str, str, dict[str, str], str | None], HttpResponse | None]
+
+
+#: ``(method, path, query string, headers, client address) -> admission``: a check made before
+#: the body is read.
+HttpScreen = Callable[[str, str, str, dict[str, str], str | None], Admission]
 
 
 class _ClientGone(Exception):
@@ -76,13 +80,22 @@ class Gateway:
 
     def screen(
         self, method: str, path: str, query: str, headers: dict[str, str], client: str | None = None
-    ) -> HttpResponse | None:
-        """The token check, made on the request's head before its body is read: a refusal, or None."""
+    ) -> Admission:
+        """What can be judged before the body is read: the token, and for a write its permission and
+        database scope (the write route checks them again)."""
         try:
-            self._authorizer_context(method, path, query, headers, client)
+            context = self._authorizer_context(method, path, query, headers, client)
+            if context is None:
+                return Admission()
+            principal = Principal.from_context(context)
+            if is_write_path(path):
+                params = dict(parse_qsl(query, keep_blank_values=True))
+                lowered = {key.lower(): value for key, value in headers.items()}
+                principal.require("write")
+                principal.require_database(write_database(path, lowered.get, params.get))
         except ArcsError as exc:
-            return error_http_response(exc)
-        return None
+            return Admission(refusal=error_http_response(exc))
+        return Admission(caller=principal.token_id)
 
     def handle(
         self, method: str, path: str, query: str, headers: dict[str, str], body: bytes, client: str | None = None
@@ -126,6 +139,16 @@ class HttpLimits:
     queue_timeout_s: float = 10.0
     body_timeout_s: float = 60.0
     max_connections: int = 256
+    #: A connection's next request head must arrive within this (after it opens, or after the last
+    #: response), else it is closed: silent connections cannot fill ``max_connections``.
+    head_timeout_s: float = 10.0
+    #: Bodies of routes other than writes (SQL, token and definition documents) are small.
+    max_control_bytes: int = 1024 * 1024
+
+    @property
+    def max_bodies_per_caller(self) -> int:
+        """Bodies one caller may hold at once: half of them, so no one token takes every slot."""
+        return max(1, self.workers)
 
     @property
     def max_bodies(self) -> int:
@@ -140,6 +163,7 @@ class HttpLimits:
             settings.queue_timeout_s,
             settings.http_body_timeout_s,
             settings.http_max_connections,
+            settings.http_head_timeout_s,
         )
 
 
@@ -154,9 +178,10 @@ class AsgiApp:
         self.executor = ThreadPoolExecutor(max_workers=limits.workers, thread_name_prefix="arcs-http")
         # Admission: at most ``workers`` requests run and ``max_bodies`` bodies are held; the rest
         # wait up to ``queue_timeout_s`` and are then told to come back (503 + Retry-After)
-        # instead of piling up without bound. Made on first use, inside the server's event loop.
-        self._slots: asyncio.Semaphore | None = None
-        self._bodies: asyncio.Semaphore | None = None
+        # instead of piling up without bound. (A semaphore binds to the loop that first waits on it.)
+        self._slots = asyncio.Semaphore(limits.workers)
+        self._bodies = asyncio.Semaphore(limits.max_bodies)
+        self._by_caller: dict[str, int] = {}  # bodies in flight per caller (event loop only)
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
@@ -172,45 +197,83 @@ class AsgiApp:
                     return
         if scope["type"] != "http":
             return
-        if self._slots is None or self._bodies is None:
-            self._slots = asyncio.Semaphore(self.limits.workers)
-            self._bodies = asyncio.Semaphore(self.limits.max_bodies)
         headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope["headers"]}
         method: str = scope["method"]
         path: str = scope["path"]
         query = scope.get("query_string", b"").decode("latin-1")
         client: str | None = (scope.get("client") or (None,))[0]
         loop = asyncio.get_running_loop()
+        limit = self.limits.max_request_bytes if is_write_path(path) else self.limits.max_control_bytes
+        caller: str | None = None
         try:
-            self._check_declared_length(headers)
+            self._check_declared_length(headers, limit)
             if self.screen is not None:
-                # A caller without a valid token never gets a byte of its body read.
-                refused = await loop.run_in_executor(self.executor, self.screen, method, path, query, headers, client)
-                if refused is not None:
-                    await self._send(send, refused)
+                # A caller without a valid token (or, for a write, without the right to make it)
+                # never gets a byte of its body read.
+                admission = await loop.run_in_executor(self.executor, self.screen, method, path, query, headers, client)
+                if admission.refusal is not None:
+                    await self._send(send, admission.refusal)
                     return
-            await self._acquire(self._bodies, "no room for another request body")
+                caller = admission.caller
+            self._count_caller(caller)
         except ArcsError as exc:
             await self._send(send, error_http_response(exc))
             return
         try:
+            response = await self._answer(receive, (method, path, query, headers, client), limit, loop)
+        finally:
+            self._uncount_caller(caller)
+        if response is not None:
+            await self._send(send, response)
+
+    async def _answer(
+        self,
+        receive: Receive,
+        head: tuple[str, str, str, dict[str, str], str | None],
+        limit: int,
+        loop: asyncio.AbstractEventLoop,
+    ) -> HttpResponse | None:
+        """The response once the body is read and a worker handled it (None: the client left)."""
+        method, path, query, headers, client = head
+        try:
+            await self._acquire(self._bodies, "no room for another request body")
+        except ArcsError as exc:
+            return error_http_response(exc)
+        try:
             try:
-                body = await self._read_body(receive)
+                body = await self._read_body(receive, limit)
                 await self._acquire(self._slots, "no worker freed up")
             except ArcsError as exc:
-                await self._send(send, error_http_response(exc))
-                return
+                return error_http_response(exc)
             except _ClientGone:
-                return
+                return None
             try:
-                response = await loop.run_in_executor(
+                return await loop.run_in_executor(
                     self.executor, self.handle, method, path, query, headers, body, client
                 )
             finally:
                 self._slots.release()
         finally:
             self._bodies.release()
-        await self._send(send, response)
+
+    def _count_caller(self, caller: str | None) -> None:
+        """One more body of ``caller`` in flight: 429 past its share, so no one token holds them all."""
+        if caller is None:
+            return
+        held = self._by_caller.get(caller, 0)
+        if held >= self.limits.max_bodies_per_caller:
+            raise TooManyRequests(
+                f"this token has {held} requests in flight, the most one caller may; retry when one is answered",
+                retry_after_s=1,
+            )
+        self._by_caller[caller] = held + 1
+
+    def _uncount_caller(self, caller: str | None) -> None:
+        if caller is None:
+            return
+        held = self._by_caller.pop(caller, 1) - 1
+        if held > 0:
+            self._by_caller[caller] = held
 
     async def _acquire(self, slots: asyncio.Semaphore, what: str) -> None:
         try:
@@ -220,13 +283,13 @@ class AsgiApp:
                 f"the server is busy: {what} within {self.limits.queue_timeout_s:g} s; retry", retry_after_s=1
             ) from None
 
-    def _check_declared_length(self, headers: dict[str, str]) -> None:
+    @staticmethod
+    def _check_declared_length(headers: dict[str, str], limit: int) -> None:
         declared = headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > self.limits.max_request_bytes:
-            raise PayloadTooLarge(f"body is {declared} bytes; the limit is {self.limits.max_request_bytes}")
+        if declared and declared.isdigit() and int(declared) > limit:
+            raise PayloadTooLarge(f"body is {declared} bytes; the limit for this route is {limit}")
 
-    async def _read_body(self, receive: Receive) -> bytes:
-        limit = self.limits.max_request_bytes
+    async def _read_body(self, receive: Receive, limit: int) -> bytes:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.limits.body_timeout_s
         chunks = bytearray()
@@ -350,6 +413,44 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def head_timed_protocol(head_timeout_s: float) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP/1.1 protocol, closing a connection whose request head does not arrive within
+    ``head_timeout_s`` of its opening or of its last response.
+
+    uvicorn closes idle keep-alive connections, but not one that never sends a request, or sends
+    its head a byte at a time: such connections would fill the connection limit for good.
+    """
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeadTimedH11Protocol(H11Protocol):
+        _head_deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._await_head()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._await_head()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._head_deadline is not None:
+                self._head_deadline.cancel()
+            super().connection_lost(exc)
+
+        def _await_head(self) -> None:
+            if self._head_deadline is not None:
+                self._head_deadline.cancel()
+            self._head_deadline = self.loop.call_later(head_timeout_s, self._head_overdue)
+
+        def _head_overdue(self) -> None:
+            # A request whose head arrived has its own limits (the body's time-out, the workers').
+            if self.cycle is None or self.cycle.response_complete:
+                self.transport.close()
+
+    return HeadTimedH11Protocol
+
+
 def run_http(app: AsgiApp, host: str, port: int, token: str | None, configured_token: bool = False) -> None:
     """Serve ``app`` until Ctrl-C or SIGTERM; once bound, print the banner and the listening line."""
     import uvicorn
@@ -361,6 +462,7 @@ def run_http(app: AsgiApp, host: str, port: int, token: str | None, configured_t
         log_level="warning",
         lifespan="on",
         access_log=False,
+        http=head_timed_protocol(app.limits.head_timeout_s),
         # Connections (and requests in flight) beyond this are answered 503 at once. uvicorn counts
         # the connection asking among those open, so its limit is one above the number served.
         limit_concurrency=app.limits.max_connections + 1,

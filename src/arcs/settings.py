@@ -148,6 +148,7 @@ class Settings:
     queue_timeout_s: float = 10.0
     # The HTTP front of the standalone server and arcs local (API Gateway bounds its own).
     http_body_timeout_s: float = 60.0
+    http_head_timeout_s: float = 10.0
     http_max_connections: int = 256
     # Lambda answers at most 6 MiB synchronously, body and envelope; a body costing more than this
     # in the proxy response (JSON-escaped, or base64 for Arrow) goes through storage instead.
@@ -235,6 +236,7 @@ class Settings:
             query_timeout_s=query_timeout_s,
             queue_timeout_s=number(envvars.QUEUE_TIMEOUT_S, base.queue_timeout_s),
             http_body_timeout_s=number(envvars.HTTP_BODY_TIMEOUT_S, base.http_body_timeout_s),
+            http_head_timeout_s=number(envvars.HTTP_HEAD_TIMEOUT_S, base.http_head_timeout_s),
             http_max_connections=max(1, int(number(envvars.HTTP_MAX_CONNECTIONS, base.http_max_connections))),
             query_inline_max_bytes=int(number(envvars.QUERY_INLINE_MAX_BYTES, base.query_inline_max_bytes)),
             query_result_url_expiry_s=expiry_s,

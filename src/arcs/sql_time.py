@@ -27,6 +27,9 @@ from arcs.sql_tokens import Token, tokenize
 _CALLS = frozenset(
     {"now", "current_timestamp", "get_current_timestamp", "transaction_timestamp", "to_timestamp", "make_timestamptz"}
 )
+#: Calls whose TIMESTAMPTZ argument is read in a zone: ``timezone(zone, ts)``, and
+#: ``time_bucket(width, ts, zone)`` (with an origin instead of a zone, it is rewritten as usual).
+_ZONE_CALLS = frozenset({"timezone", "time_bucket"})
 _TRIVIA = ("ws", "line_comment", "block_comment")
 _WALL_CLOCK = "::TIMESTAMP"
 
@@ -51,20 +54,30 @@ def _rewrite(tokens: list[Token], start: int, stop: int) -> list[str]:
         word = token.text.lower() if token.kind == "word" else ""
         after = _significant(tokens, index + 1, stop)
         opens = after < stop and tokens[after].text == "("
+        if word in _ZONE_CALLS and opens and not _follows_dot(tokens, index):
+            end = _close(tokens, after, stop)
+            if word == "timezone" or _has_zone_argument(tokens, after, end):
+                # The zone is the point of these calls: their TIMESTAMPTZ stays one.
+                out += [t.text for t in tokens[index:end]]
+                index = end
+                continue
         if word in _CALLS and opens and not _follows_dot(tokens, index):
             end = _close(tokens, after, stop)
-            out += ["(", token.text, *(t.text for t in tokens[index + 1 : after + 1])]
-            out += [*_rewrite(tokens, after + 1, end - 1), ")", ")", _WALL_CLOCK]
+            if _zoned_after(tokens, end, stop):
+                out += [t.text for t in tokens[index:end]]
+            else:
+                out += ["(", token.text, *(t.text for t in tokens[index + 1 : after + 1])]
+                out += [*_rewrite(tokens, after + 1, end - 1), ")", ")", _WALL_CLOCK]
             index = end
             continue
         if word == "current_timestamp" and not _follows_dot(tokens, index):
-            out += ["(", token.text, ")", _WALL_CLOCK]
+            out += [token.text] if _zoned_after(tokens, index + 1, stop) else ["(", token.text, ")", _WALL_CLOCK]
             index += 1
             continue
         if word in ("cast", "try_cast") and opens:
             end = _close(tokens, after, stop)
             inner = _rewrite(tokens, after + 1, end - 1)
-            zoned = _ends_with_zoned_type(tokens, after + 1, end - 1)
+            zoned = _ends_with_zoned_type(tokens, after + 1, end - 1) and not _zoned_after(tokens, end, stop)
             out += [token.text, *(t.text for t in tokens[index + 1 : after + 1]), *inner, ")"]
             if zoned:
                 out.append(_WALL_CLOCK)
@@ -76,16 +89,45 @@ def _rewrite(tokens: list[Token], start: int, stop: int) -> list[str]:
             literal = _significant(tokens, type_end, stop)
             previous = _previous_significant(tokens, index, start)
             if literal < stop and tokens[literal].kind == "string":
-                out += ["(", *(t.text for t in tokens[index : literal + 1]), ")", _WALL_CLOCK]
+                kept = _zoned_after(tokens, literal + 1, stop)
+                text = [t.text for t in tokens[index : literal + 1]]
+                out += text if kept else ["(", *text, ")", _WALL_CLOCK]
                 index = literal + 1
                 continue
             if previous is not None and tokens[previous].text == "::":
-                out += [*(t.text for t in tokens[index:type_end]), _WALL_CLOCK]
+                out += [t.text for t in tokens[index:type_end]]
+                if not _zoned_after(tokens, type_end, stop):
+                    out.append(_WALL_CLOCK)
                 index = type_end
                 continue
         out.append(token.text)
         index += 1
     return out
+
+
+def _zoned_after(tokens: list[Token], index: int, stop: int) -> bool:
+    """Whether ``AT TIME ZONE`` follows: it turns a TIMESTAMPTZ into that zone's wall clock, which
+    compares with stored times as it is, so the TIMESTAMPTZ must stay one."""
+    following = _significant(tokens, index, stop)
+    return following < stop and tokens[following].kind == "word" and tokens[following].text.lower() == "at"
+
+
+def _has_zone_argument(tokens: list[Token], opening: int, end: int) -> bool:
+    """Whether a ``time_bucket(width, ts, ...)`` call has a third argument that is a zone (a string)."""
+    depth = 0
+    commas = 0
+    for index in range(opening, end):
+        text = tokens[index].text if tokens[index].kind == "punct" else ""
+        if text == "(":
+            depth += 1
+        elif text == ")":
+            depth -= 1
+        elif text == "," and depth == 1:
+            commas += 1
+            if commas == 2:
+                third = _significant(tokens, index + 1, end)
+                return third < end and tokens[third].kind == "string"
+    return False
 
 
 def _zoned_type(tokens: list[Token], index: int, stop: int) -> int:

@@ -24,6 +24,8 @@ from arcs.errors import BadRequest, PayloadTooLarge
 
 #: The longest SQL a caller may send (a query, an estimate, a continuous query's definition).
 MAX_SQL_BYTES = 64 * 1024
+#: How deep block comments may nest (``/* /* */ */``): a real query needs a few levels.
+MAX_COMMENT_DEPTH = 64
 #: DuckDB's parse-tree marker for "no position in the text".
 NO_LOCATION = 2**64 - 1
 
@@ -35,12 +37,22 @@ _skeleton: dict[str, Any] | None = None
 
 
 def check_sql_size(sql: str) -> None:
-    """413 when ``sql`` is longer than ``MAX_SQL_BYTES``: every cost of reading it grows with its length."""
+    """413 when ``sql`` is longer than ``MAX_SQL_BYTES``: every cost of reading it grows with its length;
+    400 when its block comments nest deeper than ``MAX_COMMENT_DEPTH``: DuckDB's parser takes time
+    that grows with the square of their depth (8,000 levels: 3 s)."""
     size = len(sql.encode("utf-8", "surrogatepass"))
     if size > MAX_SQL_BYTES:
         raise PayloadTooLarge(
             f"SQL is longer than {MAX_SQL_BYTES} bytes ({size} bytes); split the query or narrow what it names"
         )
+    if "/*" not in sql:
+        return
+    depth = deepest = 0
+    for mark in _COMMENT_MARK.finditer(sql):
+        depth = depth + 1 if mark.group() == "/*" else max(0, depth - 1)
+        deepest = max(deepest, depth)
+    if deepest > MAX_COMMENT_DEPTH:
+        raise BadRequest(f"block comments nest {deepest} deep in this SQL; at most {MAX_COMMENT_DEPTH} are read")
 
 
 def _parser() -> duckdb.DuckDBPyConnection:
@@ -77,6 +89,7 @@ def parse_select(sql: str, context: str = "SQL does not parse") -> dict[str, Any
     ``json_serialize_sql``: it also runs pragma handlers, so it reports ``PRAGMA version`` as a
     SELECT and executes ``PRAGMA json_execute_serialized_sql(...)``.)
     """
+    check_sql_size(sql)  # every parse of a caller's SQL is bounded, whichever route it came by
     try:
         sql.encode("utf-8")
     except UnicodeEncodeError as exc:

@@ -73,3 +73,31 @@ def test_comments_nest_as_duckdb_reads_them() -> None:
     sql = "SELECT 1 /* a /* b */ now() */ + 1"
     assert utc_wall_clock(sql) == sql
     assert utc_wall_clock("SELECT /* x */ now()") == "SELECT /* x */ (now())::TIMESTAMP"
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT TIMESTAMPTZ '2023-11-15 02:00:00+00' AT TIME ZONE 'America/New_York'",
+        "SELECT timezone('America/New_York', TIMESTAMPTZ '2023-11-15 02:00:00+00')",
+        "SELECT now() AT TIME ZONE 'Europe/Berlin' > TIMESTAMP '2000-01-01'",
+        "SELECT CAST('2023-11-15 02:00:00+00' AS TIMESTAMPTZ) AT TIME ZONE 'Asia/Tokyo'",
+        "SELECT '2023-11-15 02:00:00+00'::TIMESTAMPTZ AT TIME ZONE 'Asia/Tokyo'",
+        "SELECT time_bucket(INTERVAL '1 day', TIMESTAMPTZ '2023-11-15 02:00:00+00', 'Europe/Berlin')",
+    ],
+)
+def test_expressions_read_in_a_zone_answer_as_duckdb_does(sql: str) -> None:
+    connection = duckdb.connect()
+    connection.execute("SET TimeZone = 'UTC'")
+    as_text = "SELECT CAST(COLUMNS(*) AS VARCHAR) FROM ({}) AS q"  # a TIMESTAMPTZ in Python needs pytz
+    assert connection.execute(as_text.format(utc_wall_clock(sql))).fetchall() == (
+        connection.execute(as_text.format(sql)).fetchall()
+    )
+
+
+def test_zoned_readings_compare_with_stored_times(conn: duckdb.DuckDBPyConnection) -> None:
+    rewritten = utc_wall_clock(
+        "SELECT count(*) FROM t WHERE time > '2019-12-31 18:00:00'::TIMESTAMPTZ AT TIME ZONE 'America/New_York'"
+        " AND time_bucket(INTERVAL '1 day', time::TIMESTAMPTZ, 'Europe/Berlin') IS NOT NULL"
+    )
+    assert conn.execute(rewritten).fetchall() == [(1,)]

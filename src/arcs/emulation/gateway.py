@@ -26,19 +26,14 @@ from typing import Any
 
 from arcs.api import PUBLIC_PATHS
 from arcs.emulation.functions import ACCOUNT_ID, InvokeError, LambdaFunction
-from arcs.proxy import HttpResponse, http_response, proxy_event
+from arcs.proxy import Admission, HttpResponse, http_response, proxy_event
+from arcs.routes.writes import is_write_path
 
 logger = logging.getLogger(__name__)
 
 #: API Gateway REST's payload limit; bigger requests never reach a function.
 API_GATEWAY_PAYLOAD_LIMIT = 10 * 1024 * 1024
-WRITE_PATHS = frozenset({"/write", "/api/v2/write"})
-WRITE_PREFIX = "/api/v1/write/"
 API_ID = "arcslocal"
-
-
-def is_write_path(path: str) -> bool:
-    return path in WRITE_PATHS or path.startswith(WRITE_PREFIX)
 
 
 def json_error(status: int, message: str, headers: Mapping[str, str] | None = None) -> HttpResponse:
@@ -103,16 +98,26 @@ class ApiGateway:
     def method_arn(self, method: str, path: str) -> str:
         return f"arn:aws:execute-api:{self.region}:{ACCOUNT_ID}:{API_ID}/{self.stage}/{method.upper()}{path}"
 
+    def screen(
+        self, method: str, path: str, query: str, headers: dict[str, str], client: str | None = None
+    ) -> Admission:
+        """The authorizer on the request's head, before the emulation reads its body: API Gateway
+        buffers bodies itself, so no caller's stalled upload can hold the functions back there."""
+        if path in PUBLIC_PATHS:
+            return Admission()
+        event = self._event(method, path, query, headers, b"")
+        refused = self._authorize(event)
+        if refused is not None:
+            return Admission(refusal=refused)
+        return Admission(caller=str(event["requestContext"]["authorizer"].get("principalId")))
+
     def handle(
         self, method: str, path: str, query: str, headers: dict[str, str], body: bytes, client: str | None = None
     ) -> HttpResponse:
         """``client``, the caller's address, is not used: API Gateway's throttling limits callers."""
         if len(body) > API_GATEWAY_PAYLOAD_LIMIT:
             return json_error(413, f"request body exceeds API Gateway's limit of {API_GATEWAY_PAYLOAD_LIMIT} bytes")
-        event = proxy_event(method, path, query, headers, body)
-        event["requestContext"]["stage"] = self.stage
-        event["requestContext"]["apiId"] = API_ID
-        event["requestContext"]["accountId"] = ACCOUNT_ID
+        event = self._event(method, path, query, headers, body)
         if path not in PUBLIC_PATHS:
             refused = self._authorize(event)
             if refused is not None:
@@ -129,6 +134,13 @@ class ApiGateway:
         except (KeyError, TypeError, ValueError) as exc:
             logger.error("%s returned a malformed proxy response on %s %s: %s", function.name, method, path, exc)
             return json_error(502, "Internal server error")
+
+    def _event(self, method: str, path: str, query: str, headers: dict[str, str], body: bytes) -> dict[str, Any]:
+        event = proxy_event(method, path, query, headers, body)
+        event["requestContext"]["stage"] = self.stage
+        event["requestContext"]["apiId"] = API_ID
+        event["requestContext"]["accountId"] = ACCOUNT_ID
+        return event
 
     # --- the authorizer ------------------------------------------------------------------------
     def _identity(self, event: Mapping[str, Any]) -> str | None:

@@ -316,8 +316,9 @@ def run_local(host: str, port: int, moto_port: int = 0, workers: int = 8) -> Non
         settings.queue_timeout_s,
         settings.http_body_timeout_s,
         settings.http_max_connections,
+        settings.http_head_timeout_s,
     )
-    app = AsgiApp(emulation.gateway.handle, limits)
+    app = AsgiApp(emulation.gateway.handle, limits, screen=emulation.gateway.screen)
     try:
         run_http(app, host, port, emulation.admin_token, configured_token=settings.bootstrap_token is not None)
     finally:
