@@ -128,7 +128,7 @@ def error_http_response(exc: ArcsError) -> HttpResponse:
 class HttpLimits:
     """What one caller may hold of the HTTP front, so that no caller can starve the others.
 
-    Memory for bodies is bounded by ``max_bodies`` x ``max_request_bytes``; a body is read only
+    Memory for bodies is bounded by ``max_bodies`` x ``max_request_bytes`` bytes; a body is read only
     once its request's head passed the token check, and must arrive within ``body_timeout_s``;
     connections beyond ``max_connections`` are answered 503 at once (uvicorn's limit).
     """
@@ -147,7 +147,7 @@ class HttpLimits:
 
     @property
     def max_bodies_per_caller(self) -> int:
-        """Bodies one caller may hold at once: half of them, so no one token takes every slot."""
+        """Requests one caller may have in flight at once, so no one token takes every worker."""
         return max(1, self.workers)
 
     @property
@@ -167,6 +167,35 @@ class HttpLimits:
         )
 
 
+class _ByteBudget:
+    """Bytes that request bodies may hold at once; a body reserves its size before it is read."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.free = total
+        self._changed = asyncio.Condition()
+
+    async def reserve(self, size: int, timeout_s: float) -> None:
+        async with self._changed:
+            try:
+                await asyncio.wait_for(self._changed.wait_for(lambda: self.free >= size), timeout_s)
+            except TimeoutError:
+                raise ServiceUnavailable(
+                    f"the server is busy: no room for another request body within {timeout_s:g} s; retry",
+                    retry_after_s=1,
+                ) from None
+            self.free -= size
+
+    def release(self, size: int) -> None:
+        self.free += size
+        # Waiters are woken from a task: release runs in the event loop, where the lock is free.
+        asyncio.get_running_loop().create_task(self._wake())
+
+    async def _wake(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+
 class AsgiApp:
     """ASGI over a blocking ``handle``: each request screened on its head, its body read (bounded in
     size, time and number), then handled on a worker thread."""
@@ -176,11 +205,13 @@ class AsgiApp:
         self.screen = screen
         self.limits = limits
         self.executor = ThreadPoolExecutor(max_workers=limits.workers, thread_name_prefix="arcs-http")
-        # Admission: at most ``workers`` requests run and ``max_bodies`` bodies are held; the rest
-        # wait up to ``queue_timeout_s`` and are then told to come back (503 + Retry-After)
-        # instead of piling up without bound. (A semaphore binds to the loop that first waits on it.)
+        # Admission: at most ``workers`` requests run, and bodies in flight reserve at most
+        # ``max_bodies`` x ``max_request_bytes`` bytes (each what it declares, or its route's limit);
+        # the rest wait up to ``queue_timeout_s`` and are then told to come back (503 + Retry-After)
+        # instead of piling up without bound. Slow bodies hold bytes, not a share of the requests, so
+        # small requests get in beside them. (asyncio objects bind to the loop that first waits.)
         self._slots = asyncio.Semaphore(limits.workers)
-        self._bodies = asyncio.Semaphore(limits.max_bodies)
+        self._bodies = _ByteBudget(limits.max_bodies * limits.max_request_bytes)
         self._by_caller: dict[str, int] = {}  # bodies in flight per caller (event loop only)
 
     def close(self) -> None:
@@ -204,6 +235,8 @@ class AsgiApp:
         client: str | None = (scope.get("client") or (None,))[0]
         loop = asyncio.get_running_loop()
         limit = self.limits.max_request_bytes if is_write_path(path) else self.limits.max_control_bytes
+        if path in PUBLIC_PATHS:
+            limit = 0  # health checks carry no body, and need no token: none is read
         caller: str | None = None
         try:
             self._check_declared_length(headers, limit)
@@ -235,8 +268,15 @@ class AsgiApp:
     ) -> HttpResponse | None:
         """The response once the body is read and a worker handled it (None: the client left)."""
         method, path, query, headers, client = head
+        # What the body may take: its declared length; a chunked one, the route's limit; a request
+        # without either has no body (HTTP/1.1's framing).
+        declared = headers.get("content-length", "")
+        if declared.isdigit():
+            reserved = min(int(declared), limit)
+        else:
+            reserved = limit if "chunked" in headers.get("transfer-encoding", "").lower() else 0
         try:
-            await self._acquire(self._bodies, "no room for another request body")
+            await self._bodies.reserve(reserved, self.limits.queue_timeout_s)
         except ArcsError as exc:
             return error_http_response(exc)
         try:
@@ -254,7 +294,7 @@ class AsgiApp:
             finally:
                 self._slots.release()
         finally:
-            self._bodies.release()
+            self._bodies.release(reserved)
 
     def _count_caller(self, caller: str | None) -> None:
         """One more body of ``caller`` in flight: 429 past its share, so no one token holds them all."""

@@ -43,13 +43,17 @@ def utc_wall_clock(sql: str) -> str:
         tokens = tokenize(sql)
     except BadRequest:
         return sql  # the table rewriter reports it, as without this step
-    return "".join(_rewrite(tokens, 0, len(tokens)))
+    return "".join(_rewrite(tokens, 0, len(tokens), _zoned_operands(tokens)))
 
 
-def _rewrite(tokens: list[Token], start: int, stop: int) -> list[str]:
+def _rewrite(tokens: list[Token], start: int, stop: int, kept: dict[int, int]) -> list[str]:
     out: list[str] = []
     index = start
     while index < stop:
+        if index in kept:  # an operand of AT TIME ZONE: read in that zone, as DuckDB reads it
+            out += [t.text for t in tokens[index : kept[index]]]
+            index = kept[index]
+            continue
         token = tokens[index]
         word = token.text.lower() if token.kind == "word" else ""
         after = _significant(tokens, index + 1, stop)
@@ -67,7 +71,7 @@ def _rewrite(tokens: list[Token], start: int, stop: int) -> list[str]:
                 out += [t.text for t in tokens[index:end]]
             else:
                 out += ["(", token.text, *(t.text for t in tokens[index + 1 : after + 1])]
-                out += [*_rewrite(tokens, after + 1, end - 1), ")", ")", _WALL_CLOCK]
+                out += [*_rewrite(tokens, after + 1, end - 1, kept), ")", ")", _WALL_CLOCK]
             index = end
             continue
         if word == "current_timestamp" and not _follows_dot(tokens, index):
@@ -76,7 +80,7 @@ def _rewrite(tokens: list[Token], start: int, stop: int) -> list[str]:
             continue
         if word in ("cast", "try_cast") and opens:
             end = _close(tokens, after, stop)
-            inner = _rewrite(tokens, after + 1, end - 1)
+            inner = _rewrite(tokens, after + 1, end - 1, kept)
             zoned = _ends_with_zoned_type(tokens, after + 1, end - 1) and not _zoned_after(tokens, end, stop)
             out += [token.text, *(t.text for t in tokens[index + 1 : after + 1]), *inner, ")"]
             if zoned:
@@ -89,9 +93,9 @@ def _rewrite(tokens: list[Token], start: int, stop: int) -> list[str]:
             literal = _significant(tokens, type_end, stop)
             previous = _previous_significant(tokens, index, start)
             if literal < stop and tokens[literal].kind == "string":
-                kept = _zoned_after(tokens, literal + 1, stop)
+                zoned = _zoned_after(tokens, literal + 1, stop)
                 text = [t.text for t in tokens[index : literal + 1]]
-                out += text if kept else ["(", *text, ")", _WALL_CLOCK]
+                out += text if zoned else ["(", *text, ")", _WALL_CLOCK]
                 index = literal + 1
                 continue
             if previous is not None and tokens[previous].text == "::":
@@ -105,11 +109,106 @@ def _rewrite(tokens: list[Token], start: int, stop: int) -> list[str]:
     return out
 
 
+def _zoned_operands(tokens: list[Token]) -> dict[int, int]:
+    """Where each operand of ``AT TIME ZONE`` starts, and where it ends (the ``AT``).
+
+    The operand is the primary just before: a literal with its type, a call with its arguments, a
+    parenthesised expression, a subscript, ``CASE ... END``, each with the casts that follow it.
+    """
+    operands: dict[int, int] = {}
+    for at, token in enumerate(tokens):
+        if token.kind != "word" or token.text.lower() != "at" or not _zoned_after(tokens, at, len(tokens)):
+            continue
+        start = _operand_start(tokens, at)
+        if start is not None:
+            operands[start] = max(operands.get(start, at), at)
+    return operands
+
+
+def _operand_start(tokens: list[Token], at: int) -> int | None:
+    index = _previous_significant(tokens, at, 0)
+    while index is not None:
+        token = tokens[index]
+        word = token.text.lower() if token.kind == "word" else ""
+        before = _previous_significant(tokens, index, 0)
+        if token.kind in ("word", "quoted") and before is not None and tokens[before].text == "::":
+            index = _previous_significant(tokens, before, 0)  # a cast: its operand comes first
+            continue
+        if token.kind == "punct" and token.text in (")", "]"):
+            opening = _opening(tokens, index)
+            if opening is None:
+                return None
+            name = _previous_significant(tokens, opening, 0)
+            if token.text == ")" and name is not None and tokens[name].kind == "word":
+                return name  # a call (or a keyword before a parenthesis: kept whole all the same)
+            if token.text == "]" and name is not None and tokens[name].text in (")", "]"):
+                index = name  # a subscript of something
+                continue
+            return opening
+        if word == "end":
+            return _case_start(tokens, index)
+        if token.kind == "string":
+            typed = _previous_significant(tokens, index, 0)
+            if typed is not None and tokens[typed].kind == "word":
+                zone_start = _zoned_type_start(tokens, typed)
+                return zone_start if zone_start is not None else index
+            return index
+        return index
+    return None
+
+
+def _opening(tokens: list[Token], closing: int) -> int | None:
+    pairs = {")": "(", "]": "["}
+    wanted = pairs[tokens[closing].text]
+    depth = 0
+    for index in range(closing, -1, -1):
+        text = tokens[index].text if tokens[index].kind == "punct" else ""
+        if text == tokens[closing].text:
+            depth += 1
+        elif text == wanted:
+            depth -= 1
+            if depth == 0:
+                return index
+    return None
+
+
+def _case_start(tokens: list[Token], end: int) -> int | None:
+    depth = 0
+    for index in range(end, -1, -1):
+        word = tokens[index].text.lower() if tokens[index].kind == "word" else ""
+        if word == "end":
+            depth += 1
+        elif word == "case":
+            depth -= 1
+            if depth == 0:
+                return index
+    return None
+
+
+def _zoned_type_start(tokens: list[Token], last: int) -> int | None:
+    """The first token of a type name ending at ``last`` (``TIMESTAMPTZ`` or ``TIMESTAMP WITH TIME ZONE``)."""
+    word = tokens[last].text.lower()
+    if word == "timestamptz" or word == "timestamp":
+        return last
+    if word != "zone":
+        return None
+    index: int | None = last
+    for expected in ("time", "with", "timestamp"):
+        index = _previous_significant(tokens, index, 0) if index is not None else None
+        if index is None or tokens[index].text.lower() != expected:
+            return None
+    return index
+
+
 def _zoned_after(tokens: list[Token], index: int, stop: int) -> bool:
     """Whether ``AT TIME ZONE`` follows: it turns a TIMESTAMPTZ into that zone's wall clock, which
     compares with stored times as it is, so the TIMESTAMPTZ must stay one."""
-    following = _significant(tokens, index, stop)
-    return following < stop and tokens[following].kind == "word" and tokens[following].text.lower() == "at"
+    for expected in ("at", "time", "zone"):
+        index = _significant(tokens, index, stop)
+        if index >= stop or tokens[index].kind != "word" or tokens[index].text.lower() != expected:
+            return False
+        index += 1
+    return True
 
 
 def _has_zone_argument(tokens: list[Token], opening: int, end: int) -> bool:

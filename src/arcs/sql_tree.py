@@ -47,12 +47,36 @@ def check_sql_size(sql: str) -> None:
         )
     if "/*" not in sql:
         return
-    depth = deepest = 0
-    for mark in _COMMENT_MARK.finditer(sql):
-        depth = depth + 1 if mark.group() == "/*" else max(0, depth - 1)
-        deepest = max(deepest, depth)
+    deepest = _deepest_comment(sql)
     if deepest > MAX_COMMENT_DEPTH:
         raise BadRequest(f"block comments nest {deepest} deep in this SQL; at most {MAX_COMMENT_DEPTH} are read")
+
+
+#: Outside comments: what can hide a ``/*`` (strings, quoted names, ``$$`` quotes, line comments).
+#: Tagged dollar quotes are left out: a search for each distinct unclosed tag would read to the end.
+_QUOTED = re.compile(r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|\$\$.*?\$\$|--[^\n]*|/\*""", re.DOTALL)
+
+
+def _deepest_comment(sql: str) -> int:
+    """How deep block comments nest in ``sql``, read as DuckDB reads them (linear)."""
+    deepest = 0
+    position = 0
+    while True:
+        found = _QUOTED.search(sql, position)
+        if found is None:
+            return deepest
+        if found.group() != "/*":
+            position = found.end()
+            continue
+        depth = 0  # inside a comment only its own marks count
+        for mark in _COMMENT_MARK.finditer(sql, found.start()):
+            depth += 1 if mark.group() == "/*" else -1
+            deepest = max(deepest, depth)
+            if depth == 0:
+                position = mark.end()
+                break
+        else:
+            return deepest  # unterminated: DuckDB's parser says so
 
 
 def _parser() -> duckdb.DuckDBPyConnection:

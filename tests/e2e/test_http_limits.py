@@ -233,3 +233,36 @@ def test_comments_nested_too_deep_are_refused_at_once(limited: ServerProcess) ->
     assert response.status_code == 400, response.text
     assert "nest" in response.json()["error"]
     assert time.monotonic() - started < 1.0
+
+
+def test_a_body_for_a_public_path_is_refused_at_once(limited: ServerProcess) -> None:
+    sock = _connect(limited)
+    try:
+        sock.sendall(_head("/health", None, 1_000_000) + b"x")
+        assert _status(sock) == 413
+    finally:
+        sock.close()
+
+
+def test_slow_bodies_of_several_tokens_do_not_keep_others_out(limited: ServerProcess) -> None:
+    readers = [_token(limited, ["read"]) for _ in range(2)]
+    held = []
+    try:
+        for reader in readers:
+            for _ in range(WORKERS):  # as many as one token may: together, every request's share
+                sock = _connect(limited)
+                sock.sendall(_head("/api/v1/query", reader, 1_000_000) + b"{")
+                held.append(sock)
+        time.sleep(0.3)
+        started = time.monotonic()
+        response = httpx.post(
+            f"{limited.url}/api/v1/query",
+            json={"sql": "SELECT 1 AS one"},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            timeout=30,
+        )
+        assert response.status_code == 200, response.text
+        assert time.monotonic() - started < 2.0
+    finally:
+        for sock in held:
+            sock.close()

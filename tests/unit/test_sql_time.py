@@ -84,6 +84,15 @@ def test_comments_nest_as_duckdb_reads_them() -> None:
         "SELECT CAST('2023-11-15 02:00:00+00' AS TIMESTAMPTZ) AT TIME ZONE 'Asia/Tokyo'",
         "SELECT '2023-11-15 02:00:00+00'::TIMESTAMPTZ AT TIME ZONE 'Asia/Tokyo'",
         "SELECT time_bucket(INTERVAL '1 day', TIMESTAMPTZ '2023-11-15 02:00:00+00', 'Europe/Berlin')",
+        "SELECT (TIMESTAMPTZ '2024-01-01 12:00:00+00') AT TIME ZONE 'America/New_York'",
+        "SELECT date_trunc('hour', TIMESTAMPTZ '2024-01-01 12:30:00+00') AT TIME ZONE 'America/New_York'",
+        "SELECT ('2024-01-01 12:00:00+00'::TIMESTAMPTZ) AT TIME ZONE 'Asia/Tokyo'",
+        "SELECT (to_timestamp(1704110400)) AT TIME ZONE 'Asia/Tokyo'",
+        "SELECT [TIMESTAMPTZ '2024-01-01 12:00:00+00'][1] AT TIME ZONE 'Asia/Tokyo'",
+        "SELECT greatest(TIMESTAMPTZ '2024-01-01 12:00:00+00', TIMESTAMPTZ '2023-01-01 12:00:00+00')"
+        " AT TIME ZONE 'Asia/Tokyo'",
+        "SELECT CASE WHEN true THEN TIMESTAMPTZ '2024-01-01 12:00:00+00' END AT TIME ZONE 'Asia/Tokyo'",
+        "SELECT (now() - INTERVAL 1 DAY)::TIMESTAMPTZ AT /* c */ TIME ZONE 'Asia/Tokyo' < now()::TIMESTAMP",
     ],
 )
 def test_expressions_read_in_a_zone_answer_as_duckdb_does(sql: str) -> None:
