@@ -62,6 +62,17 @@ def _status(sock: socket.socket) -> int:
     return int(received.split(b" ", 2)[1])
 
 
+def _answered(server: ServerProcess, data: bytes) -> tuple[int, float]:
+    """The status a fresh connection gets for ``data`` (a head, perhaps some body), and how soon."""
+    sock = _connect(server)
+    try:
+        sock.sendall(data)
+        started = time.monotonic()
+        return _status(sock), time.monotonic() - started
+    finally:
+        sock.close()
+
+
 def _rss_bytes(server: ServerProcess) -> int:
     assert server.process is not None
     for line in Path(f"/proc/{server.process.pid}/status").read_text().splitlines():
@@ -71,15 +82,10 @@ def _rss_bytes(server: ServerProcess) -> int:
 
 
 def test_a_request_without_a_valid_token_is_refused_before_its_body_is_read(limited: ServerProcess) -> None:
-    sock = _connect(limited)
-    try:
-        # Announce 5 MB, send none of it: the answer must not wait for the body.
-        sock.sendall(_head("/api/v1/write/line-protocol", "not-a-valid-token-at-all", 5_000_000))
-        started = time.monotonic()
-        assert _status(sock) == 401
-        assert time.monotonic() - started < BODY_TIMEOUT_S
-    finally:
-        sock.close()
+    # Announce 5 MB, send none of it: the answer must not wait for the body.
+    status, seconds = _answered(limited, _head("/api/v1/write/line-protocol", "not-a-valid-token-at-all", 5_000_000))
+    assert status == 401
+    assert seconds < BODY_TIMEOUT_S
 
 
 def test_stalled_unauthenticated_uploads_take_no_memory(limited: ServerProcess) -> None:
@@ -173,27 +179,14 @@ def test_a_write_its_token_may_not_make_is_refused_before_its_body_is_read(limit
         pytest.skip("in AWS the write function judges permissions, after API Gateway took the body")
     reader = _token(limited, ["read"])
     elsewhere = _token(limited, ["write"], ["other"])
-    for token, database in ((reader, "default"), (elsewhere, "default")):
-        sock = _connect(limited)
-        try:
-            head = _head("/api/v1/write/line-protocol", token, 9_000_000).replace(
-                b"\r\n\r\n", f"\r\nx-arc-database: {database}\r\n\r\n".encode()
-            )
-            sock.sendall(head + b"x" * 1000)
-            started = time.monotonic()
-            assert _status(sock) == 403
-            assert time.monotonic() - started < BODY_TIMEOUT_S
-        finally:
-            sock.close()
+    for token in (reader, elsewhere):
+        status, seconds = _answered(limited, _head("/api/v1/write/line-protocol", token, 9_000_000) + b"x" * 1000)
+        assert status == 403
+        assert seconds < BODY_TIMEOUT_S
 
 
 def test_a_large_body_for_a_route_other_than_writes_is_refused_at_once(limited: ServerProcess) -> None:
-    sock = _connect(limited)
-    try:
-        sock.sendall(_head("/api/v1/query", TOKEN, 2_000_000))
-        assert _status(sock) == 413
-    finally:
-        sock.close()
+    assert _answered(limited, _head("/api/v1/query", TOKEN, 2_000_000))[0] == 413
 
 
 def test_one_token_cannot_hold_every_body(limited: ServerProcess) -> None:
@@ -236,12 +229,7 @@ def test_comments_nested_too_deep_are_refused_at_once(limited: ServerProcess) ->
 
 
 def test_a_body_for_a_public_path_is_refused_at_once(limited: ServerProcess) -> None:
-    sock = _connect(limited)
-    try:
-        sock.sendall(_head("/health", None, 1_000_000) + b"x")
-        assert _status(sock) == 413
-    finally:
-        sock.close()
+    assert _answered(limited, _head("/health", None, 1_000_000) + b"x")[0] == 413
 
 
 def test_slow_bodies_of_several_tokens_do_not_keep_others_out(limited: ServerProcess) -> None:
