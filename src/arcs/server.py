@@ -83,13 +83,12 @@ class Gateway:
     ) -> Admission:
         """What can be judged before the body is read: the token, and for a write its permission and
         database scope (the write route checks them again)."""
+        if path in PUBLIC_PATHS:
+            return Admission()
+        params = dict(parse_qsl(query, keep_blank_values=True))
         try:
-            context = self._authorizer_context(method, path, query, headers, client)
-            if context is None:
-                return Admission()
-            principal = Principal.from_context(context)
+            principal = self._principal(params, headers, client)
             if is_write_path(path):
-                params = dict(parse_qsl(query, keep_blank_values=True))
                 lowered = {key.lower(): value for key, value in headers.items()}
                 principal.require("write")
                 principal.require_database(write_database(path, lowered.get, params.get))
@@ -100,22 +99,20 @@ class Gateway:
     def handle(
         self, method: str, path: str, query: str, headers: dict[str, str], body: bytes, client: str | None = None
     ) -> HttpResponse:
-        try:
-            context = self._authorizer_context(method, path, query, headers, client)
-        except ArcsError as exc:
-            return error_http_response(exc)
+        context = None
+        if path not in PUBLIC_PATHS:
+            # Checked again here, as the Lambda authorizer runs for every request: a verified token
+            # comes from the cache, and a token revoked since the screen is refused.
+            try:
+                context = self._principal(dict(parse_qsl(query, keep_blank_values=True)), headers, client).to_context()
+            except ArcsError as exc:
+                return error_http_response(exc)
         event = proxy_event(method, path, query, headers, body, context)
         return http_response(self.app.resolve(event, _LambdaContext()))
 
-    def _authorizer_context(
-        self, method: str, path: str, query: str, headers: dict[str, str], client: str | None
-    ) -> dict[str, Any] | None:
-        """What the Lambda authorizer would pass on for this request (None for the public paths)."""
-        if path in PUBLIC_PATHS:
-            return None
-        event = proxy_event(method, path, query, headers, b"")
-        token = extract_token(headers, event["queryStringParameters"] or {})
-        return self.runtime.tokens.verify(token, client).to_context()
+    def _principal(self, params: dict[str, str], headers: dict[str, str], client: str | None) -> Principal:
+        """The caller, as the Lambda authorizer would find it (``params``: the query's, last value kept)."""
+        return self.runtime.tokens.verify(extract_token(headers, params), client)
 
 
 def error_http_response(exc: ArcsError) -> HttpResponse:
@@ -146,7 +143,7 @@ class HttpLimits:
     max_control_bytes: int = 1024 * 1024
 
     @property
-    def max_bodies_per_caller(self) -> int:
+    def max_requests_per_caller(self) -> int:
         """Requests one caller may have in flight at once, so no one token takes every worker."""
         return max(1, self.workers)
 
@@ -212,7 +209,7 @@ class AsgiApp:
         # small requests get in beside them. (asyncio objects bind to the loop that first waits.)
         self._slots = asyncio.Semaphore(limits.workers)
         self._bodies = _ByteBudget(limits.max_bodies * limits.max_request_bytes)
-        self._by_caller: dict[str, int] = {}  # bodies in flight per caller (event loop only)
+        self._by_caller: dict[str, int] = {}  # requests in flight per caller (event loop only)
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
@@ -238,8 +235,10 @@ class AsgiApp:
         if path in PUBLIC_PATHS:
             limit = 0  # health checks carry no body, and need no token: none is read
         caller: str | None = None
+        declared = headers.get("content-length", "")
         try:
-            self._check_declared_length(headers, limit)
+            if declared.isdigit() and int(declared) > limit:
+                raise PayloadTooLarge(f"body is {declared} bytes; the limit for this route is {limit}")
             if self.screen is not None:
                 # A caller without a valid token (or, for a write, without the right to make it)
                 # never gets a byte of its body read.
@@ -253,7 +252,13 @@ class AsgiApp:
             await self._send(send, error_http_response(exc))
             return
         try:
-            response = await self._answer(receive, (method, path, query, headers, client), limit, loop)
+            # What the body may take: its declared length; a chunked one, the route's limit; a request
+            # without either has no body (HTTP/1.1's framing).
+            if declared.isdigit():
+                reserved = int(declared)
+            else:
+                reserved = limit if "chunked" in headers.get("transfer-encoding", "").lower() else 0
+            response = await self._answer(receive, (method, path, query, headers, client), limit, reserved, loop)
         finally:
             self._uncount_caller(caller)
         if response is not None:
@@ -264,17 +269,12 @@ class AsgiApp:
         receive: Receive,
         head: tuple[str, str, str, dict[str, str], str | None],
         limit: int,
+        reserved: int,
         loop: asyncio.AbstractEventLoop,
     ) -> HttpResponse | None:
-        """The response once the body is read and a worker handled it (None: the client left)."""
+        """The response once ``reserved`` bytes are set aside, the body read and a worker handled it
+        (None: the client left)."""
         method, path, query, headers, client = head
-        # What the body may take: its declared length; a chunked one, the route's limit; a request
-        # without either has no body (HTTP/1.1's framing).
-        declared = headers.get("content-length", "")
-        if declared.isdigit():
-            reserved = min(int(declared), limit)
-        else:
-            reserved = limit if "chunked" in headers.get("transfer-encoding", "").lower() else 0
         try:
             await self._bodies.reserve(reserved, self.limits.queue_timeout_s)
         except ArcsError as exc:
@@ -297,11 +297,11 @@ class AsgiApp:
             self._bodies.release(reserved)
 
     def _count_caller(self, caller: str | None) -> None:
-        """One more body of ``caller`` in flight: 429 past its share, so no one token holds them all."""
+        """One more request of ``caller`` in flight: 429 past its share, so no one token holds them all."""
         if caller is None:
             return
         held = self._by_caller.get(caller, 0)
-        if held >= self.limits.max_bodies_per_caller:
+        if held >= self.limits.max_requests_per_caller:
             raise TooManyRequests(
                 f"this token has {held} requests in flight, the most one caller may; retry when one is answered",
                 retry_after_s=1,
@@ -322,12 +322,6 @@ class AsgiApp:
             raise ServiceUnavailable(
                 f"the server is busy: {what} within {self.limits.queue_timeout_s:g} s; retry", retry_after_s=1
             ) from None
-
-    @staticmethod
-    def _check_declared_length(headers: dict[str, str], limit: int) -> None:
-        declared = headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > limit:
-            raise PayloadTooLarge(f"body is {declared} bytes; the limit for this route is {limit}")
 
     async def _read_body(self, receive: Receive, limit: int) -> bytes:
         loop = asyncio.get_running_loop()

@@ -18,7 +18,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -310,14 +310,7 @@ def run_local(host: str, port: int, moto_port: int = 0, workers: int = 8) -> Non
         flush=True,
     )
     settings = Settings.from_env()
-    limits = HttpLimits(
-        API_GATEWAY_PAYLOAD_LIMIT,
-        workers,
-        settings.queue_timeout_s,
-        settings.http_body_timeout_s,
-        settings.http_max_connections,
-        settings.http_head_timeout_s,
-    )
+    limits = replace(HttpLimits.of(settings, workers), max_request_bytes=API_GATEWAY_PAYLOAD_LIMIT)
     app = AsgiApp(emulation.gateway.handle, limits, screen=emulation.gateway.screen)
     try:
         run_http(app, host, port, emulation.admin_token, configured_token=settings.bootstrap_token is not None)
