@@ -21,6 +21,7 @@ times, so an unchanged lock gives the same zip and CDK sees no change to deploy.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -32,6 +33,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from layers import native
+from layers.services import boto3_services
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUILD_DIR = REPO_ROOT / "layers" / "build"
@@ -66,9 +68,20 @@ LAMBDA_LAYER_ROOT = "/opt/python"
 #: Lambda's limit for a function's code and all its layers, unzipped (AWS counts 250 MB as this).
 LAMBDA_UNZIPPED_LIMIT = 262_144_000
 
-#: botocore's service models the functions call (S3, SQS, DynamoDB; STS for credentials, Secrets
-#: Manager for the deploy-time token); the other ~440 services are 25 MB nobody loads.
-BOTOCORE_SERVICES = frozenset({"s3", "sqs", "dynamodb", "sts", "secretsmanager"})
+#: Where the functions' code is: what it makes boto3 clients for decides which botocore models stay.
+FUNCTIONS_SOURCE = REPO_ROOT / "functions"
+#: Models kept whatever the code names: STS, which botocore's own credential providers call (web
+#: identity, assumed roles).
+BOTOCORE_IMPLICIT_SERVICES = frozenset({"sts"})
+
+
+@functools.cache
+def botocore_services() -> frozenset[str]:
+    """botocore's service models the layers keep: every service the core and the handlers make a
+    client for (read from their source, :mod:`layers.services`), and STS; the other ~440 services
+    are 25 MB nobody loads."""
+    return boto3_services([CORE_SOURCE, FUNCTIONS_SOURCE]) | BOTOCORE_IMPLICIT_SERVICES
+
 
 #: Trimmed from every layer: tests, caches, type stubs, C headers and sources.
 _TRIM_DIRS = frozenset({"__pycache__", "tests", "include", "src"})
@@ -228,7 +241,7 @@ def trim(root: Path) -> None:
     data = root / "botocore" / "data"
     if data.is_dir():
         for service in data.iterdir():
-            if service.is_dir() and service.name not in BOTOCORE_SERVICES:
+            if service.is_dir() and service.name not in botocore_services():
                 shutil.rmtree(service)
 
 

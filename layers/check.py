@@ -1,35 +1,42 @@
 """Check built layers: ``python -m layers.check --arch ARCH [--smoke]``.
 
 - Size: every function's code plus its layers, unzipped, within Lambda's 250 MB; fails otherwise.
-- Smoke (``--smoke``, only for the machine's own architecture): ``layers/smoke.py`` in a clean
-  Python 3.12 interpreter whose path holds nothing but the standard library and the layers, against
-  a moto server started here (moto itself is not in the layers, and must not be).
+- Smoke (``--smoke``): ``layers/smoke.py`` in a clean Python 3.12 interpreter of the layers'
+  architecture (this machine's, or a foreign one under qemu's user-mode emulation) whose path holds
+  nothing but the standard library and the layers, against a moto server started here (moto itself
+  is not in the layers, and must not be). What this machine cannot run is said, not passed over.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
 import uuid
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from layers.build import (
     BUILD_DIR,
     FUNCTION_FOLDERS,
     FUNCTION_LAYERS,
+    FUNCTIONS_SOURCE,
     LAMBDA_UNZIPPED_LIMIT,
-    REPO_ROOT,
+    PYTHON_VERSION,
     Manifest,
     arch_dir,
     find_python,
 )
 
-FUNCTIONS_DIR = REPO_ROOT / "functions"
+FUNCTIONS_DIR = FUNCTIONS_SOURCE
 SMOKE_SCRIPT = Path(__file__).with_name("smoke.py")
 _MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}
 HOST_ARCH = _MACHINES.get(platform.machine().lower())
@@ -86,15 +93,87 @@ def layer_python_dirs(arch: str, build_dir: Path = BUILD_DIR) -> list[Path]:
     return [arch_dir(arch, build_dir) / name / "python" for name in manifest.layers]
 
 
-def smoke(arch: str, build_dir: Path = BUILD_DIR, python: str | None = None, timeout_s: float = 300) -> str:
-    """Run ``layers/smoke.py`` on the layers of ``arch`` against a fresh moto server; returns its output."""
+class Unavailable(Exception):
+    """This machine cannot run the layers of an architecture; the message says what is missing."""
+
+
+#: Lambda's architecture names to the user-mode emulator that runs them elsewhere, and its CPU name.
+_EMULATORS = {"arm64": ("qemu-aarch64-static", "aarch64"), "x86_64": ("qemu-x86_64-static", "x86_64")}
+
+
+def interpreter(arch: str) -> list[str]:
+    """The command that runs a Python 3.12 of ``arch`` here: this machine's own, or a foreign one
+    under qemu's user-mode emulation. A foreign interpreter comes with its C library in a root
+    directory (``LAYERS_ROOT_<ARCH>``, given to qemu as ``-L``), and ``LAYERS_PYTHON_<ARCH>`` is its
+    path inside that root. Raises :class:`Unavailable` naming what is missing."""
+    if arch == HOST_ARCH:
+        python = find_python()
+        if python is None:
+            raise Unavailable(f"no Python {PYTHON_VERSION} interpreter to run the {arch} layers (set LAYERS_PYTHON)")
+        return [python]
+    emulator, cpu = _EMULATORS[arch]
+    qemu = shutil.which(emulator)
+    if qemu is None:
+        raise Unavailable(
+            f"{arch} layers not run: no {emulator} on this {HOST_ARCH} machine (apt-get install qemu-user-static)"
+        )
+    key = arch.upper()
+    root, python = os.environ.get(f"LAYERS_ROOT_{key}"), os.environ.get(f"LAYERS_PYTHON_{key}")
+    if not root or not python:
+        raise Unavailable(
+            f"{arch} layers not run: no {cpu} CPython {PYTHON_VERSION} with its C library "
+            f"(set LAYERS_ROOT_{key} to its root and LAYERS_PYTHON_{key} to the interpreter in it); "
+            f"Debian has {cpu} CPython 3.11 (bookworm) and 3.13 (trixie), not {PYTHON_VERSION}"
+        )
+    command = [qemu, "-L", root, str(Path(root) / python.lstrip("/"))]
+    probe = subprocess.run(
+        [*command, "-c", "import platform, sys; print(platform.machine(), '%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if probe.stdout.split() != [cpu, PYTHON_VERSION]:
+        raise Unavailable(
+            f"{arch} layers not run: {' '.join(command)} is not {cpu} Python {PYTHON_VERSION}: "
+            f"{probe.stdout.strip()} {probe.stderr.strip()[-500:]}"
+        )
+    return command
+
+
+def _compact_function(session: Any, endpoint: str, name: str) -> str:
+    """A compact function in the server's Lambda API, for the trigger route to invoke. The server
+    answers invocations without running code (no container engine): what it checks is that the
+    client exists in the layers and sends an ``Invoke`` the Lambda API accepts."""
+    iam = session.client("iam", endpoint_url=endpoint)
+    role = iam.create_role(
+        RoleName=name,
+        AssumeRolePolicyDocument=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}
+                ],
+            }
+        ),
+    )["Role"]["Arn"]
+    code = io.BytesIO()
+    with zipfile.ZipFile(code, "w") as archive:
+        archive.writestr("handler.py", "def handler(event, context):\n    return event\n")
+    created = session.client("lambda", endpoint_url=endpoint).create_function(
+        FunctionName=name, Runtime="python3.12", Role=role, Handler="handler.handler", Code={"ZipFile": code.getvalue()}
+    )
+    return str(created["FunctionArn"])
+
+
+def smoke(arch: str, build_dir: Path = BUILD_DIR, timeout_s: float = 300) -> str:
+    """Run ``layers/smoke.py`` on the layers of ``arch`` against a fresh moto server; returns its
+    last line. Raises :class:`Unavailable` when this machine cannot run ``arch``."""
+    command = interpreter(arch)
     if arch != HOST_ARCH:
-        raise CheckFailed(f"cannot run {arch} layers on this {HOST_ARCH} machine")
-    python = python or find_python()
-    if python is None:
-        raise CheckFailed("no Python 3.12 interpreter to run the layers with (set LAYERS_PYTHON)")
+        timeout_s *= 4  # every instruction emulated
     import logging
 
+    import requests
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
@@ -106,9 +185,11 @@ def smoke(arch: str, build_dir: Path = BUILD_DIR, python: str | None = None, tim
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    # Invocations answered by the server itself, as Lambda accepts them, instead of in a container.
+    requests.post(f"{endpoint}/moto-api/config", json={"lambda": {"use_docker": False}}, timeout=10)
     try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
         suffix = uuid.uuid4().hex[:8]
         env = {
             "AWS_ACCESS_KEY_ID": "testing",
@@ -129,6 +210,10 @@ def smoke(arch: str, build_dir: Path = BUILD_DIR, python: str | None = None, tim
             )
         finally:
             clients.close()
+        token = f"smoke-admin-{uuid.uuid4().hex}"
+        secrets = session.client("secretsmanager", endpoint_url=endpoint)
+        secret = secrets.create_secret(Name=f"smoke-{suffix}", SecretString=token)["ARN"]
+        function = _compact_function(session, endpoint, f"smoke-compact-{suffix}")
         with tempfile.TemporaryDirectory(prefix="arcs-smoke-") as tmp:
             env |= {
                 "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -139,13 +224,19 @@ def smoke(arch: str, build_dir: Path = BUILD_DIR, python: str | None = None, tim
                 "ARCS_CATALOG_TABLE": resources["catalog_table"],
                 "ARCS_LEASES_TABLE": resources["leases_table"],
                 "ARCS_QUEUE_URL": resources["queue_url"],
+                "ARCS_COMPACT_FUNCTION": function,
+                # The smoke's two files of one old hour are a compaction candidate.
+                "ARCS_COMPACTION_MIN_FILES": "2",
+                "ARCS_COMPACTION_MIN_AGE_S": "0",
                 "ARCS_PREFIX": "",
                 "ARCS_WORK_DIR": str(Path(tmp) / "work"),
                 "POWERTOOLS_SERVICE_NAME": "smoke",
+                "SMOKE_ADMIN_SECRET_ARN": secret,
+                "SMOKE_ADMIN_TOKEN": token,
             }
             dirs = [str(d) for d in layer_python_dirs(arch, build_dir)]
             done = subprocess.run(
-                [python, "-I", "-S", str(SMOKE_SCRIPT), str(FUNCTIONS_DIR), *dirs],
+                [*command, "-I", "-S", str(SMOKE_SCRIPT), str(FUNCTIONS_DIR), *dirs],
                 env=env,
                 capture_output=True,
                 text=True,
@@ -163,7 +254,9 @@ def smoke(arch: str, build_dir: Path = BUILD_DIR, python: str | None = None, tim
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--arch", action="append", choices=["arm64", "x86_64"], required=True)
-    parser.add_argument("--smoke", action="store_true", help="also run the smoke test (this machine's arch only)")
+    parser.add_argument(
+        "--smoke", action="store_true", help="also run the smoke test (a foreign arch under qemu, when it can)"
+    )
     parser.add_argument("--build-dir", type=Path, default=BUILD_DIR)
     args = parser.parse_args(argv)
     try:
@@ -172,8 +265,11 @@ def main(argv: list[str] | None = None) -> None:
             if not manifest_path.is_file():
                 raise CheckFailed(f"no {arch} layers in {args.build_dir}: run make layers ARCH={arch}")
             print(check_sizes(Manifest.load(manifest_path)))
-            if args.smoke and arch == HOST_ARCH:
-                print(smoke(arch, args.build_dir))
+            if args.smoke:
+                try:
+                    print(smoke(arch, args.build_dir))
+                except Unavailable as exc:
+                    print(f"SMOKE NOT RUN: {exc}")
     except CheckFailed as exc:
         print(exc, file=sys.stderr)
         raise SystemExit(1) from None

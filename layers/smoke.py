@@ -1,13 +1,21 @@
-"""The built layers, alone, run the functions: the import smoke test's inside.
+"""The built layers, alone, run every function and every route: the smoke test's inside.
 
 Run by :mod:`layers.check` in a clean interpreter (``python3.12 -I -S``: no site-packages, no
 user site, no PYTHONPATH) whose ``sys.path`` is the standard library plus the layers' ``python/``
 directories, like ``/opt/python`` in Lambda. Only the standard library and the layers may be
-imported here. Against the S3, SQS and DynamoDB of a moto server (``AWS_ENDPOINT_URL``) it
-loads every handler from ``functions/``, then: a token is verified by the authorizer, a line
-protocol write goes through the edge into SQS, the ingest handler turns it into Parquet on S3,
-and the query handler reads it back with DuckDB, whose httpfs must come from the duckdb layer
-(autoinstall off, an empty home: nothing can be downloaded).
+imported here. Against a moto server (``AWS_ENDPOINT_URL``) it runs each handler of
+``functions/`` as Lambda would call it:
+
+- bootstrap: a CloudFormation ``Create`` reads the token from Secrets Manager, creates the admin
+  token and answers at the ``ResponseURL`` (a local HTTP server here);
+- authorizer: that token becomes the caller's identity for every route below;
+- edge: each write route queues its body to SQS; ingest turns the queued writes into Parquet;
+- query: every other route of the HTTP API (:data:`ROUTES` lists them all, and a unit test checks
+  the list against the routers), DuckDB's httpfs coming from the duckdb layer (autoinstall off,
+  an empty home: nothing can be downloaded); the compaction trigger's asynchronous ``Invoke`` of
+  the compact function (``ARCS_COMPACT_FUNCTION``) goes to the server's Lambda API;
+- compact: each task of the schedules (compaction, continuous queries, retention) and the
+  trigger's event.
 
 Usage: ``smoke.py FUNCTIONS_DIR LAYER_PYTHON_DIR...``; prints ``smoke ok: ...`` and exits 0.
 """
@@ -15,16 +23,83 @@ Usage: ``smoke.py FUNCTIONS_DIR LAYER_PYTHON_DIR...``; prints ``smoke ok: ...`` 
 from __future__ import annotations
 
 import base64
+import http.server
 import importlib.util
 import io
 import json
 import os
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-TOKEN = "smoke-admin-token-0123456789abcdef"  # noqa: S105 - a throwaway token on a throwaway moto server
-LINES = b"cpu,host=a usage=1.5 1700000000\ncpu,host=b usage=2.5 1700000001\n"
+DATABASE = "smoke"
+T0_S = 1_700_000_000
+LINES = f"cpu,host=a usage=1.5 {T0_S}\ncpu,host=b usage=2.5 {T0_S + 1}\n".encode()
+
+#: Every route of the HTTP API, by the function API Gateway sends it to; the smoke calls each.
+WRITE_ROUTES = frozenset(
+    {
+        ("POST", "/api/v1/write/line-protocol"),
+        ("POST", "/api/v1/write/json"),
+        ("POST", "/api/v1/write/msgpack"),
+        ("POST", "/write"),
+        ("POST", "/api/v2/write"),
+    }
+)
+QUERY_ROUTES = frozenset(
+    {
+        ("GET", "/health"),
+        ("GET", "/ready"),
+        ("POST", "/api/v1/query"),
+        ("POST", "/api/v1/query/arrow"),
+        ("POST", "/api/v1/query/estimate"),
+        ("GET", "/api/v1/query/<measurement>"),
+        ("GET", "/api/v1/auth/verify"),
+        ("POST", "/api/v1/auth/tokens"),
+        ("GET", "/api/v1/auth/tokens"),
+        ("GET", "/api/v1/auth/tokens/<token_id>"),
+        ("PATCH", "/api/v1/auth/tokens/<token_id>"),
+        ("DELETE", "/api/v1/auth/tokens/<token_id>"),
+        ("POST", "/api/v1/auth/tokens/<token_id>/rotate"),
+        ("POST", "/api/v1/auth/tokens/<token_id>/revoke"),
+        ("GET", "/api/v1/databases"),
+        ("POST", "/api/v1/databases"),
+        ("GET", "/api/v1/databases/<name>"),
+        ("GET", "/api/v1/databases/<name>/measurements"),
+        ("DELETE", "/api/v1/databases/<name>"),
+        ("GET", "/api/v1/measurements"),
+        ("GET", "/api/v1/compaction/status"),
+        ("GET", "/api/v1/compaction/stats"),
+        ("GET", "/api/v1/compaction/candidates"),
+        ("GET", "/api/v1/compaction/jobs"),
+        ("GET", "/api/v1/compaction/history"),
+        ("POST", "/api/v1/compaction/trigger"),
+        ("GET", "/api/v1/continuous_queries"),
+        ("POST", "/api/v1/continuous_queries"),
+        ("GET", "/api/v1/continuous_queries/<query_id>"),
+        ("PUT", "/api/v1/continuous_queries/<query_id>"),
+        ("PATCH", "/api/v1/continuous_queries/<query_id>"),
+        ("DELETE", "/api/v1/continuous_queries/<query_id>"),
+        ("POST", "/api/v1/continuous_queries/<query_id>/execute"),
+        ("GET", "/api/v1/continuous_queries/<query_id>/executions"),
+        ("GET", "/api/v1/retention"),
+        ("POST", "/api/v1/retention"),
+        ("GET", "/api/v1/retention/<policy_id>"),
+        ("PUT", "/api/v1/retention/<policy_id>"),
+        ("PATCH", "/api/v1/retention/<policy_id>"),
+        ("DELETE", "/api/v1/retention/<policy_id>"),
+        ("POST", "/api/v1/retention/<policy_id>/execute"),
+        ("POST", "/api/v1/retention/run"),
+        ("GET", "/api/v1/retention/<policy_id>/executions"),
+        ("POST", "/api/v1/delete"),
+        ("GET", "/api/v1/delete/config"),
+    }
+)
+ROUTES = WRITE_ROUTES | QUERY_ROUTES
+#: The compact function's tasks: the schedules' constant inputs, and the trigger route's event.
+COMPACT_TASKS = ("compaction", "continuous_queries", "retention")
 
 
 class Context:
@@ -43,18 +118,23 @@ class Context:
         return 60_000
 
 
-def load(functions: Path, folder: str, file: str = "handler.py") -> Any:
+Handler = Callable[[dict[str, Any], Context], Any]
+
+
+def load(functions: Path, folder: str, file: str = "handler.py") -> Handler:
     spec = importlib.util.spec_from_file_location(f"smoke_{folder}_{Path(file).stem}", functions / folder / file)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.handler
+    handler: Handler = module.handler
+    return handler
 
 
 def http_event(
     method: str, path: str, body: bytes, caller: dict[str, Any], headers: dict[str, str], query: dict[str, str]
 ) -> dict[str, Any]:
+    """An API Gateway REST proxy event as the stack's ``/{proxy+}`` resource delivers it."""
     return {
         "resource": "/{proxy+}",
         "path": path,
@@ -80,6 +160,225 @@ def http_event(
     }
 
 
+class Api:
+    """Calls routes through the function API Gateway sends them to; records which it called."""
+
+    def __init__(self, edge: Handler, query: Handler, caller: dict[str, Any]) -> None:
+        self.edge, self.query, self.caller = edge, query, caller
+        self.called: set[tuple[str, str]] = set()
+
+    def call(
+        self,
+        method: str,
+        route: str,
+        path: str | None = None,
+        *,
+        body: bytes | dict[str, Any] | None = None,
+        query: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+        status: int = 200,
+    ) -> Any:
+        assert (method, route) in ROUTES, (method, route)
+        self.called.add((method, route))
+        raw = json.dumps(body).encode() if isinstance(body, dict) else body or b""
+        headers = {"Content-Type": "application/json", **(headers or {})}
+        event = http_event(method, path or route, raw, self.caller, headers, query or {})
+        function = self.edge if (method, route) in WRITE_ROUTES else self.query
+        answer = function(event, Context("edge" if function is self.edge else "query"))
+        assert answer["statusCode"] == status, (method, path or route, answer)
+        text = answer.get("body") or ""
+        payload = base64.b64decode(text) if answer.get("isBase64Encoded") else text.encode()
+        types = {**(answer.get("multiValueHeaders") or {}), **(answer.get("headers") or {})}
+        kind = next((v for k, v in types.items() if k.lower() == "content-type"), "")
+        if "application/json" in str(kind):
+            return json.loads(payload)
+        return payload
+
+
+class _CloudFormation(http.server.BaseHTTPRequestHandler):
+    """The presigned ``ResponseURL`` the bootstrap function answers CloudFormation at."""
+
+    answers: list[dict[str, Any]] = []
+
+    def do_PUT(self) -> None:
+        self.answers.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def bootstrap(handler: Handler) -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _CloudFormation)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        event = {
+            "RequestType": "Create",
+            "ResponseURL": f"http://127.0.0.1:{server.server_address[1]}/cloudformation",
+            "StackId": "arn:aws:cloudformation:us-east-1:123456789012:stack/smoke/1",
+            "RequestId": "smoke",
+            "LogicalResourceId": "Bootstrap",
+            "ResourceType": "Custom::ArcsBootstrap",
+            "ResourceProperties": {"SecretArn": os.environ["SMOKE_ADMIN_SECRET_ARN"]},
+        }
+        handler(event, Context("bootstrap"))
+    finally:
+        server.shutdown()
+    [answer] = _CloudFormation.answers
+    assert (answer["Status"], answer["Data"]) == ("SUCCESS", {"Created": "true"}), answer
+
+
+def sqs_event(sqs: Any, queue_url: str) -> dict[str, Any]:
+    """Everything queued, as the SQS event source hands a batch to the ingest function."""
+    arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    records = []
+    while batch := sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, AttributeNames=["All"]).get(
+        "Messages", []
+    ):
+        records += [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": m.get("Attributes", {}),
+                "messageAttributes": {},
+                "md5OfBody": m["MD5OfBody"],
+                "eventSource": "aws:sqs",
+                "eventSourceARN": arn,
+                "awsRegion": "us-east-1",
+            }
+            for m in batch
+        ]
+    return {"Records": records}
+
+
+def write_everything(api: Api, ingest: Handler, sqs: Any) -> None:
+    """Each write route once, ingested in two batches: two files of ``cpu`` in one hour."""
+    queue_url = os.environ["ARCS_QUEUE_URL"]
+    named = {"x-arc-database": DATABASE, "Content-Type": "text/plain"}
+    api.call("POST", "/api/v1/write/line-protocol", body=LINES, headers=named, query={"precision": "s"}, status=204)
+    ingested = ingest(sqs_event(sqs, queue_url), Context("ingest"))
+    assert ingested == {"batchItemFailures": []}, ingested
+
+    lines = f"cpu,host=c usage=3.5 {T0_S + 2}\n".encode()
+    v1 = {"db": DATABASE, "precision": "s"}
+    api.call("POST", "/write", body=lines, query=v1, headers={"Content-Type": "text/plain"}, status=204)
+    v2 = {"bucket": DATABASE, "precision": "s"}
+    api.call("POST", "/api/v2/write", body=lines, query=v2, headers={"Content-Type": "text/plain"}, status=204)
+    columns = {"m": "mem", "tags": ["host"], "columns": {"time": [T0_S * 1000], "host": ["a"], "used": [1.0]}}
+    api.call("POST", "/api/v1/write/json", body=columns, headers={"x-arc-database": DATABASE}, status=204)
+    import msgpack
+
+    packed = msgpack.packb({**columns, "m": "swap"})
+    api.call(
+        "POST",
+        "/api/v1/write/msgpack",
+        body=packed,
+        headers={"x-arc-database": DATABASE, "Content-Type": "application/msgpack"},
+        status=204,
+    )
+    ingested = ingest(sqs_event(sqs, queue_url), Context("ingest"))
+    assert ingested == {"batchItemFailures": []}, ingested
+
+
+def query_everything(api: Api, token: str) -> None:
+    """Every route of the query function, reading what :func:`write_everything` wrote."""
+    api.call("GET", "/health")
+    api.call("GET", "/ready")
+    sql = {"sql": "SELECT host, usage FROM cpu WHERE host IN ('a', 'b') ORDER BY host", "database": DATABASE}
+    result = api.call("POST", "/api/v1/query", body=sql)
+    assert result["data"] == [["a", 1.5], ["b", 2.5]], result
+    import pyarrow.ipc
+
+    arrow = api.call("POST", "/api/v1/query/arrow", body=sql)
+    assert pyarrow.ipc.open_stream(io.BytesIO(arrow)).read_all().num_rows == 2
+    assert api.call("POST", "/api/v1/query/estimate", body=sql)["success"] is True
+    rows = api.call("GET", "/api/v1/query/<measurement>", "/api/v1/query/mem", query={"database": DATABASE})
+    assert rows["row_count"] == 1, rows
+
+    assert api.call("GET", "/api/v1/auth/verify")["valid"] is True
+    tokens = "/api/v1/auth/tokens"
+    made = api.call("POST", tokens, body={"name": "reader", "permissions": ["read"]}, status=201)
+    one = f"{tokens}/{made['id']}"
+    assert len(api.call("GET", tokens)["tokens"]) == 2
+    api.call("GET", f"{tokens}/<token_id>", one)
+    api.call("PATCH", f"{tokens}/<token_id>", one, body={"description": "smoke"})
+    api.call("POST", f"{tokens}/<token_id>/rotate", f"{one}/rotate")
+    api.call("POST", f"{tokens}/<token_id>/revoke", f"{one}/revoke")
+    api.call("DELETE", f"{tokens}/<token_id>", one)
+
+    databases = "/api/v1/databases"
+    api.call("POST", databases, body={"name": "smoke_extra"}, status=201)
+    listed = {d["name"] for d in api.call("GET", databases)["databases"]}
+    assert {DATABASE, "smoke_extra"} <= listed, listed
+    api.call("GET", f"{databases}/<name>", f"{databases}/{DATABASE}")
+    measurements = api.call("GET", f"{databases}/<name>/measurements", f"{databases}/{DATABASE}/measurements")
+    assert {m["name"] for m in measurements["measurements"]} == {"cpu", "mem", "swap"}, measurements
+    api.call("GET", "/api/v1/measurements", query={"database": DATABASE})
+    api.call("DELETE", f"{databases}/<name>", f"{databases}/smoke_extra", query={"confirm": "true"})
+
+    for view in ("status", "stats", "candidates", "jobs", "history"):
+        api.call("GET", f"/api/v1/compaction/{view}")
+    # The trigger invokes the compact function asynchronously: the Lambda API must take the request.
+    started = api.call("POST", "/api/v1/compaction/trigger", body={"database": DATABASE}, status=202)
+    assert started["success"] is True, started
+
+    cqs = "/api/v1/continuous_queries"
+    definition = {
+        "name": "cpu_hourly",
+        "database": DATABASE,
+        "source_measurement": "cpu",
+        "destination_measurement": "cpu_1h",
+        "query": "SELECT time_bucket(INTERVAL '1 hour', time) AS time, host, avg(usage) AS usage FROM cpu "
+        "WHERE time >= {start_time} AND time < {end_time} GROUP BY ALL",
+        "interval": "1h",
+        "tag_columns": ["host"],
+    }
+    cq = f"{cqs}/{api.call('POST', cqs, body=definition, status=201)['continuous_query']['id']}"
+    api.call("GET", cqs)
+    api.call("GET", f"{cqs}/<query_id>", cq)
+    api.call("PUT", f"{cqs}/<query_id>", cq, body={"description": "hourly"})
+    api.call("PATCH", f"{cqs}/<query_id>", cq, body={"interval": "1h"})
+    window = {"start_time": "2023-11-14T22:00:00Z", "end_time": "2023-11-14T23:00:00Z"}
+    executed = api.call("POST", f"{cqs}/<query_id>/execute", f"{cq}/execute", body=window)
+    assert executed["success"] is True, executed
+    api.call("GET", f"{cqs}/<query_id>/executions", f"{cq}/executions")
+    api.call("DELETE", f"{cqs}/<query_id>", cq)
+
+    retention = "/api/v1/retention"
+    body = {"name": "year", "database": DATABASE, "measurement": "swap", "retention_days": 365, "buffer_days": 0}
+    policy = f"{retention}/{api.call('POST', retention, body=body, status=201)['policy']['id']}"
+    api.call("GET", retention, query={"database": DATABASE})
+    api.call("GET", f"{retention}/<policy_id>", policy)
+    api.call("PUT", f"{retention}/<policy_id>", policy, body={"retention_days": 400})
+    api.call("PATCH", f"{retention}/<policy_id>", policy, body={"is_active": True})
+    api.call("POST", f"{retention}/<policy_id>/execute", f"{policy}/execute", body={"dry_run": True})
+    api.call("POST", f"{retention}/run", body={"dry_run": True})
+    api.call("GET", f"{retention}/<policy_id>/executions", f"{policy}/executions")
+    api.call("DELETE", f"{retention}/<policy_id>", policy)
+
+    api.call("GET", "/api/v1/delete/config")
+    request = {"database": DATABASE, "measurement": "cpu", "where": "host = 'c'", "dry_run": True}
+    dry = api.call("POST", "/api/v1/delete", body=request)
+    assert dry["deleted_count"] == 1, dry  # the two writes of the same point are one row
+
+
+def compact_every_task(compact: Handler) -> list[str]:
+    """The compact function's tasks, as the schedules and the trigger route send them."""
+    ran = []
+    for task in COMPACT_TASKS:
+        answer = compact({"task": task}, Context("compact"))
+        assert isinstance(answer, dict), answer
+        if task == "compaction":  # the two files of cpu's hour, merged by DuckDB from the layer
+            assert [(j["measurement"], j["files_compacted"]) for j in answer["jobs"]] == [("cpu", 2)], answer
+        ran.append(task)
+    triggered = compact({"source": "arcs.trigger", "database": DATABASE, "measurement": "cpu"}, Context("compact"))
+    assert isinstance(triggered, dict), triggered
+    return ran
+
+
 def main() -> None:
     functions = Path(sys.argv[1])
     layer_dirs = [str(Path(p).resolve()) for p in sys.argv[2:]]
@@ -90,8 +389,6 @@ def main() -> None:
     import duckdb
     import pyarrow.parquet as pq
 
-    from arcs.runtime import lambda_runtime
-
     for module in (boto3, duckdb, pq):
         assert any(str(module.__file__).startswith(d) for d in layer_dirs), module.__file__
 
@@ -99,67 +396,36 @@ def main() -> None:
     edge = load(functions, "ingest", "edge.py")
     ingest = load(functions, "ingest")
     query = load(functions, "query")
-    load(functions, "bootstrap")
-    if (functions / "compact" / "handler.py").is_file():
-        load(functions, "compact")
+    compact = load(functions, "compact")
 
-    runtime = lambda_runtime()
-    assert runtime.tokens.bootstrap(TOKEN) == TOKEN
-
+    bootstrap(load(functions, "bootstrap"))
+    token = os.environ["SMOKE_ADMIN_TOKEN"]
     allowed = authorize(
         {
             "type": "REQUEST",
             "methodArn": "arn:aws:execute-api:us-east-1:123456789012:smoke/prod/POST/api/v1/write/line-protocol",
-            "headers": {"Authorization": f"Bearer {TOKEN}"},
+            "headers": {"Authorization": f"Bearer {token}"},
             "queryStringParameters": {},
         },
         Context("authorizer"),
     )
     caller = {**allowed["context"], "principalId": allowed["principalId"]}
+    api = Api(edge, query, caller)
 
-    headers = {"Content-Type": "text/plain", "x-arc-database": "smoke"}
-    written = edge(
-        http_event("POST", "/api/v1/write/line-protocol", LINES, caller, headers, {"precision": "s"}),
-        Context("edge"),
-    )
-    assert written["statusCode"] == 204, written
-
-    sqs = boto3.client("sqs", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
-    queue_url = os.environ["ARCS_QUEUE_URL"]
-    arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    messages = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, AttributeNames=["All"])["Messages"]
-    records = [
-        {
-            "messageId": m["MessageId"],
-            "receiptHandle": m["ReceiptHandle"],
-            "body": m["Body"],
-            "attributes": m.get("Attributes", {}),
-            "messageAttributes": {},
-            "md5OfBody": m["MD5OfBody"],
-            "eventSource": "aws:sqs",
-            "eventSourceARN": arn,
-            "awsRegion": "us-east-1",
-        }
-        for m in messages
-    ]
-    ingested = ingest({"Records": records}, Context("ingest"))
-    assert ingested == {"batchItemFailures": []}, ingested
-
-    s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    endpoint = os.environ["AWS_ENDPOINT_URL"]
+    sqs = boto3.client("sqs", endpoint_url=endpoint)
+    write_everything(api, ingest, sqs)
+    s3 = boto3.client("s3", endpoint_url=endpoint)
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=os.environ["ARCS_BUCKET"]).get("Contents", [])]
     parquet = [k for k in keys if k.endswith(".parquet")]
-    assert len(parquet) == 1, keys
-    body = s3.get_object(Bucket=os.environ["ARCS_BUCKET"], Key=parquet[0])["Body"].read()
+    cpu = [k for k in parquet if "/cpu/" in k]
+    assert len(cpu) == 2, keys
+    body = s3.get_object(Bucket=os.environ["ARCS_BUCKET"], Key=cpu[0])["Body"].read()
     assert pq.read_table(io.BytesIO(body)).num_rows == 2
 
-    sql = json.dumps({"sql": "SELECT host, usage FROM smoke.cpu ORDER BY host"}).encode()
-    answered = query(
-        http_event("POST", "/api/v1/query", sql, caller, {"Content-Type": "application/json"}, {}),
-        Context("query"),
-    )
-    assert answered["statusCode"] == 200, answered
-    result = json.loads(base64.b64decode(answered["body"]) if answered.get("isBase64Encoded") else answered["body"])
-    assert result["data"] == [["a", 1.5], ["b", 2.5]], result
+    query_everything(api, token)
+    assert api.called == ROUTES, sorted(ROUTES - api.called)
+    tasks = compact_every_task(compact)
 
     # httpfs was loaded from the duckdb layer's package, through the per-platform link in the work dir.
     links = list(Path(os.environ["ARCS_WORK_DIR"]).rglob("httpfs.duckdb_extension"))
@@ -172,8 +438,8 @@ def main() -> None:
     assert native.library() is not None
     assert any(str(native.LIBRARY_PATH).startswith(d) for d in layer_dirs), native.LIBRARY_PATH
     print(
-        f"smoke ok: python {sys.version.split()[0]}, duckdb {duckdb.__version__}, {len(parquet)} parquet file(s),"
-        " native library loaded"
+        f"smoke ok: python {sys.version.split()[0]}, duckdb {duckdb.__version__}, {len(api.called)} routes, "
+        f"compact tasks {', '.join(tasks)} and the trigger's event, bootstrap, native library loaded"
     )
 
 
