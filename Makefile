@@ -48,7 +48,8 @@ ARCH ?= arm64
 layers: setup
 	$(UV) run python -m layers.build --arch $(ARCH)
 
-# Both architectures built and size-checked; this machine's architecture also smoke-tested.
+# Both architectures built, size-checked and smoke-tested: this machine's natively, the other under
+# qemu where it can (layers/README.md); what could not run is printed as such.
 layers-check: setup
 	$(UV) run python -m layers.build --arch arm64
 	$(UV) run python -m layers.build --arch x86_64

@@ -14,7 +14,6 @@ import io
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from layers import emulation
 from layers.build import (
     BUILD_DIR,
     FUNCTION_FOLDERS,
@@ -35,9 +35,11 @@ from layers.build import (
     arch_dir,
     find_python,
 )
+from layers.emulation import Unavailable
 
 FUNCTIONS_DIR = FUNCTIONS_SOURCE
 SMOKE_SCRIPT = Path(__file__).with_name("smoke.py")
+NATIVE_PROBE = Path(__file__).with_name("native_probe.py")
 _MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}
 HOST_ARCH = _MACHINES.get(platform.machine().lower())
 
@@ -93,12 +95,8 @@ def layer_python_dirs(arch: str, build_dir: Path = BUILD_DIR) -> list[Path]:
     return [arch_dir(arch, build_dir) / name / "python" for name in manifest.layers]
 
 
-class Unavailable(Exception):
-    """This machine cannot run the layers of an architecture; the message says what is missing."""
-
-
-#: Lambda's architecture names to the user-mode emulator that runs them elsewhere, and its CPU name.
-_EMULATORS = {"arm64": ("qemu-aarch64-static", "aarch64"), "x86_64": ("qemu-x86_64-static", "x86_64")}
+#: Lambda's architecture names to the CPU names Python reports.
+_CPUS = {"arm64": "aarch64", "x86_64": "x86_64"}
 
 
 def interpreter(arch: str) -> list[str]:
@@ -111,12 +109,7 @@ def interpreter(arch: str) -> list[str]:
         if python is None:
             raise Unavailable(f"no Python {PYTHON_VERSION} interpreter to run the {arch} layers (set LAYERS_PYTHON)")
         return [python]
-    emulator, cpu = _EMULATORS[arch]
-    qemu = shutil.which(emulator)
-    if qemu is None:
-        raise Unavailable(
-            f"{arch} layers not run: no {emulator} on this {HOST_ARCH} machine (apt-get install qemu-user-static)"
-        )
+    qemu, cpu = emulation.emulator(arch), _CPUS[arch]
     key = arch.upper()
     root, python = os.environ.get(f"LAYERS_ROOT_{key}"), os.environ.get(f"LAYERS_PYTHON_{key}")
     if not root or not python:
@@ -138,6 +131,23 @@ def interpreter(arch: str) -> list[str]:
             f"{probe.stdout.strip()} {probe.stderr.strip()[-500:]}"
         )
     return command
+
+
+def native_answers(arch: str, build_dir: Path = BUILD_DIR) -> dict[str, Any]:
+    """What the core layer's C library of ``arch`` computes (:mod:`layers.native_probe`), run by
+    this machine's Python or, for a foreign ``arch``, by Debian's under qemu."""
+    foreign = arch != HOST_ARCH
+    command = emulation.python_command(arch, build_dir / "emulation" / arch) if foreign else [sys.executable]
+    core = arch_dir(arch, build_dir) / "core" / "python"
+    done = subprocess.run(
+        [*command, "-I", "-S", str(NATIVE_PROBE), str(core)], capture_output=True, text=True, timeout=300, check=False
+    )
+    if done.returncode != 0:
+        raise CheckFailed(f"the {arch} native library probe failed:\n{done.stderr[-4000:]}")
+    answers: dict[str, Any] = json.loads(done.stdout)
+    if answers["machine"] != _CPUS[arch]:
+        raise CheckFailed(f"the {arch} probe ran on {answers['machine']}")
+    return answers
 
 
 def _compact_function(session: Any, endpoint: str, name: str) -> str:
@@ -270,6 +280,18 @@ def main(argv: list[str] | None = None) -> None:
                     print(smoke(arch, args.build_dir))
                 except Unavailable as exc:
                     print(f"SMOKE NOT RUN: {exc}")
+                if arch != HOST_ARCH and HOST_ARCH is not None:
+                    try:
+                        same = (
+                            native_answers(arch, args.build_dir)["answers"]
+                            == native_answers(HOST_ARCH, args.build_dir)["answers"]
+                        )
+                    except Unavailable as exc:
+                        print(f"NATIVE LIBRARY NOT RUN: {exc}")
+                    else:
+                        if not same:
+                            raise CheckFailed(f"the {arch} native library answers differently from {HOST_ARCH}'s")
+                        print(f"native library: {arch} under emulation answers as {HOST_ARCH}")
     except CheckFailed as exc:
         print(exc, file=sys.stderr)
         raise SystemExit(1) from None

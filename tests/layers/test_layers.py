@@ -10,6 +10,7 @@ two minutes, so CI runs it with the rest.
 from __future__ import annotations
 
 import zipfile
+from datetime import datetime, timedelta
 from pathlib import Path
 from unittest.mock import MagicMock
 
@@ -30,7 +31,8 @@ from layers.build import (
     trim,
     write_zip,
 )
-from layers.check import HOST_ARCH, CheckFailed, Unavailable, check_sizes, smoke
+from layers.check import HOST_ARCH, CheckFailed, Unavailable, check_sizes, native_answers, smoke
+from layers.native_probe import INTEGERS, TIMESTAMPS_S
 from layers.services import UnreadableService, boto3_services
 from layers.smoke import COMPACT_TASKS, QUERY_ROUTES, ROUTES, WRITE_ROUTES
 
@@ -227,3 +229,21 @@ def test_built_layers_alone_run_every_function_and_route(built: Path, arch: str)
         pytest.skip(str(exc))
     assert out.startswith("smoke ok: python 3.12"), out
     assert f"{len(ROUTES)} routes" in out, out
+
+
+@pytest.mark.layers
+@pytest.mark.timeout(600)
+def test_each_architectures_native_library_answers_as_python_does(built: Path) -> None:
+    """Where the whole smoke test cannot run a foreign architecture, its C library still runs,
+    under emulation, and must give this machine's answers, which are Python's own."""
+    assert HOST_ARCH is not None
+    here = native_answers(HOST_ARCH, built)["answers"]
+    assert here["int64"] == [str(v) for v in INTEGERS]
+    epoch = datetime(1970, 1, 1)
+    assert here["timestamps_0"] == [(epoch + timedelta(seconds=s)).isoformat() for s in TIMESTAMPS_S]
+    for arch in {"arm64", "x86_64"} - {HOST_ARCH}:
+        try:
+            there = native_answers(arch, built)
+        except Unavailable as exc:
+            pytest.skip(str(exc))
+        assert there["answers"] == here, arch
