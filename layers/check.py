@@ -184,6 +184,7 @@ def smoke(arch: str, build_dir: Path = BUILD_DIR, timeout_s: float = 300) -> str
     import logging
 
     import requests
+    from moto.moto_api import recorder
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
@@ -199,6 +200,7 @@ def smoke(arch: str, build_dir: Path = BUILD_DIR, timeout_s: float = 300) -> str
     endpoint = f"http://{host}:{port}"
     # Invocations answered by the server itself, as Lambda accepts them, instead of in a container.
     requests.post(f"{endpoint}/moto-api/config", json={"lambda": {"use_docker": False}}, timeout=10)
+    recording = recorder._location  # moto reads where to record from its environment once, when imported
     try:
         suffix = uuid.uuid4().hex[:8]
         env = {
@@ -225,6 +227,8 @@ def smoke(arch: str, build_dir: Path = BUILD_DIR, timeout_s: float = 300) -> str
         secret = secrets.create_secret(Name=f"smoke-{suffix}", SecretString=token)["ARN"]
         function = _compact_function(session, endpoint, f"smoke-compact-{suffix}")
         with tempfile.TemporaryDirectory(prefix="arcs-smoke-") as tmp:
+            # The smoke reads back the requests it made of the server (the trigger's Invoke) here.
+            recorder._location = str(Path(tmp) / "moto-recording")
             env |= {
                 "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
                 "HOME": tmp,  # empty: no extension DuckDB could have cached under ~/.duckdb
@@ -255,6 +259,9 @@ def smoke(arch: str, build_dir: Path = BUILD_DIR, timeout_s: float = 300) -> str
                 cwd=tmp,
             )
     finally:
+        recorder.stop_recording()
+        recorder._location = recording
+        requests.post(f"{endpoint}/moto-api/config", json={"lambda": {"use_docker": True}}, timeout=10)
         server.stop()
     if done.returncode != 0:
         raise CheckFailed(f"smoke test failed ({done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-8000:]}")

@@ -12,10 +12,11 @@ imported here. Against a moto server (``AWS_ENDPOINT_URL``) it runs each handler
 - edge: each write route queues its body to SQS; ingest turns the queued writes into Parquet;
 - query: every other route of the HTTP API (:data:`ROUTES` lists them all, and a unit test checks
   the list against the routers), DuckDB's httpfs coming from the duckdb layer (autoinstall off,
-  an empty home: nothing can be downloaded); the compaction trigger's asynchronous ``Invoke`` of
-  the compact function (``ARCS_COMPACT_FUNCTION``) goes to the server's Lambda API;
-- compact: each task of the schedules (compaction, continuous queries, retention) and the
-  trigger's event.
+  an empty home: nothing can be downloaded). The compaction trigger's asynchronous ``Invoke`` of
+  the compact function (``ARCS_COMPACT_FUNCTION``) goes to the server's Lambda API, which takes
+  it without running code; the server's recorder keeps the request;
+- compact: each task of the schedules (compaction, continuous queries, retention), and the
+  payload of that recorded ``Invoke`` as its event.
 
 Usage: ``smoke.py FUNCTIONS_DIR LAYER_PYTHON_DIR...``; prints ``smoke ok: ...`` and exits 0.
 """
@@ -30,7 +31,10 @@ import json
 import os
 import sys
 import threading
+import urllib.parse
+import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +199,47 @@ class Api:
         return payload
 
 
+@dataclass(frozen=True)
+class Invocation:
+    function: str
+    headers: dict[str, str]
+    event: dict[str, Any]
+
+
+class Recording:
+    """The requests made of the moto server meanwhile, as its recorder kept them."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
+        self.entries: list[dict[str, Any]] = []
+
+    def _moto_api(self, action: str, method: str = "POST") -> bytes:
+        request = urllib.request.Request(f"{self.endpoint}/moto-api/recorder/{action}", method=method)  # noqa: S310
+        with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310 - the local test server
+            body: bytes = answer.read()
+            return body
+
+    def __enter__(self) -> Recording:
+        self._moto_api("reset-recording")
+        self._moto_api("start-recording")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._moto_api("stop-recording")
+        lines = self._moto_api("download-recording", "GET").decode().splitlines()
+        self.entries = [json.loads(line) for line in lines if line.strip()]
+
+    def invocations(self) -> list[Invocation]:
+        """Lambda ``Invoke`` requests: ``POST /2015-03-31/functions/{name}/invocations``."""
+        found = []
+        for entry in self.entries:
+            path = urllib.parse.urlsplit(entry["url"]).path.split("/")
+            if entry["method"] == "POST" and path[1:3] == ["2015-03-31", "functions"] and path[-1] == "invocations":
+                body = base64.b64decode(entry["body"]) if entry["body_encoded"] else entry["body"].encode()
+                found.append(Invocation(urllib.parse.unquote(path[3]), entry["headers"], json.loads(body)))
+        return found
+
+
 class _CloudFormation(http.server.BaseHTTPRequestHandler):
     """The presigned ``ResponseURL`` the bootstrap function answers CloudFormation at."""
 
@@ -283,8 +328,9 @@ def write_everything(api: Api, ingest: Handler, sqs: Any) -> None:
     assert ingested == {"batchItemFailures": []}, ingested
 
 
-def query_everything(api: Api, token: str) -> None:
-    """Every route of the query function, reading what :func:`write_everything` wrote."""
+def query_everything(api: Api) -> dict[str, Any]:
+    """Every route of the query function, reading what :func:`write_everything` wrote; returns the
+    event the compaction trigger sent the compact function."""
     api.call("GET", "/health")
     api.call("GET", "/ready")
     sql = {"sql": "SELECT host, usage FROM cpu WHERE host IN ('a', 'b') ORDER BY host", "database": DATABASE}
@@ -322,8 +368,13 @@ def query_everything(api: Api, token: str) -> None:
     for view in ("status", "stats", "candidates", "jobs", "history"):
         api.call("GET", f"/api/v1/compaction/{view}")
     # The trigger invokes the compact function asynchronously: the Lambda API must take the request.
-    started = api.call("POST", "/api/v1/compaction/trigger", body={"database": DATABASE}, status=202)
+    with Recording(os.environ["AWS_ENDPOINT_URL"]) as recording:
+        trigger = {"database": DATABASE, "measurement": "cpu"}
+        started = api.call("POST", "/api/v1/compaction/trigger", body=trigger, status=202)
     assert started["success"] is True, started
+    [invoked] = recording.invocations()
+    assert invoked.function == os.environ["ARCS_COMPACT_FUNCTION"], invoked
+    assert invoked.headers.get("X-Amz-Invocation-Type") == "Event", invoked
 
     cqs = "/api/v1/continuous_queries"
     definition = {
@@ -363,10 +414,11 @@ def query_everything(api: Api, token: str) -> None:
     request = {"database": DATABASE, "measurement": "cpu", "where": "host = 'c'", "dry_run": True}
     dry = api.call("POST", "/api/v1/delete", body=request)
     assert dry["deleted_count"] == 1, dry  # the two writes of the same point are one row
+    return invoked.event
 
 
-def compact_every_task(compact: Handler) -> list[str]:
-    """The compact function's tasks, as the schedules and the trigger route send them."""
+def compact_every_task(compact: Handler, triggered_by: dict[str, Any]) -> list[str]:
+    """The compact function's tasks, as the schedules send them, and the event the trigger route sent."""
     ran = []
     for task in COMPACT_TASKS:
         answer = compact({"task": task}, Context("compact"))
@@ -374,7 +426,8 @@ def compact_every_task(compact: Handler) -> list[str]:
         if task == "compaction":  # the two files of cpu's hour, merged by DuckDB from the layer
             assert [(j["measurement"], j["files_compacted"]) for j in answer["jobs"]] == [("cpu", 2)], answer
         ran.append(task)
-    triggered = compact({"source": "arcs.trigger", "database": DATABASE, "measurement": "cpu"}, Context("compact"))
+    assert triggered_by == {"source": "arcs.trigger", "database": DATABASE, "measurement": "cpu"}, triggered_by
+    triggered = compact(triggered_by, Context("compact"))
     assert isinstance(triggered, dict), triggered
     return ran
 
@@ -423,9 +476,9 @@ def main() -> None:
     body = s3.get_object(Bucket=os.environ["ARCS_BUCKET"], Key=cpu[0])["Body"].read()
     assert pq.read_table(io.BytesIO(body)).num_rows == 2
 
-    query_everything(api, token)
+    trigger_event = query_everything(api)
     assert api.called == ROUTES, sorted(ROUTES - api.called)
-    tasks = compact_every_task(compact)
+    tasks = compact_every_task(compact, trigger_event)
 
     # httpfs was loaded from the duckdb layer's package, through the per-platform link in the work dir.
     links = list(Path(os.environ["ARCS_WORK_DIR"]).rglob("httpfs.duckdb_extension"))
