@@ -140,7 +140,11 @@ def native_answers(arch: str, build_dir: Path = BUILD_DIR) -> dict[str, Any]:
     command = emulation.python_command(arch, build_dir / "emulation" / arch) if foreign else [sys.executable]
     core = arch_dir(arch, build_dir) / "core" / "python"
     done = subprocess.run(
-        [*command, "-I", "-S", str(NATIVE_PROBE), str(core)], capture_output=True, text=True, timeout=300, check=False
+        [*command, "-I", "-S", "-B", str(NATIVE_PROBE), str(core)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     if done.returncode != 0:
         raise CheckFailed(f"the {arch} native library probe failed:\n{done.stderr[-4000:]}")
@@ -250,7 +254,7 @@ def smoke(arch: str, build_dir: Path = BUILD_DIR, timeout_s: float = 300) -> str
             }
             dirs = [str(d) for d in layer_python_dirs(arch, build_dir)]
             done = subprocess.run(
-                [*command, "-I", "-S", str(SMOKE_SCRIPT), str(FUNCTIONS_DIR), *dirs],
+                [*command, "-I", "-S", "-B", str(SMOKE_SCRIPT), str(FUNCTIONS_DIR), *dirs],
                 env=env,
                 capture_output=True,
                 text=True,
