@@ -5,7 +5,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 DATA_DIR ?= ./data
 
-.PHONY: setup serve local test test-fast lint format bench-ingest bench-compaction layers layers-check synth clickbench clean
+.PHONY: setup serve local test test-fast test-localstack lint format bench-ingest bench-compaction layers layers-check synth clickbench clean
 
 NATIVE_LIBRARY := src/arcs/native/_arcs_native.so
 
@@ -39,6 +39,10 @@ test: lint
 # The fast loop while changing code: lint and types, then the unit tests (about two minutes).
 test-fast: lint
 	$(UV) run pytest tests/unit -q
+
+# The end-to-end suite through arcs local on LocalStack's S3 and SQS in host mode, without Docker (docs/localstack.md).
+test-localstack: setup
+	$(UV) run python -m tests.localstack.run -q
 
 bench-ingest: setup
 	$(UV) run python -m benchmarks.ingest

@@ -123,6 +123,7 @@ class Settings:
     catalog_table: str = ""
     leases_table: str = ""
     aws_endpoint_url: str | None = None
+    aws_dynamodb_endpoint_url: str | None = None  # None: aws_endpoint_url
     aws_region: str = "us-east-1"
     bootstrap_token: str | None = None
     token_cache_ttl_s: float = 60.0
@@ -218,6 +219,7 @@ class Settings:
             catalog_table=text(envvars.CATALOG_TABLE, ""),
             leases_table=text(envvars.LEASES_TABLE, ""),
             aws_endpoint_url=env.get(envvars.AWS_ENDPOINT_URL) or None,
+            aws_dynamodb_endpoint_url=env.get(envvars.AWS_ENDPOINT_URL_DYNAMODB) or None,
             aws_region=env.get(envvars.AWS_REGION) or env.get("AWS_DEFAULT_REGION") or base.aws_region,
             bootstrap_token=env.get(envvars.BOOTSTRAP_TOKEN) or None,
             token_cache_ttl_s=number(envvars.TOKEN_CACHE_TTL_S, base.token_cache_ttl_s),

@@ -9,12 +9,18 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 TOKEN = "e2e-admin-token-0123456789abcdef"
+# An external AWS emulator for ``arcs local`` (LocalStack: tests/localstack/README.md), and where its
+# DynamoDB is if elsewhere. Unset: each ``arcs local`` starts its own moto server.
+EMULATOR = os.environ.get("ARCS_E2E_AWS_ENDPOINT_URL", "")
+EMULATOR_DYNAMODB = os.environ.get("ARCS_E2E_AWS_ENDPOINT_URL_DYNAMODB", "")
 
 
 class ServerProcess:
@@ -86,6 +92,8 @@ class ServerProcess:
 
 
 def standalone(data_dir: Path, token: str = TOKEN, **env: str) -> ServerProcess:
+    if EMULATOR:
+        pytest.skip("the standalone server uses no AWS emulator: make test runs it")
     env = {
         **os.environ,
         "ARCS_BOOTSTRAP_TOKEN": token,
@@ -101,16 +109,25 @@ def standalone(data_dir: Path, token: str = TOKEN, **env: str) -> ServerProcess:
 
 
 def local(token: str = TOKEN, **env: str) -> ServerProcess:
-    """``arcs local``: the Lambda handlers on an embedded moto server; ingest batches after 50 ms."""
+    """``arcs local``: the Lambda handlers on an embedded moto server (or on ``EMULATOR``, under names
+    of their own unless the caller names them, as the processes of one run share it); ingest batches
+    after 50 ms."""
+    emulator = {}
+    if EMULATOR:
+        emulator = {"AWS_ENDPOINT_URL": EMULATOR, "ARCS_LOCAL_RESOURCE_PREFIX": f"arcs-e2e-{uuid.uuid4().hex[:12]}"}
+        if EMULATOR_DYNAMODB:
+            emulator["AWS_ENDPOINT_URL_DYNAMODB"] = EMULATOR_DYNAMODB
+    # Never an emulator configured for something else: the embedded moto server, or EMULATOR.
+    configured = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "ARCS_LOCAL_RESOURCE_PREFIX")
     env = {
-        **os.environ,
+        **{name: value for name, value in os.environ.items() if name not in configured},
         "ARCS_BOOTSTRAP_TOKEN": token,
         "ARCS_INGEST_BATCH_WINDOW_S": "0.05",
         "ARCS_TOKEN_CACHE_TTL_S": "1",
         "ARCS_COMPACTION_INTERVAL_S": "0",
+        **emulator,
         **env,
     }
-    env.pop("AWS_ENDPOINT_URL", None)  # always the embedded moto server, never a configured emulator
     return ServerProcess(["local", "--host", "127.0.0.1", "--port", "0", "--moto-port", "0"], env)
 
 

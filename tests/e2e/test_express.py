@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.e2e
 
 EXPRESS = "arcs-e2e--use1-az4--x-s3"
-GENERAL = "arcs-local"  # the emulation's general-purpose bucket
+GENERAL = "arcs-e2e-general"  # the emulation's general-purpose bucket
 
 
 def keys(s3: S3Client, bucket: str, prefix: str = "") -> list[str]:
@@ -38,6 +38,7 @@ def keys(s3: S3Client, bucket: str, prefix: str = "") -> list[str]:
 @pytest.fixture(scope="module")
 def express() -> Iterator[tuple[Client, S3Client]]:
     process = local(
+        ARCS_LOCAL_RESOURCE_PREFIX=GENERAL,
         ARCS_EXPRESS_BUCKET=EXPRESS,
         ARCS_INGEST_BATCH_MESSAGES="1",  # one file per write: small files to compact
         ARCS_CLAIM_CHECK_BYTES="1",  # every write is staged as a claim-check object

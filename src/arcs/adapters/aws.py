@@ -103,8 +103,10 @@ class AwsClients:
         session: boto3.Session | None = None,
         *,
         endpoint_url: str | None = None,
+        dynamodb_endpoint_url: str | None = None,
         region: str = "us-east-1",
     ) -> AwsClients:
+        """``dynamodb_endpoint_url``: DynamoDB on another emulator than S3 and SQS (default: ``endpoint_url``)."""
         session = session or boto3.Session(region_name=region)
         config = Config(retries={"mode": "standard"})
         # Emulators serve every bucket on one host, so S3 must address buckets by path there. On AWS,
@@ -115,9 +117,9 @@ class AwsClients:
         )
         lock = threading.Lock()
 
-        def lazy(service: str, config: Config) -> Any:
+        def lazy(service: str, config: Config, endpoint: str | None = endpoint_url) -> Any:
             return _LazyClient(
-                lambda: session.client(service, endpoint_url=endpoint_url, region_name=region, config=config),  # type: ignore[call-overload]
+                lambda: session.client(service, endpoint_url=endpoint, region_name=region, config=config),  # type: ignore[call-overload]
                 lock,
             )
 
@@ -126,11 +128,21 @@ class AwsClients:
         # it picks itself (a forced s3v4 signs plain S3 requests). Emulators have no sessions and
         # take directory bucket names as plain buckets: the path-style client serves them there.
         express = s3 if endpoint_url else lazy("s3", config.merge(Config(s3={"addressing_style": "virtual"})))
-        return cls(s3=s3, sqs=lazy("sqs", config), dynamodb=lazy("dynamodb", config), s3_express=express)
+        return cls(
+            s3=s3,
+            sqs=lazy("sqs", config),
+            dynamodb=lazy("dynamodb", config, dynamodb_endpoint_url or endpoint_url),
+            s3_express=express,
+        )
 
     @classmethod
     def from_settings(cls, settings: Settings, session: boto3.Session | None = None) -> AwsClients:
-        return cls.create(session, endpoint_url=settings.aws_endpoint_url, region=settings.aws_region)
+        return cls.create(
+            session,
+            endpoint_url=settings.aws_endpoint_url,
+            dynamodb_endpoint_url=settings.aws_dynamodb_endpoint_url,
+            region=settings.aws_region,
+        )
 
     def close(self) -> None:
         for client in (self.s3, self.sqs, self.dynamodb):

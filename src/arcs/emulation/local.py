@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -43,6 +44,10 @@ VISIBILITY_TIMEOUT_S = "ARCS_LOCAL_VISIBILITY_TIMEOUT_S"
 AUTHORIZER_CACHE_TTL_S = "ARCS_LOCAL_AUTHORIZER_CACHE_TTL_S"  # > 0: cache keyed on the Authorization header
 CQ_SCHEDULE_S = "ARCS_LOCAL_CQ_SCHEDULE_S"  # the EventBridge rule's rate for continuous queries (0: off)
 RETENTION_SCHEDULE_S = "ARCS_LOCAL_RETENTION_SCHEDULE_S"  # the rule's rate for retention policies (0: off)
+# Names the bucket, the queues and the tables, so that several emulations share one emulator.
+RESOURCE_PREFIX = "ARCS_LOCAL_RESOURCE_PREFIX"
+# What S3 takes as a bucket name, less dots (the queues' and tables' names then fit too).
+_RESOURCE_PREFIX = re.compile(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")
 
 #: Dummy credentials: moto accepts any, and real ones must never be needed (or sent) here.
 DUMMY_KEY = "testing"
@@ -53,6 +58,7 @@ COMPACT_FUNCTION = "arcs-compact"
 @dataclass(frozen=True, slots=True)
 class EmulationConfig:
     endpoint_url: str | None = None  # an external emulator; None starts a moto server
+    dynamodb_endpoint_url: str | None = None  # DynamoDB on another emulator; None: as S3 and SQS
     moto_port: int = 0
     region: str = "us-east-1"
     bucket: str = "arcs-local"
@@ -82,8 +88,9 @@ class EmulationConfig:
                 raise ConfigError(f"{name} must be a whole number of at least {least}, got {raw!r}")
             return int(raw)
 
-        return cls(
+        config = cls(
             endpoint_url=env.get(envvars.AWS_ENDPOINT_URL) or None,
+            dynamodb_endpoint_url=env.get(envvars.AWS_ENDPOINT_URL_DYNAMODB) or None,
             moto_port=moto_port,
             region=env.get(envvars.AWS_REGION) or env.get("AWS_DEFAULT_REGION") or base.region,
             express_bucket=(env.get(envvars.EXPRESS_BUCKET) or "").strip(),
@@ -92,6 +99,16 @@ class EmulationConfig:
             authorizer_cache_ttl_s=whole(AUTHORIZER_CACHE_TTL_S, base.authorizer_cache_ttl_s, 0),
             cq_schedule_s=whole(CQ_SCHEDULE_S, base.cq_schedule_s, 0),
             retention_schedule_s=whole(RETENTION_SCHEDULE_S, base.retention_schedule_s, 0),
+        )
+        prefix = env.get(RESOURCE_PREFIX)
+        if not prefix:
+            return config
+        if not _RESOURCE_PREFIX.fullmatch(prefix):
+            raise ConfigError(
+                f"{RESOURCE_PREFIX} must be 3 to 63 lowercase letters, digits or inner hyphens, got {prefix!r}"
+            )
+        return replace(
+            config, bucket=prefix, queue_name=f"{prefix}-writes", dlq_name=f"{prefix}-writes-dlq", table_prefix=prefix
         )
 
 
@@ -177,7 +194,9 @@ def start_emulation(config: EmulationConfig, set_env: Callable[[str, str], Any] 
             aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
             region_name=config.region,
         )
-        clients = AwsClients.create(session, endpoint_url=endpoint, region=config.region)
+        clients = AwsClients.create(
+            session, endpoint_url=endpoint, dynamodb_endpoint_url=config.dynamodb_endpoint_url, region=config.region
+        )
         resources = create_resources(
             clients,
             bucket=config.bucket,
@@ -190,6 +209,8 @@ def start_emulation(config: EmulationConfig, set_env: Callable[[str, str], Any] 
         )
         for name, value in function_environment(resources, endpoint, config.region, work_dir).items():
             set_env(name, value)
+        if config.dynamodb_endpoint_url:
+            set_env(envvars.AWS_ENDPOINT_URL_DYNAMODB, config.dynamodb_endpoint_url)
         if config.express_bucket:
             set_env(envvars.EXPRESS_BUCKET, config.express_bucket)  # as the stack sets it on query, ingest, compact
         set_env(envvars.COMPACT_FUNCTION, COMPACT_FUNCTION)
