@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
@@ -309,8 +310,17 @@ def scheduled_rules(config: EmulationConfig, settings: Settings, compact: AsyncI
     return rules
 
 
+#: How long a stopping ``arcs local`` waits for each part's work in flight before abandoning it.
+STOP_GRACE_S = 3
+
+
 def run_local(host: str, port: int, moto_port: int = 0, workers: int = 8) -> None:
-    """Run until Ctrl-C or SIGTERM, then stop the HTTP front, the poller and the emulator, in order."""
+    """Run until Ctrl-C or SIGTERM, then stop as a server does, within a few seconds: the listener
+    closes, requests in flight get ``STOP_GRACE_S`` to finish, then the rules, the poller and the
+    async queues stop, and the emulator. Invocations still running are abandoned, as Lambda
+    abandons them when an environment shuts down: nothing acknowledged is lost (a write answered
+    204 is in SQS; a batch not deleted is delivered again), and the process exits 0 without
+    waiting for them."""
     from arcs.server import AsgiApp, HttpLimits, run_http
 
     emulation = start_emulation(EmulationConfig.from_env(moto_port=moto_port))
@@ -333,7 +343,22 @@ def run_local(host: str, port: int, moto_port: int = 0, workers: int = 8) -> Non
     limits = replace(HttpLimits.of(settings, workers), max_request_bytes=API_GATEWAY_PAYLOAD_LIMIT)
     app = AsgiApp(emulation.gateway.handle, limits, screen=emulation.gateway.screen)
     try:
-        run_http(app, host, port, emulation.admin_token, configured_token=settings.bootstrap_token is not None)
+        run_http(
+            app,
+            host,
+            port,
+            emulation.admin_token,
+            configured_token=settings.bootstrap_token is not None,
+            graceful_s=STOP_GRACE_S,
+        )
     finally:
-        app.close()
-        emulation.close()
+        app.close(wait=False)
+        emulation.close(grace_s=STOP_GRACE_S)
+    abandoned = [t.name for t in threading.enumerate() if t.is_alive() and t.name.startswith("lambda-")]
+    if abandoned:
+        logger.warning("abandoned invocations still running: %s", ", ".join(abandoned))
+    # The interpreter would join the request workers, each waiting on an abandoned invocation.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
