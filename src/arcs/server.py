@@ -427,11 +427,13 @@ def banner(url: str, token: str | None, configured: bool = False) -> str:
         lines += ["The admin token is the one set in ARCS_BOOTSTRAP_TOKEN; export it as ARCS_TOKEN.", ""]
     else:
         lines += ["The admin token was printed on first start; export it as ARCS_TOKEN.", ""]
+    # Double quotes, so the shell expands $ARCS_TOKEN; a body makes curl POST, and -L then follows a
+    # handed-off result (303) with a GET, which an explicit -X POST would turn into a POST.
     lines += [
         "Write a point, then query it (ingest takes about a second):",
-        f"  curl -sS -X POST '{url}/api/v1/write/line-protocol' -H \"Authorization: Bearer $ARCS_TOKEN\" "
+        f"  curl -sS '{url}/api/v1/write/line-protocol' -H \"Authorization: Bearer $ARCS_TOKEN\" "
         "--data-binary 'cpu,host=server01 usage=64.2'",
-        f"  curl -sS -X POST '{url}/api/v1/query' -H \"Authorization: Bearer $ARCS_TOKEN\" "
+        f"  curl -sS -L '{url}/api/v1/query' -H \"Authorization: Bearer $ARCS_TOKEN\" "
         "-H 'Content-Type: application/json' -d '{\"sql\": \"SELECT * FROM cpu\"}'",
     ]
     return "\n".join(lines)
