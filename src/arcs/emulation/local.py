@@ -294,19 +294,18 @@ def start_emulation(config: EmulationConfig, set_env: Callable[[str, str], Any] 
 
 
 def scheduled_rules(config: EmulationConfig, settings: Settings, compact: AsyncInvoker) -> list[EventBridgeRule]:
-    """The stack's EventBridge rules, each invoking its function asynchronously: compaction with a
-    scheduled event, continuous queries every minute and retention hourly with constant inputs.
-    The two with inputs are functions of their own in the stack, with queues of their own here,
-    so a long compaction does not hold them back."""
-    rules = [EventBridgeRule(f"{COMPACT_FUNCTION}-schedule", compact, settings.compaction.interval_s)]
-    for name, every_s, task in (
-        ("arcs-continuous-queries", config.cq_schedule_s, "continuous_queries"),
-        ("arcs-retention", config.retention_schedule_s, "retention"),
-    ):
+    """The stack's EventBridge rules (``infra/compact.py``): each sends the compact function
+    ``{"task": <task>}``, asynchronously. Lambda runs concurrent invocations in environments of
+    their own, so each rule here has its own queue and container besides the trigger route's,
+    and a long compaction does not hold continuous queries back."""
+    every_s = settings.compaction.interval_s
+    rules = [EventBridgeRule("arcs-compaction-schedule", compact, every_s, {"task": "compaction"})]
+    for task, every_s in (("continuous_queries", config.cq_schedule_s), ("retention", config.retention_schedule_s)):
         if every_s > 0:
+            name = f"{COMPACT_FUNCTION}-{task.replace('_', '-')}"
             target = AsyncInvoker(LambdaFunction(name, load_handler("compact"), timeout_s=900, region=config.region))
             target.start()
-            rules.append(EventBridgeRule(f"{name}-schedule", target, every_s, {"task": task}))
+            rules.append(EventBridgeRule(f"arcs-{task.replace('_', '-')}-schedule", target, every_s, {"task": task}))
     return rules
 
 

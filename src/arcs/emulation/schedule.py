@@ -225,4 +225,7 @@ class EventBridgeRule(threading.Thread):
             return
         while not self._stopping.wait(self.interval_s):
             # Delivered once Lambda has queued it: what the function does is no concern of the rule's.
-            self.target.submit(dict(self.payload) if self.payload is not None else self.scheduled_event())
+            try:
+                self.target.submit(dict(self.payload) if self.payload is not None else self.scheduled_event())
+            except InvokeError as exc:
+                logger.error("rule %s could not deliver its event: %s", self.rule_arn, exc)
