@@ -2,6 +2,9 @@
 
 Failures are reported per message (``ReportBatchItemFailures``): SQS redelivers only those, and
 after ``maxReceiveCount`` moves them to the dead-letter queue, so nothing is silently dropped.
+A batch is stored in groups of at most ``ARCS_INGEST_GROUP_BYTES`` decoded bytes, each written
+to Parquet before the next is read (claim-checked bodies are fetched only then), so a batch of
+large writes never outgrows the function's memory and is never failed back to SQS for its size.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             "duplicates": len(result.already_done),
             "failed": len(failed),
             "files": len(result.files),
+            "groups": result.groups,
+            "largest_group_bytes": result.largest_group_bytes,
         },
     )
     return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in failed]}

@@ -4,8 +4,9 @@ Lambda returns at most 6 MiB, and what counts is the proxy response, a JSON docu
 travels as a JSON string (quotes and backslashes escaped, non-ASCII characters possibly as
 ``\\u`` escapes), a binary one (Arrow) as base64, a third larger. A body that would cost more
 than the configured limit there is written under ``{prefix}/_arcs/results/`` and answered with
-``303 See Other`` to a presigned URL: curl -L, Python requests and httpx, Go's net/http and the
-browsers follow it with a GET and receive the whole result. Only the AWS runtime needs this: the
+``303 See Other`` to a presigned URL: curl -L (without ``-X POST``, which would POST there too),
+Python requests, httpx with ``follow_redirects=True``, Go's net/http and the browsers follow it
+with a GET and receive the whole result. Only the AWS runtime needs this: the
 standalone server has no such limit and answers inline.
 """
 

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from arcs import layout
-from arcs.batch import MeasurementRows, WriteBatch, time_order, type_name
+from arcs.batch import ColumnarBody, MeasurementRows, WriteBatch, time_order, type_name
 from arcs.decoders import columnar_lane
 from arcs.errors import ArcsError, BadRequest
 from arcs.names import TIME_COLUMN
@@ -62,6 +62,8 @@ def parquet_options(schema: pa.Schema, tags: Sequence[str]) -> dict[str, object]
 # Row groups: enough of them for DuckDB to scan a file on several threads, none tiny.
 MIN_ROW_GROUP_ROWS = 16_384
 TARGET_ROW_GROUPS_PER_FILE = 4
+#: Decoded bytes one ingest attempt holds at most (``Settings.ingest_group_bytes`` sets it).
+DEFAULT_GROUP_BYTES = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +85,8 @@ class IngestResult:
     # attempt was spent. The queue keeps them as they are (the spool's pending records).
     deferred: list[str] = field(default_factory=list)
     files: list[FileRecord] = field(default_factory=list)
+    groups: int = 0  # attempts this call made, each at most ``group_bytes`` (or one write)
+    largest_group_bytes: int = 0  # the most decoded bytes one of them held
 
 
 FaultHook = Callable[[str], None]
@@ -101,6 +105,7 @@ class Ingestor:
         row_group_rows: int = 122_880,
         fault: FaultHook = _no_fault,
         tables_per_database: int | None = None,
+        group_bytes: int = DEFAULT_GROUP_BYTES,
     ) -> None:
         self.catalog = catalog
         self.store = store
@@ -110,15 +115,25 @@ class Ingestor:
         # write): a writer of many measurements cannot hold the others' writes for long. Only
         # where deferred writes stay queued untouched (the standalone server's spool); None: all.
         self.tables_per_database = tables_per_database
+        if group_bytes < 1:
+            raise ValueError(f"group_bytes must be at least 1, got {group_bytes}")
+        self.group_bytes = group_bytes
         # Tests stop the protocol between any two steps through this hook.
         self._fault = fault
 
     def ingest(self, writes: Sequence[QueuedWrite]) -> IngestResult:
+        """Store ``writes`` in groups of at most ``group_bytes`` decoded bytes, in queue order.
+
+        Each group is one attempt of the protocol (its own commit id), written to Parquet before
+        the next group is decoded, so what one call holds is bounded by bytes whatever the number
+        of writes; a write larger than the bound is a group of its own.
+        """
         result = IngestResult()
-        commit_id = layout.sequence_id()  # time-ordered: file names order the writes
         markers = self.catalog.get_markers(w.write_id for w in writes)
         self._fault("markers-read")
-        candidates: list[tuple[QueuedWrite, WriteBatch, str | None]] = []
+        shares = _Shares(self.tables_per_database)
+        group: list[Candidate] = []
+        held = 0
         seen: set[str] = set()
         for write in writes:
             if write.write_id in seen:  # the same write twice in one batch
@@ -138,12 +153,27 @@ class Ingestor:
                         result.poison[write.handle] = exc.message
                         continue
                     raise
-                candidates.append((write, batch, previous))
             except ArcsError as exc:
                 result.failed[write.handle] = exc.message
-        if self.tables_per_database is not None:
-            candidates, deferred = _fair_shares(candidates, self.tables_per_database)
-            result.deferred = [write.handle for write, _batch, _previous in deferred]
+                continue
+            if not shares.take(batch):
+                result.deferred.append(write.handle)
+                continue
+            size = decoded_bytes(batch)
+            if group and held + size > self.group_bytes:
+                self._commit_group(group, held, result)
+                group, held = [], 0
+            group.append((write, batch, previous))
+            held += size
+        if group:
+            self._commit_group(group, held, result)
+        return result
+
+    def _commit_group(self, candidates: list[Candidate], held: int, result: IngestResult) -> None:
+        """One attempt: claim the group's writes, write their files, store the commit record."""
+        result.groups += 1
+        result.largest_group_bytes = max(result.largest_group_bytes, held)
+        commit_id = layout.sequence_id()  # time-ordered: file names order the writes
         won = self.catalog.swap_markers([(w.write_id, previous) for w, _b, previous in candidates], commit_id)
         claimed: list[tuple[QueuedWrite, WriteBatch]] = []
         for write, batch, _previous in candidates:
@@ -151,9 +181,10 @@ class Ingestor:
                 claimed.append((write, batch))
             else:
                 result.failed[write.handle] = "claimed concurrently by another ingest attempt"
+        del candidates[:]  # the claimed list holds what is still needed
         self._fault("claimed")
         if not claimed:
-            return result
+            return
         try:
             parts = columnar_lane.tables([batch for _write, batch in claimed])
             files = self._write_files(commit_id, parts)
@@ -164,17 +195,17 @@ class Ingestor:
             logger.exception("ingest attempt %s failed before its commit", commit_id)
             for write, _batch in claimed:
                 result.failed[write.handle] = f"ingest failed: {exc}"
-            return result
+            return
         if not committed:
             # Another attempt aborted ours while we were slow: its redelivery owns these writes now.
             self._delete_quietly([f.key for f in files])
             for write, _batch in claimed:
                 result.failed[write.handle] = "ingest attempt was aborted by a newer one"
-            return result
+            return
         self._fault("committed")
         self.catalog.put_files(files)
         self._fault("files-listed")
-        result.files = files
+        result.files.extend(files)
         for write, _batch in claimed:
             result.committed.append(write.handle)
             if write.cleanup is not None:
@@ -182,7 +213,6 @@ class Ingestor:
                     write.cleanup()
                 except Exception:
                     logger.warning("could not clean up after write %s", write.write_id, exc_info=True)
-        return result
 
     def _settled(self, commit_id: str) -> bool:
         """True if ``commit_id`` committed (its files are then made visible); False if it never will."""
@@ -285,23 +315,32 @@ class Ingestor:
 Candidate = tuple[QueuedWrite, WriteBatch, str | None]
 
 
-def _fair_shares(candidates: list[Candidate], share: int) -> tuple[list[Candidate], list[Candidate]]:
-    """(taken, deferred): each database's writes in queue order while its tables fit ``share``
-    (its first write always), the rest of that database's deferred, in order, so no newer write of
-    a database is stored before an older one (compaction keeps the last written)."""
-    spent: dict[str, int] = {}
-    full: set[str] = set()
-    taken: list[Candidate] = []
-    deferred: list[Candidate] = []
-    for candidate in candidates:
-        database, cost = candidate[1].database, len(candidate[1].parts)
-        if database in full or (database in spent and spent[database] + cost > share):
-            full.add(database)
-            deferred.append(candidate)
-            continue
-        spent[database] = spent.get(database, 0) + cost
-        taken.append(candidate)
-    return taken, deferred
+class _Shares:
+    """Each database's share of one call, in measurement tables: its writes are taken in queue
+    order while they fit ``share`` (its first write always); once one does not, the rest of that
+    database's writes are deferred, so no newer write of a database is stored before an older one
+    (compaction keeps the last written). ``None``: everything is taken."""
+
+    def __init__(self, share: int | None) -> None:
+        self.share = share
+        self.spent: dict[str, int] = {}
+        self.full: set[str] = set()
+
+    def take(self, batch: WriteBatch) -> bool:
+        if self.share is None:
+            return True
+        database, cost = batch.database, len(batch.parts)
+        if database in self.full or (database in self.spent and self.spent[database] + cost > self.share):
+            self.full.add(database)
+            return False
+        self.spent[database] = self.spent.get(database, 0) + cost
+        return True
+
+
+def decoded_bytes(batch: WriteBatch) -> int:
+    """What a decoded write holds in memory: its tables' buffers, or a queued body's bytes (the
+    table it fills is about as big)."""
+    return sum(len(part.body) if isinstance(part, ColumnarBody) else part.table.nbytes for part in batch.parts)
 
 
 def _is_sorted(times: pa.ChunkedArray) -> bool:

@@ -127,7 +127,12 @@ class Runtime:
         # The spool keeps a deferred write queued as it is; SQS would count it a failed delivery.
         share = INGEST_TABLES_PER_DATABASE if self.settings.backend == "local" else None
         return Ingestor(
-            self.catalog, self.store, self.settings.prefix, self.settings.row_group_rows, tables_per_database=share
+            self.catalog,
+            self.store,
+            self.settings.prefix,
+            self.settings.row_group_rows,
+            tables_per_database=share,
+            group_bytes=self.settings.ingest_group_bytes,
         )
 
     @functools.cached_property

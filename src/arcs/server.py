@@ -193,6 +193,13 @@ class _ByteBudget:
             self._changed.notify_all()
 
 
+ABANDONED = HttpResponse(
+    504,
+    {"Content-Type": "application/json", "Connection": "close"},
+    b'{"success":false,"error":"the server stopped before this request finished; it may or may not have taken effect"}',
+)
+
+
 class AsgiApp:
     """ASGI over a blocking ``handle``: each request screened on its head, its body read (bounded in
     size, time and number), then handled on a worker thread."""
@@ -211,8 +218,9 @@ class AsgiApp:
         self._bodies = _ByteBudget(limits.max_bodies * limits.max_request_bytes)
         self._by_caller: dict[str, int] = {}  # requests in flight per caller (event loop only)
 
-    def close(self) -> None:
-        self.executor.shutdown(wait=True, cancel_futures=True)
+    def close(self, wait: bool = True) -> None:
+        """Stop the workers; ``wait=False`` leaves a request still running to finish on its own."""
+        self.executor.shutdown(wait=wait, cancel_futures=True)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -259,6 +267,10 @@ class AsgiApp:
             else:
                 reserved = limit if "chunked" in headers.get("transfer-encoding", "").lower() else 0
             response = await self._answer(receive, (method, path, query, headers, client), limit, reserved, loop)
+        except asyncio.CancelledError:
+            # The server stopped before this request finished (its grace ran out): its outcome is
+            # unknown, as after a gateway time-out, and is answered so rather than as a 500.
+            response = ABANDONED
         finally:
             self._uncount_caller(caller)
         if response is not None:
@@ -415,11 +427,13 @@ def banner(url: str, token: str | None, configured: bool = False) -> str:
         lines += ["The admin token is the one set in ARCS_BOOTSTRAP_TOKEN; export it as ARCS_TOKEN.", ""]
     else:
         lines += ["The admin token was printed on first start; export it as ARCS_TOKEN.", ""]
+    # Double quotes, so the shell expands $ARCS_TOKEN; a body makes curl POST, and -L then follows a
+    # handed-off result (303) with a GET, which an explicit -X POST would turn into a POST.
     lines += [
         "Write a point, then query it (ingest takes about a second):",
-        f"  curl -sS -X POST '{url}/api/v1/write/line-protocol' -H \"Authorization: Bearer $ARCS_TOKEN\" "
+        f"  curl -sS '{url}/api/v1/write/line-protocol' -H \"Authorization: Bearer $ARCS_TOKEN\" "
         "--data-binary 'cpu,host=server01 usage=64.2'",
-        f"  curl -sS -X POST '{url}/api/v1/query' -H \"Authorization: Bearer $ARCS_TOKEN\" "
+        f"  curl -sS -L '{url}/api/v1/query' -H \"Authorization: Bearer $ARCS_TOKEN\" "
         "-H 'Content-Type: application/json' -d '{\"sql\": \"SELECT * FROM cpu\"}'",
     ]
     return "\n".join(lines)
@@ -485,8 +499,19 @@ def head_timed_protocol(head_timeout_s: float) -> type[asyncio.Protocol]:
     return HeadTimedH11Protocol
 
 
-def run_http(app: AsgiApp, host: str, port: int, token: str | None, configured_token: bool = False) -> None:
-    """Serve ``app`` until Ctrl-C or SIGTERM; once bound, print the banner and the listening line."""
+def run_http(
+    app: AsgiApp,
+    host: str,
+    port: int,
+    token: str | None,
+    configured_token: bool = False,
+    graceful_s: int | None = None,
+) -> None:
+    """Serve ``app`` until Ctrl-C or SIGTERM; once bound, print the banner and the listening line.
+
+    On the signal the listener closes at once; requests in flight get ``graceful_s`` seconds to
+    finish (None: as long as they take), then their connections are closed unanswered.
+    """
     import uvicorn
 
     config = uvicorn.Config(
@@ -500,6 +525,7 @@ def run_http(app: AsgiApp, host: str, port: int, token: str | None, configured_t
         # Connections (and requests in flight) beyond this are answered 503 at once. uvicorn counts
         # the connection asking among those open, so its limit is one above the number served.
         limit_concurrency=app.limits.max_connections + 1,
+        timeout_graceful_shutdown=graceful_s,
     )
     server = uvicorn.Server(config)
     original_startup = server.startup

@@ -101,6 +101,13 @@ def default_duckdb_memory_limit(memory: int) -> str:
     return f"{int(memory * DUCKDB_MEMORY_SHARE) // _MB}MB"
 
 
+def default_ingest_group_bytes(memory: int) -> int:
+    """Decoded bytes one ingest attempt holds: an eighth of the memory (the tables, their sorted
+    copy, the Parquet being encoded and the envelopes make several times that), within 64 MiB to
+    1 GiB. A single write is never split: one larger than this is an attempt of its own."""
+    return min(max(memory // 8, 64 * _MB), 1024 * _MB)
+
+
 def default_max_result_bytes(memory: int) -> int:
     return min(int(memory * RESULT_MEMORY_SHARE), MAX_DEFAULT_RESULT_BYTES)
 
@@ -137,6 +144,7 @@ class Settings:
     row_group_rows: int = 122_880
     ingest_batch_messages: int = 100
     ingest_batch_window_s: float = 0.2
+    ingest_group_bytes: int = 256 * 1024 * 1024  # from_env derives it from the memory
     duckdb_threads: int | None = None
     duckdb_memory_limit: str | None = None
     work_dir: Path | None = None
@@ -206,6 +214,9 @@ class Settings:
         work_dir = env.get(envvars.WORK_DIR)
         memory = memory_bytes(env)
         max_result_bytes = int(number(envvars.QUERY_MAX_RESULT_BYTES, default_max_result_bytes(memory)))
+        ingest_group_bytes = int(number(envvars.INGEST_GROUP_BYTES, default_ingest_group_bytes(memory)))
+        if ingest_group_bytes < 1:
+            raise ConfigError(f"{envvars.INGEST_GROUP_BYTES} must be 1 or more, got {ingest_group_bytes}")
         if max_result_bytes < 1:
             raise ConfigError(f"{envvars.QUERY_MAX_RESULT_BYTES} must be 1 or more, got {max_result_bytes}")
         return cls(
@@ -230,6 +241,7 @@ class Settings:
             row_group_rows=int(number(envvars.ROW_GROUP_ROWS, base.row_group_rows)),
             ingest_batch_messages=int(number(envvars.INGEST_BATCH_MESSAGES, base.ingest_batch_messages)),
             ingest_batch_window_s=number(envvars.INGEST_BATCH_WINDOW_S, base.ingest_batch_window_s),
+            ingest_group_bytes=ingest_group_bytes,
             duckdb_threads=int(threads) if threads else None,
             duckdb_memory_limit=env.get(envvars.DUCKDB_MEMORY_LIMIT) or default_duckdb_memory_limit(memory),
             work_dir=Path(work_dir) if work_dir else None,

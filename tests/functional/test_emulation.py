@@ -293,7 +293,7 @@ def test_batches_gather_up_to_the_batch_size_within_the_window(aws: AwsEnv) -> N
     send(aws, 25)
     recorder = Recorder()
     assert poller_on(aws, recorder, batch_size=20, batching_window_s=1.5).poll_once() == 20
-    assert poller_on(aws, recorder, batch_size=20, batching_window_s=0).poll_once() == 5
+    assert poller_on(aws, recorder, batch_size=20, batching_window_s=1).poll_once() == 5
     assert [len(e["Records"]) for e in recorder.events] == [20, 5]
     assert in_flight(aws) == 0
 
@@ -309,3 +309,26 @@ def test_the_poller_thread_stops_promptly(aws: AwsEnv) -> None:
     started = time.monotonic()
     poller.stop(timeout=5)
     assert not poller.is_alive() and time.monotonic() - started < 2
+
+
+def test_the_queue_refuses_a_message_over_sqs_1_mib_limit(emulation: Emulation) -> None:
+    from botocore.exceptions import ClientError
+
+    from arcs.adapters.aws import SQS_MAX_MESSAGE_BYTES
+
+    assert SQS_MAX_MESSAGE_BYTES == 1024 * 1024
+    sqs, queue_url = emulation.clients.sqs, emulation.resources["queue_url"]
+    with pytest.raises(ClientError, match="shorter than 1048576 bytes"):
+        sqs.send_message(QueueUrl=queue_url, MessageBody="x" * (SQS_MAX_MESSAGE_BYTES + 1))
+    # The edge's claim-check threshold keeps every queued write (base64, in JSON) under the limit.
+    assert emulation.settings.claim_check_bytes * 4 // 3 + 1024 < SQS_MAX_MESSAGE_BYTES
+
+
+def test_scheduled_and_triggered_compaction_are_asynchronous_invocations(emulation: Emulation) -> None:
+    response = call(emulation, "POST", "/api/v1/compaction/trigger", b"{}")
+    assert response.status in (200, 202), response.body
+    deadline = time.monotonic() + 30
+    while emulation.compact.invocations == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert emulation.compact.invocations >= 1 and not emulation.compact.failures
+    assert emulation.poller.batch_size == 10  # a 0.05 s window: Lambda takes no more than 10

@@ -322,6 +322,32 @@ def test_claim_check_write_round_trips_and_the_claim_object_goes(fn: Lambda, mon
     assert "Contents" not in fn.aws.s3.list_objects_v2(Bucket=fn.aws.bucket, Prefix=f"{PREFIX}/_arcs/claims/")
 
 
+def test_a_batch_of_large_claim_checked_writes_is_stored_in_byte_bounded_groups(
+    fn: Lambda, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight claim-checked writes of about 0.2 MB decoded each, one invocation, a 0.5 MB bound: the
+    batch is stored whole, in several attempts each holding at most the bound, nothing failed."""
+    monkeypatch.setenv("ARCS_CLAIM_CHECK_BYTES", "64")
+    monkeypatch.setenv("ARCS_INGEST_GROUP_BYTES", str(512 * 1024))
+    lambda_runtime.cache_clear()
+    lambda_app.cache_clear()
+    m = name("backfill")
+    for i in range(8):
+        fn.write(lp(m, 10_000, T0_NS + i * 10**10))
+    messages = fn.receive(8)
+    assert all("claim" in json.loads(message["Body"]) for message in messages)
+    assert fn.ingest(messages) == []
+    files = fn.runtime.catalog.list_files("default", m)
+    attempts = {f.commit_id for f in files}
+    assert 3 <= len(attempts) <= 8  # several groups: never the whole batch in memory at once
+    assert fn.count(m) == 80_000
+    assert fn.rows(f"SELECT count(DISTINCT time) FROM {m}") == [[80_000]]
+    assert "Contents" not in fn.aws.s3.list_objects_v2(Bucket=fn.aws.bucket, Prefix=f"{PREFIX}/_arcs/claims/")
+    # Redelivered whole (the poller died before deleting): every write is known, nothing doubles.
+    assert fn.ingest(messages) == []
+    assert fn.count(m) == 80_000
+
+
 # --- at-least-once delivery ----------------------------------------------------------------------
 def test_redelivered_event_whole_or_regrouped_leaves_exact_counts(fn: Lambda) -> None:
     m = name("dup")

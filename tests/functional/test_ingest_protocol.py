@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arcs import layout
-from arcs.ingest import Ingestor, QueuedWrite
+from arcs.decoders import columnar_lane
+from arcs.ingest import Ingestor, QueuedWrite, decoded_bytes
 from tests.helpers import BASE_US, HOUR_US, local_ports, make_batch, make_body_batch, queued, visible_rows
 
 STEPS = ["markers-read", "claimed", "file-written", "files-written", "committed", "files-listed"]
@@ -376,3 +377,27 @@ def test_a_database_of_many_measurements_takes_its_share_and_the_rest_waits_in_o
     assert runtime.spool.take(100) == []
     last = runtime.catalog.list_files("bulk", "m0_0")
     assert len(last) == 2 and last[0].commit_id < last[1].commit_id  # the later write, stored later
+
+
+def test_a_batch_over_the_byte_bound_is_stored_in_groups_each_within_it(ports) -> None:  # type: ignore[no-untyped-def]
+    store, catalog = ports
+    batches = [make_batch("db", "cpu", [BASE_US + i * 10_000 + j for j in range(2_000)]) for i in range(10)]
+    one = decoded_bytes(columnar_lane.scanned(batches[0]))
+    bound = 3 * one + one // 2  # three writes fit, a fourth does not
+    result = Ingestor(catalog, store, group_bytes=bound).ingest([queued(b) for b in batches])
+    assert sorted(result.committed) == sorted(b.write_id for b in batches)
+    assert not result.failed and not result.poison
+    assert result.groups == 4  # 3 + 3 + 3 + 1
+    assert result.largest_group_bytes <= bound
+    assert len({f.commit_id for f in result.files}) == 4
+    assert visible_rows(catalog, store, "db", "cpu").num_rows == 20_000
+
+
+def test_a_write_larger_than_the_bound_is_a_group_of_its_own(ports) -> None:  # type: ignore[no-untyped-def]
+    store, catalog = ports
+    big = make_batch("db", "mem", [BASE_US + j for j in range(5_000)])
+    small = make_batch("db", "mem", [BASE_US + 10_000 + j for j in range(10)])
+    result = Ingestor(catalog, store, group_bytes=1).ingest([queued(small), queued(big), queued(small, "again")])
+    assert result.groups == 2 and sorted(result.committed) == sorted([small.write_id, big.write_id])
+    assert result.already_done == ["again"]
+    assert visible_rows(catalog, store, "db", "mem").num_rows == 5_010

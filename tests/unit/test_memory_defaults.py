@@ -34,3 +34,11 @@ def test_settings_override_the_defaults() -> None:
     assert (settings.duckdb_memory_limit, settings.query_max_result_bytes) == ("1GB", 1000)
     with pytest.raises(ConfigError, match=envvars.QUERY_MAX_RESULT_BYTES):
         Settings.from_env({envvars.QUERY_MAX_RESULT_BYTES: "0"})
+
+
+@pytest.mark.parametrize(("function_mb", "group_bytes"), [(2048, 256 * MB), (256, 64 * MB), (10240, 1024 * MB)])
+def test_an_ingest_attempt_holds_an_eighth_of_the_function_memory(function_mb: int, group_bytes: int) -> None:
+    assert Settings.from_env({LAMBDA_MEMORY_MB: str(function_mb)}).ingest_group_bytes == group_bytes
+    assert Settings.from_env({envvars.INGEST_GROUP_BYTES: "1000"}).ingest_group_bytes == 1000
+    with pytest.raises(ConfigError, match=envvars.INGEST_GROUP_BYTES):
+        Settings.from_env({envvars.INGEST_GROUP_BYTES: "0"})

@@ -5,13 +5,14 @@ from arcs.emulation.functions import FakeLambdaContext, InvokeError, LambdaFunct
 from arcs.emulation.gateway import ApiGateway
 from arcs.emulation.local import Emulation, EmulationConfig, run_local, start_emulation
 from arcs.emulation.poller import SqsPoller, sqs_event
-from arcs.emulation.schedule import EventBridgeSchedule
+from arcs.emulation.schedule import AsyncInvoker, EventBridgeRule
 
 __all__ = [
     "ApiGateway",
+    "AsyncInvoker",
     "Emulation",
     "EmulationConfig",
-    "EventBridgeSchedule",
+    "EventBridgeRule",
     "FakeLambdaContext",
     "InvokeError",
     "LambdaFunction",

@@ -4,6 +4,10 @@ Each handler module is loaded from its file under a module name of its own (two 
 called ``handler.py``), once, like a warm container. An invocation gets a fake ``LambdaContext``
 and its event and result make the same JSON round trip, within the same 6 MB synchronous-invoke
 limit, as they would in Lambda. One function runs one invocation at a time, like one container.
+A function's configuration is checked against Lambda's ranges (memory, timeout, ``/tmp``), and
+its timeout is enforced: the caller gets ``Sandbox.Timedout`` when it passes. A thread cannot be
+killed, so the handler runs on in the background, holding the container until it returns (the
+next invocation waits for it, as it would for a fresh container). docs/aws-limits.md lists them.
 """
 
 from __future__ import annotations
@@ -30,6 +34,11 @@ Handler = Callable[[dict[str, Any], Any], Any]
 ACCOUNT_ID = "123456789012"
 #: Synchronous invocation payload, request and response each (what API Gateway and SQS use).
 LAMBDA_PAYLOAD_LIMIT = 6 * 1024 * 1024
+#: Asynchronous invocation payload (``InvocationType=Event``; 256 KB until October 2025).
+ASYNC_PAYLOAD_LIMIT = 1024 * 1024
+MEMORY_MB_RANGE = (128, 10_240)
+MAX_TIMEOUT_S = 900
+EPHEMERAL_STORAGE_MB_RANGE = (512, 10_240)
 
 
 def functions_dir() -> Path:
@@ -100,9 +109,20 @@ class LambdaFunction:
         *,
         timeout_s: float,
         memory_mb: int = 1024,
+        ephemeral_storage_mb: int = 512,
         region: str = "us-east-1",
         lock: threading.Lock | None = None,
     ) -> None:
+        # What Lambda's CreateFunction refuses, refused here too.
+        if not 0 < timeout_s <= MAX_TIMEOUT_S:
+            raise ValueError(f"{name}: a Lambda timeout is 1 to {MAX_TIMEOUT_S} s, got {timeout_s}")
+        if not MEMORY_MB_RANGE[0] <= memory_mb <= MEMORY_MB_RANGE[1]:
+            low, high = MEMORY_MB_RANGE
+            raise ValueError(f"{name}: Lambda memory is {low} to {high} MB, got {memory_mb}")
+        if not EPHEMERAL_STORAGE_MB_RANGE[0] <= ephemeral_storage_mb <= EPHEMERAL_STORAGE_MB_RANGE[1]:
+            low, high = EPHEMERAL_STORAGE_MB_RANGE
+            raise ValueError(f"{name}: Lambda's /tmp is {low} to {high} MB, got {ephemeral_storage_mb}")
+        self.ephemeral_storage_mb = ephemeral_storage_mb
         self.name = name
         self.handler = handler
         self.timeout_s = timeout_s
@@ -111,31 +131,48 @@ class LambdaFunction:
         # Functions whose modules share state (one resolver) share a lock: they share a container.
         self.lock = lock or threading.Lock()
 
-    def invoke(self, event: dict[str, Any]) -> Any:
-        """Run the handler on a JSON copy of ``event``; a raise becomes ``InvokeError`` ("Unhandled")."""
+    def invoke(self, event: dict[str, Any], wait_s: float | None = None) -> Any:
+        """Run the handler on a JSON copy of ``event``; a raise becomes ``InvokeError`` ("Unhandled").
+
+        The function's timeout ends the invocation (``Sandbox.Timedout``); ``wait_s``, shorter, is
+        how long the caller waits for it (API Gateway's integration timeout): ``IntegrationTimeout``.
+        """
         request = json.dumps(event)
         if len(request) > LAMBDA_PAYLOAD_LIMIT:
             raise InvokeError(
                 "RequestEntityTooLargeException",
                 f"the event is {len(request)} bytes; a Lambda function takes at most {LAMBDA_PAYLOAD_LIMIT}",
             )
-        with self.lock:
-            started = time.monotonic()
-            context = FakeLambdaContext(self.name, self.memory_mb, self.arn, started + self.timeout_s)
+        called = time.monotonic()
+        # The container is busy until its last invocation returns, even one timed out.
+        if not self.lock.acquire(timeout=-1 if wait_s is None else wait_s):
+            raise InvokeError("IntegrationTimeout", f"{self.name} was busy for {wait_s:g} s")
+        started = time.monotonic()
+        context = FakeLambdaContext(self.name, self.memory_mb, self.arn, started + self.timeout_s)
+        outcome: list[Any] = []
+        done = threading.Event()
+
+        def run() -> None:
             try:
-                result = self.handler(json.loads(request), context)
+                outcome.append(self.handler(json.loads(request), context))
             except Exception as exc:
-                raise InvokeError(type(exc).__name__, str(exc)) from exc
+                outcome.append(exc)
             finally:
+                done.set()
+                self.lock.release()
                 elapsed = time.monotonic() - started
                 if elapsed > self.timeout_s:
-                    # A thread cannot be stopped; Lambda would have killed this invocation.
-                    logger.warning(
-                        "%s ran %.1f s, over its %.0f s timeout: Lambda would have stopped it",
-                        self.name,
-                        elapsed,
-                        self.timeout_s,
-                    )
+                    logger.warning("%s returned after %.1f s, past its timeout", self.name, elapsed)
+
+        threading.Thread(target=run, name=f"lambda-{self.name}", daemon=True).start()
+        waited = self.timeout_s if wait_s is None else max(0.0, min(wait_s - (started - called), self.timeout_s))
+        if not done.wait(waited):
+            if waited < self.timeout_s:
+                raise InvokeError("IntegrationTimeout", f"{self.name} did not answer within {wait_s:g} s")
+            raise InvokeError("Sandbox.Timedout", f"Task timed out after {self.timeout_s:.2f} seconds")
+        (result,) = outcome
+        if isinstance(result, Exception):
+            raise InvokeError(type(result).__name__, str(result)) from result
         try:
             response = json.dumps(result)
         except (TypeError, ValueError) as exc:

@@ -33,6 +33,9 @@ logger = logging.getLogger(__name__)
 
 #: API Gateway REST's payload limit; bigger requests never reach a function.
 API_GATEWAY_PAYLOAD_LIMIT = 10 * 1024 * 1024
+#: API Gateway REST's integration timeout (the default and, for regional APIs, the most without a
+#: quota increase): a function that has not answered by then is a 504 to the caller.
+API_GATEWAY_TIMEOUT_S = 29.0
 API_ID = "arcslocal"
 
 
@@ -78,7 +81,9 @@ class ApiGateway:
         identity_sources: Sequence[str] = (),
         region: str = "us-east-1",
         stage: str = "local",
+        integration_timeout_s: float = API_GATEWAY_TIMEOUT_S,
     ) -> None:
+        self.integration_timeout_s = integration_timeout_s
         self.authorizer = authorizer
         self.writes = writes
         self.queries = queries
@@ -124,10 +129,13 @@ class ApiGateway:
                 return refused
         function = self.writes if is_write_path(path) else self.queries
         try:
-            return http_response(function.invoke(event))
+            return http_response(function.invoke(event, wait_s=self.integration_timeout_s))
         except InvokeError as exc:
             if exc.error_type == "RequestEntityTooLargeException":
                 return json_error(413, exc.message)
+            if exc.error_type == "IntegrationTimeout":
+                logger.error("%s on %s %s: %s", function.name, method, path, exc.message)
+                return json_error(504, "Endpoint request timed out")
             logger.error("%s failed on %s %s: %s", function.name, method, path, exc)
             # What API Gateway answers when the integration fails or returns garbage.
             return json_error(502, "Internal server error")

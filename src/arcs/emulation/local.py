@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
@@ -27,10 +28,9 @@ import boto3
 from arcs import envvars
 from arcs.adapters.aws import AwsClients, AwsResources, create_resources
 from arcs.emulation.functions import LambdaFunction, load_handler
-from arcs.emulation.gateway import API_GATEWAY_PAYLOAD_LIMIT, ApiGateway
-from arcs.emulation.poller import SqsPoller
-from arcs.emulation.schedule import EventBridgeSchedule
-from arcs.schedule import PeriodicTask
+from arcs.emulation.gateway import API_GATEWAY_PAYLOAD_LIMIT, API_GATEWAY_TIMEOUT_S, ApiGateway
+from arcs.emulation.poller import SQS_RECEIVE_MAX, SqsPoller
+from arcs.emulation.schedule import AsyncInvoker, EventBridgeRule
 from arcs.settings import ConfigError, Settings
 
 if TYPE_CHECKING:
@@ -51,7 +51,8 @@ _RESOURCE_PREFIX = re.compile(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")
 
 #: Dummy credentials: moto accepts any, and real ones must never be needed (or sent) here.
 DUMMY_KEY = "testing"
-API_TIMEOUT_S = 29.0  # API Gateway's integration timeout bounds the HTTP functions
+API_TIMEOUT_S = API_GATEWAY_TIMEOUT_S  # the stack's timeout of the HTTP functions
+QUERY_TIMEOUT_MARGIN_S = 4  # the stack's query budget: the function's timeout less this
 COMPACT_FUNCTION = "arcs-compact"
 
 
@@ -139,26 +140,48 @@ class Emulation:
     settings: Settings
     gateway: ApiGateway
     poller: SqsPoller
-    schedule: EventBridgeSchedule
+    compact: AsyncInvoker  # the compact function's asynchronous queue: the trigger route and the rules
+    rules: list[EventBridgeRule]
     clients: AwsClients
     work_dir: str
     moto: ThreadedMotoServer | None = None
     admin_token: str | None = None
-    cq_schedule: PeriodicTask | None = None
-    retention_schedule: PeriodicTask | None = None
 
-    def close(self) -> None:
-        if self.cq_schedule is not None:
-            self.cq_schedule.stop()
-        if self.retention_schedule is not None:
-            self.retention_schedule.stop()
-        self.poller.stop(timeout=self.poller.wait_s + self.poller.function.timeout_s + 5)
-        self.schedule.stop(timeout=30)  # a compaction cut short here is finished by the next run
+    def close(self, grace_s: float = 3.0) -> None:
+        """Stop the rules, the poller and the async queue, waiting at most ``grace_s`` for each.
+
+        An invocation still running then is abandoned, as Lambda abandons one when its environment
+        shuts down: a batch not deleted stays in SQS and comes back (the ingest protocol aborts the
+        attempt it finds unfinished); a compaction cut short is finished by the next run.
+        """
+        for rule in self.rules:
+            rule.stop(timeout=grace_s)
+        self.poller.stop(timeout=grace_s)
+        queues = {id(rule.target): rule.target for rule in self.rules}
+        queues[id(self.compact)] = self.compact
+        for queue in queues.values():
+            queue.stop(timeout=grace_s)
         self.clients.close()
         if self.moto is not None:
             self.moto.stop()
         shutil.rmtree(self.work_dir, ignore_errors=True)
         logger.info("emulation stopped")
+
+
+def event_source_batch_size(settings: Settings, env: Mapping[str, str] | None = None) -> int:
+    """The event source mapping's batch size: Lambda takes more than 10 only with a batching window
+    of at least 1 s, so with a shorter window ``arcs local`` batches 10 unless told otherwise, and
+    refuses a batch size set explicitly that AWS would refuse."""
+    env = os.environ if env is None else env
+    size, window = settings.ingest_batch_messages, settings.ingest_batch_window_s
+    if size <= SQS_RECEIVE_MAX or window >= 1:
+        return size
+    if env.get(envvars.INGEST_BATCH_MESSAGES):
+        raise ConfigError(
+            f"{envvars.INGEST_BATCH_MESSAGES}={size} needs {envvars.INGEST_BATCH_WINDOW_S} of at least 1 "
+            f"(got {window:g}): Lambda's SQS event source takes more than 10 messages only with a 1 s window"
+        )
+    return SQS_RECEIVE_MAX
 
 
 def start_moto(port: int) -> tuple[ThreadedMotoServer, str]:
@@ -214,6 +237,9 @@ def start_emulation(config: EmulationConfig, set_env: Callable[[str, str], Any] 
         if config.express_bucket:
             set_env(envvars.EXPRESS_BUCKET, config.express_bucket)  # as the stack sets it on query, ingest, compact
         set_env(envvars.COMPACT_FUNCTION, COMPACT_FUNCTION)
+        if not os.environ.get(envvars.QUERY_TIMEOUT_S):
+            # As the stack sets it: a query stops with its own clear 503 before the gateway's 504.
+            set_env(envvars.QUERY_TIMEOUT_S, str(int(API_TIMEOUT_S) - QUERY_TIMEOUT_MARGIN_S))
         # The environment is final: now the functions may load, as in a fresh container.
         lambda_runtime.cache_clear()
         lambda_app.cache_clear()
@@ -255,16 +281,23 @@ def start_emulation(config: EmulationConfig, set_env: Callable[[str, str], Any] 
             resources["queue_url"],
             resources["queue_arn"],
             ingest,
-            batch_size=settings.ingest_batch_messages,
+            batch_size=event_source_batch_size(settings),
             batching_window_s=settings.ingest_batch_window_s,
             region=config.region,
         )
-        compact = LambdaFunction(
-            COMPACT_FUNCTION, load_handler("compact"), timeout_s=900, memory_mb=4096, region=config.region
+        compact = AsyncInvoker(
+            LambdaFunction(
+                COMPACT_FUNCTION,
+                load_handler("compact"),
+                timeout_s=900,
+                memory_mb=4096,
+                ephemeral_storage_mb=10_240,
+                region=config.region,
+            )
         )
-        schedule = EventBridgeSchedule(compact, settings.compaction.interval_s, region=config.region)
+        rules = scheduled_rules(config, settings, compact)
         runtime = lambda_runtime()
-        runtime.use_invoker(schedule.invoke_async)  # the Lambda service, for the trigger route
+        runtime.use_invoker(compact.invoke_async)  # the Lambda service, for the trigger route
         token = runtime.tokens.bootstrap(settings.bootstrap_token)
     except BaseException:
         if moto is not None:
@@ -272,46 +305,42 @@ def start_emulation(config: EmulationConfig, set_env: Callable[[str, str], Any] 
         shutil.rmtree(work_dir, ignore_errors=True)
         raise
     emulation = Emulation(
-        config, endpoint, resources, settings, gateway, poller, schedule, clients, work_dir, moto, token
+        config, endpoint, resources, settings, gateway, poller, compact, rules, clients, work_dir, moto, token
     )
     poller.start()
-    emulation.cq_schedule = continuous_queries_schedule(config)
-    emulation.retention_schedule = retention_policies_schedule(config)
-    schedule.start()
+    compact.start()
+    for rule in rules:
+        rule.start()
     return emulation
 
 
-def continuous_queries_schedule(config: EmulationConfig) -> PeriodicTask | None:
-    """EventBridge's rule: the continuous-queries function invoked with the stack's constant input."""
-    if config.cq_schedule_s <= 0:
-        return None
-    function = LambdaFunction(
-        "arcs-continuous-queries",
-        load_handler("compact"),
-        timeout_s=900,
-        region=config.region,
-    )
-    schedule = PeriodicTask(
-        "cq-schedule", config.cq_schedule_s, lambda: function.invoke({"task": "continuous_queries"})
-    )
-    schedule.start()
-    return schedule
+def scheduled_rules(config: EmulationConfig, settings: Settings, compact: AsyncInvoker) -> list[EventBridgeRule]:
+    """The stack's EventBridge rules (``infra/compact.py``): each sends the compact function
+    ``{"task": <task>}``, asynchronously. Lambda runs concurrent invocations in environments of
+    their own, so each rule here has its own queue and container besides the trigger route's,
+    and a long compaction does not hold continuous queries back."""
+    every_s = settings.compaction.interval_s
+    rules = [EventBridgeRule("arcs-compaction-schedule", compact, every_s, {"task": "compaction"})]
+    for task, every_s in (("continuous_queries", config.cq_schedule_s), ("retention", config.retention_schedule_s)):
+        if every_s > 0:
+            name = f"{COMPACT_FUNCTION}-{task.replace('_', '-')}"
+            target = AsyncInvoker(LambdaFunction(name, load_handler("compact"), timeout_s=900, region=config.region))
+            target.start()
+            rules.append(EventBridgeRule(f"arcs-{task.replace('_', '-')}-schedule", target, every_s, {"task": task}))
+    return rules
 
 
-def retention_policies_schedule(config: EmulationConfig) -> PeriodicTask | None:
-    """The rule that applies retention policies: the compact function with ``{"task": "retention"}``."""
-    if config.retention_schedule_s <= 0:
-        return None
-    function = LambdaFunction("arcs-retention", load_handler("compact"), timeout_s=900, region=config.region)
-    schedule = PeriodicTask(
-        "retention-schedule", config.retention_schedule_s, lambda: function.invoke({"task": "retention"})
-    )
-    schedule.start()
-    return schedule
+#: How long a stopping ``arcs local`` waits for each part's work in flight before abandoning it.
+STOP_GRACE_S = 3
 
 
 def run_local(host: str, port: int, moto_port: int = 0, workers: int = 8) -> None:
-    """Run until Ctrl-C or SIGTERM, then stop the HTTP front, the poller and the emulator, in order."""
+    """Run until Ctrl-C or SIGTERM, then stop as a server does, within a few seconds: the listener
+    closes, requests in flight get ``STOP_GRACE_S`` to finish, then the rules, the poller and the
+    async queues stop, and the emulator. Invocations still running are abandoned, as Lambda
+    abandons them when an environment shuts down: nothing acknowledged is lost (a write answered
+    204 is in SQS; a batch not deleted is delivered again), and the process exits 0 without
+    waiting for them."""
     from arcs.server import AsgiApp, HttpLimits, run_http
 
     emulation = start_emulation(EmulationConfig.from_env(moto_port=moto_port))
@@ -334,7 +363,22 @@ def run_local(host: str, port: int, moto_port: int = 0, workers: int = 8) -> Non
     limits = replace(HttpLimits.of(settings, workers), max_request_bytes=API_GATEWAY_PAYLOAD_LIMIT)
     app = AsgiApp(emulation.gateway.handle, limits, screen=emulation.gateway.screen)
     try:
-        run_http(app, host, port, emulation.admin_token, configured_token=settings.bootstrap_token is not None)
+        run_http(
+            app,
+            host,
+            port,
+            emulation.admin_token,
+            configured_token=settings.bootstrap_token is not None,
+            graceful_s=STOP_GRACE_S,
+        )
     finally:
-        app.close()
-        emulation.close()
+        app.close(wait=False)
+        emulation.close(grace_s=STOP_GRACE_S)
+    abandoned = [t.name for t in threading.enumerate() if t.is_alive() and t.name.startswith("lambda-")]
+    if abandoned:
+        logger.warning("abandoned invocations still running: %s", ", ".join(abandoned))
+    # The interpreter would join the request workers, each waiting on an abandoned invocation.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

@@ -104,9 +104,9 @@ class SqsPoller(threading.Thread):
         if not 0 <= batching_window_s <= 300:
             raise ValueError(f"batching window must be 0 to 300 s, got {batching_window_s}")
         if batch_size > SQS_RECEIVE_MAX and batching_window_s < 1:
-            logger.info(
-                "AWS requires a batching window of at least 1 s for batches over 10; this one is %s s",
-                batching_window_s,
+            # CreateEventSourceMapping refuses this: batches over 10 need a window of at least 1 s.
+            raise ValueError(
+                f"a batch size of {batch_size} needs a batching window of at least 1 s, got {batching_window_s} s"
             )
         self.sqs = sqs
         self.queue_url = queue_url
