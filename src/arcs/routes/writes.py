@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
@@ -22,6 +22,19 @@ Lookup = Callable[[str], "str | None"]
 
 def is_write_path(path: str) -> bool:
     return path in WRITE_PATHS or path.startswith(WRITE_PREFIX)
+
+
+def declared_too_large(method: str, path: str, headers: Mapping[str, str], limit: int) -> str | None:
+    """Why a write is refused on its head alone: its declared ``Content-Length`` is over ``limit``.
+
+    None for anything else (other routes, no declared length): the write path still checks the
+    body it gets."""
+    if method.upper() != "POST" or not is_write_path(path):
+        return None
+    declared = next((value.strip() for key, value in headers.items() if key.lower() == "content-length"), "")
+    if declared.isdigit() and int(declared) > limit:
+        return f"body is {declared} bytes; the limit is {limit}"
+    return None
 
 
 def write_database(path: str, header: Lookup, param: Lookup) -> str:
