@@ -17,7 +17,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from arcs.routes.health import PING_BUILD, PING_VERSION
-from arcs.settings import AWS_MAX_REQUEST_BYTES
+from arcs.settings import AWS_TOO_LARGE_MESSAGE
 from infra.nag import acknowledge
 
 #: The write routes of API.md, all POST, all served by the edge function.
@@ -42,10 +42,6 @@ _ERROR_TEMPLATE = '{"success": false, "error": $context.error.messageString}'
 #: is that write's 413, in the API's error shape, instead of the 500 API Gateway answers when
 #: Lambda refuses the invoke. A static text: nothing of the request goes into it.
 TOO_LARGE_STATUS = 413
-TOO_LARGE_MESSAGE = (
-    f"request body too large: a write through API Gateway takes at most {AWS_MAX_REQUEST_BYTES} bytes "
-    "(Lambda is invoked with at most 6 MB, and the body travels base64-encoded)"
-)
 
 
 @dataclass(frozen=True)
@@ -131,7 +127,7 @@ class ArcsApi(Construct):
             "GatewayACCESS_DENIED",
             type=apigw.ResponseType.ACCESS_DENIED,
             status_code=str(TOO_LARGE_STATUS),
-            templates={"application/json": json.dumps({"success": False, "error": TOO_LARGE_MESSAGE})},
+            templates={"application/json": json.dumps({"success": False, "error": AWS_TOO_LARGE_MESSAGE})},
         )
 
         # One invoke permission per function for this API (any stage, method, path), not one per method:

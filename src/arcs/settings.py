@@ -34,6 +34,12 @@ PROXY_EVENT_RESERVE_BYTES = 64 * 1024
 #: carries it base64-encoded (4 bytes per 3), and that plus the rest of the event must fit one
 #: synchronous invoke. 4,669,440 bytes (4.45 MiB); larger bodies are answered 413 before any function.
 AWS_MAX_REQUEST_BYTES = (LAMBDA_SYNC_PAYLOAD_BYTES - PROXY_EVENT_RESERVE_BYTES) // 4 * 3
+#: How the API on AWS answers a write declaring more (the authorizer denies it; the stack's
+#: ``ACCESS_DENIED`` gateway response, and the emulated gateway, say this with a 413).
+AWS_TOO_LARGE_MESSAGE = (
+    f"request body too large: a write through API Gateway takes at most {AWS_MAX_REQUEST_BYTES} bytes "
+    "(Lambda is invoked with at most 6 MB, and the body travels base64-encoded)"
+)
 
 
 @dataclass(frozen=True, slots=True)
