@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
@@ -12,29 +12,10 @@ from arcs.decoders import WireFormat
 from arcs.names import DEFAULT_DATABASE
 from arcs.routes.request import RequestView
 from arcs.runtime import Runtime
+from arcs.write_paths import is_write_path as is_write_path  # the HTTP fronts import it from here
 from arcs.writes import WriteRequest
 
-#: The write routes: InfluxDB's two, and Arc's under the prefix.
-WRITE_PATHS = frozenset({"/write", "/api/v2/write"})
-WRITE_PREFIX = "/api/v1/write/"
 Lookup = Callable[[str], "str | None"]
-
-
-def is_write_path(path: str) -> bool:
-    return path in WRITE_PATHS or path.startswith(WRITE_PREFIX)
-
-
-def declared_too_large(method: str, path: str, headers: Mapping[str, str], limit: int) -> str | None:
-    """Why a write is refused on its head alone: its declared ``Content-Length`` is over ``limit``.
-
-    None for anything else (other routes, no declared length): the write path still checks the
-    body it gets."""
-    if method.upper() != "POST" or not is_write_path(path):
-        return None
-    declared = next((value.strip() for key, value in headers.items() if key.lower() == "content-length"), "")
-    if declared.isdigit() and int(declared) > limit:
-        return f"body is {declared} bytes; the limit is {limit}"
-    return None
 
 
 def write_database(path: str, header: Lookup, param: Lookup) -> str:
