@@ -18,6 +18,7 @@ from constructs import Construct
 
 from arcs.routes.health import PING_BUILD, PING_VERSION
 from arcs.settings import AWS_TOO_LARGE_MESSAGE
+from arcs.write_paths import is_write_path
 from infra.nag import acknowledge
 
 #: The write routes of API.md, all POST, all served by the edge function.
@@ -203,8 +204,9 @@ class ArcsApi(Construct):
 
     def _fallback(self, resource: apigw.IResource) -> None:
         """Routes under ``resource`` not declared explicitly go to the query function, with a token:
-        checked by the cached authorizer under ``/api/v1`` (Arc's API, Authorization header),
-        by the uncached one elsewhere (InfluxDB's paths, whose clients may send ``?u=&p=``).
+        checked by the cached authorizer under ``/api/v1`` (Arc's API, Authorization header) but
+        its write prefix, by the uncached one elsewhere (InfluxDB's paths, whose clients may send
+        ``?u=&p=``, and wherever the authorizer may deny a write for its size).
 
         ``{proxy+}`` takes the tree below ``resource`` and ``ANY`` the resource itself, so that
         routing never depends on whether API Gateway falls back from a static resource (``/api``)
@@ -214,7 +216,9 @@ class ArcsApi(Construct):
             return
         self._routed.add(resource.path)
         arc_api = resource.path == ARC_API or resource.path.startswith(ARC_API + "/")
-        authorizer = self._token_authorizer if arc_api else self._request_authorizer
+        # Under the write prefix the authorizer may deny an oversized write: never cache that.
+        cached = arc_api and not is_write_path(resource.path + "/")
+        authorizer = self._token_authorizer if cached else self._request_authorizer
         resource.add_method("ANY", self._query, authorizer=authorizer)
         resource.add_proxy(
             default_integration=self._query,

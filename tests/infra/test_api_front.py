@@ -27,6 +27,7 @@ from infra.stack import TOKEN_CACHE_TTL_S, ArcsStack
 from arcs import layout
 from arcs.adapters.aws_sqs import claim_key
 from arcs.settings import AWS_MAX_REQUEST_BYTES, AWS_TOO_LARGE_MESSAGE
+from arcs.write_paths import declared_too_large, is_write_path
 
 pytestmark = pytest.mark.infra
 
@@ -290,6 +291,18 @@ def test_a_write_the_authorizer_denies_for_its_size_is_a_413_in_the_api_error_sh
     request_authorizer = {"Ref": synth.logical_id(synth.stack.authorizer.request_authorizer)}
     for path in WRITE_PATHS:
         assert methods[(path, "POST")]["AuthorizerId"] == request_authorizer, path
+
+
+def test_no_route_where_the_authorizer_may_deny_is_cached(synth: Synth) -> None:
+    """A cached Deny would refuse the caller's every route for the TTL: the cached authorizer
+    never sees a path the authorizer treats as a write (``arcs.write_paths``)."""
+    cached = {"Ref": synth.logical_id(synth.stack.authorizer.token_authorizer)}
+    on_cached = [path for (path, _), m in _methods(synth).items() if m.get("AuthorizerId") == cached]
+    assert "/api/v1/{proxy+}" in on_cached
+    for path in on_cached:
+        for concrete in (path, path.replace("{proxy+}", "anything")):
+            assert not is_write_path(concrete), path
+            assert declared_too_large("POST", concrete, {"Content-Length": str(10**9)}, AWS_MAX_REQUEST_BYTES) is None
 
 
 # --- the query function's objects -----------------------------------------------------------------

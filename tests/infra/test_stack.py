@@ -520,7 +520,7 @@ def test_routes_writes_to_the_edge_and_the_rest_to_query(synth: Synth) -> None:
         assert method["AuthorizationType"] == "CUSTOM", (path, verb)
         if (path, verb) not in {(p, "POST") for p in WRITE_PATHS}:
             assert target(method) == query, (path, verb)
-            arc_api = path == "/api/v1" or path.startswith("/api/v1/")
+            arc_api = (path == "/api/v1" or path.startswith("/api/v1/")) and not path.startswith("/api/v1/write")
             assert method["AuthorizerId"] == (cached if arc_api else uncached), (path, verb)
 
 
