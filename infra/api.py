@@ -16,7 +16,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from arcs.routes.health import PING_BUILD, PING_VERSION
+from arcs.routes.health import PING_BUILD, PING_VERSION, PROBE_METHODS
 from arcs.settings import AWS_TOO_LARGE_MESSAGE
 from arcs.write_paths import is_write_path
 from infra.nag import acknowledge
@@ -31,10 +31,6 @@ WRITE_PATHS: tuple[str, ...] = (
 )
 #: Arc's own API (but the writes): its clients send the token in the Authorization header.
 ARC_API = "/api/v1"
-#: Probes: the only routes without a token. API Gateway answers them itself (a MOCK integration),
-#: in the standalone server's shape, so an anonymous request never reaches a function (nor data).
-PUBLIC_PATHS: tuple[str, ...] = ("/health", "/ping", "/ready")
-PROBE_METHODS: tuple[str, ...] = ("GET", "HEAD")
 BINARY_MEDIA_TYPES = ["*/*"]
 # Errors the gateway itself answers (no/invalid token, throttled, too large, timeout) in API.md's shape.
 _ERROR_TEMPLATE = '{"success": false, "error": $context.error.messageString}'
@@ -53,13 +49,16 @@ class Probe:
     headers: Mapping[str, str] = field(default_factory=dict)
 
 
-#: What the gateway answers on each probe: ``/health`` and ``/ready`` as ``arcs.routes.health``
-#: does (without uptime: no process answers), ``/ping`` as InfluxDB does (204 and its version header).
+#: The probes, the only routes without a token, and what the gateway answers on each (a MOCK
+#: integration, so an anonymous request never reaches a function, nor data): ``/health`` and
+#: ``/ready`` as ``arcs.routes.health`` does (without uptime: no process answers), ``/ping`` as
+#: InfluxDB does (204 and its version header).
 PROBES: Mapping[str, Probe] = {
     "/health": Probe(200, '{"status": "ok", "time": "$context.requestTime"}'),
     "/ready": Probe(200, '{"status": "ready"}'),
     "/ping": Probe(204, headers={"X-Influxdb-Version": PING_VERSION, "X-Influxdb-Build": PING_BUILD}),
 }
+PUBLIC_PATHS: tuple[str, ...] = tuple(PROBES)
 #: A probe usually has no body and no Content-Type (read as JSON); these are the types clients send.
 _PROBE_REQUEST_TYPES = (
     "application/json",
