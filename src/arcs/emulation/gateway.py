@@ -8,9 +8,11 @@ responses make them (``UNAUTHORIZED`` 401, ``ACCESS_DENIED`` 413, ``AUTHORIZER_F
 
 Result caching follows API Gateway: with a TTL and identity sources, the policy is cached per
 identity (the sources' values) and re-evaluated for each method ARN, and a request lacking any
-identity source is refused (401) without calling the authorizer. The stack leaves caching off
-(``infra/authorizer.py`` says why: clients send the token in one of three places), and so does
-``arcs local`` unless ``ARCS_LOCAL_AUTHORIZER_CACHE_TTL_S`` turns it on.
+identity source is refused (401) without calling the authorizer. Writes are never cached. The
+stack caches on ``Authorization`` under ``/api/v1`` only (``infra/authorizer.py`` says why);
+``arcs local`` caches nothing unless ``ARCS_LOCAL_AUTHORIZER_CACHE_TTL_S`` turns it on (for
+every path but the writes and the probes: here the probes reach the query function, there the
+gateway answers them itself).
 """
 
 from __future__ import annotations
