@@ -7,11 +7,18 @@ MessagePack, gzip and zstd arrive byte for byte.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from arcs.routes.health import PING_BUILD, PING_VERSION, PROBE_METHODS
+from arcs.settings import AWS_TOO_LARGE_MESSAGE
+from arcs.write_paths import is_write_path
 from infra.nag import acknowledge
 
 #: The write routes of API.md, all POST, all served by the edge function.
@@ -22,11 +29,43 @@ WRITE_PATHS: tuple[str, ...] = (
     "/write",
     "/api/v2/write",
 )
-#: Probes: the only routes without a token.
-PUBLIC_PATHS: tuple[str, ...] = ("/health", "/ready")
+#: Arc's own API (but the writes): its clients send the token in the Authorization header.
+ARC_API = "/api/v1"
 BINARY_MEDIA_TYPES = ["*/*"]
 # Errors the gateway itself answers (no/invalid token, throttled, too large, timeout) in API.md's shape.
 _ERROR_TEMPLATE = '{"success": false, "error": $context.error.messageString}'
+#: The authorizers deny exactly one thing (any other refusal is a 401): a write declaring a body
+#: larger than reaches the edge function on AWS (``functions/authorizer``). So ``ACCESS_DENIED``
+#: is that write's 413, in the API's error shape, instead of the 500 API Gateway answers when
+#: Lambda refuses the invoke. A static text: nothing of the request goes into it.
+TOO_LARGE_STATUS = 413
+
+
+@dataclass(frozen=True)
+class Probe:
+    status: int
+    #: The mapping template of the answer; empty: no body.
+    body: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+#: The probes, the only routes without a token, and what the gateway answers on each (a MOCK
+#: integration, so an anonymous request never reaches a function, nor data): ``/health`` and
+#: ``/ready`` as ``arcs.routes.health`` does (without uptime: no process answers), ``/ping`` as
+#: InfluxDB does (204 and its version header).
+PROBES: Mapping[str, Probe] = {
+    "/health": Probe(200, '{"status": "ok", "time": "$context.requestTime"}'),
+    "/ready": Probe(200, '{"status": "ready"}'),
+    "/ping": Probe(204, headers={"X-Influxdb-Version": PING_VERSION, "X-Influxdb-Build": PING_BUILD}),
+}
+PUBLIC_PATHS: tuple[str, ...] = tuple(PROBES)
+#: A probe usually has no body and no Content-Type (read as JSON); these are the types clients send.
+_PROBE_REQUEST_TYPES = (
+    "application/json",
+    "text/plain",
+    "application/octet-stream",
+    "application/x-www-form-urlencoded",
+)
 
 
 class ArcsApi(Construct):
@@ -37,7 +76,8 @@ class ArcsApi(Construct):
         *,
         edge: lambda_.IFunction,
         query: lambda_.IFunction,
-        authorizer: apigw.IAuthorizer,
+        token_authorizer: apigw.IAuthorizer,
+        request_authorizer: apigw.IAuthorizer,
         stage_name: str = "prod",
         throttling_rate_limit: int = 1000,
         throttling_burst_limit: int = 2000,
@@ -83,28 +123,53 @@ class ArcsApi(Construct):
                 type=response_type,
                 templates={"application/json": _ERROR_TEMPLATE},
             )
+        self.api.add_gateway_response(
+            "GatewayACCESS_DENIED",
+            type=apigw.ResponseType.ACCESS_DENIED,
+            status_code=str(TOO_LARGE_STATUS),
+            templates={"application/json": json.dumps({"success": False, "error": AWS_TOO_LARGE_MESSAGE})},
+        )
 
         # One invoke permission per function for this API (any stage, method, path), not one per method:
         # the API has ~20 methods and a function's resource policy is capped at 20 KB.
         self._edge = apigw.LambdaIntegration(edge, scope_permission_to_method=False)
         self._query = apigw.LambdaIntegration(query, scope_permission_to_method=False)
-        self._authorizer = authorizer
+        self._token_authorizer = token_authorizer
+        self._request_authorizer = request_authorizer
         self._routed: set[str] = set()
 
         self._fallback(self.api.root)
         for path in WRITE_PATHS:
             resource = self._resource(path)
-            resource.add_method("POST", self._edge, authorizer=authorizer)
-        for path in PUBLIC_PATHS:
+            # Uncached: InfluxDB clients send the token in the query or the header, and the
+            # authorizer checks each write's declared length.
+            resource.add_method("POST", self._edge, authorizer=request_authorizer)
+        for path, probe in PROBES.items():
             resource = self._resource(path)
-            method = resource.add_method("GET", self._query, authorization_type=apigw.AuthorizationType.NONE)
-            acknowledge(method, "AwsSolutions-APIG4", "Health and readiness probes answer without a token (API.md).")
+            for verb in PROBE_METHODS:
+                method = resource.add_method(
+                    verb,
+                    _probe_integration(probe),
+                    authorization_type=apigw.AuthorizationType.NONE,
+                    method_responses=[
+                        apigw.MethodResponse(
+                            status_code=str(probe.status),
+                            response_parameters={f"method.response.header.{name}": True for name in _headers(probe)},
+                        )
+                    ],
+                )
+                acknowledge(
+                    method,
+                    "AwsSolutions-APIG4",
+                    "Health, readiness and ping probes answer without a token, from API Gateway itself "
+                    "(a MOCK integration): no function, no data.",
+                )
 
         acknowledge(
             self.api,
             "AwsSolutions-COG4",
             "Clients authenticate with Arc tokens (Bearer/Token/Basic header, x-api-key or ?p=), verified by "
-            "the REQUEST Lambda authorizer; a Cognito user pool cannot speak InfluxDB/Arc client protocols.",
+            "the REQUEST Lambda authorizers; a Cognito user pool cannot speak InfluxDB/Arc client protocols.",
         )
         acknowledge(
             self.api,
@@ -137,7 +202,10 @@ class ArcsApi(Construct):
         return resource
 
     def _fallback(self, resource: apigw.IResource) -> None:
-        """Routes under ``resource`` not declared explicitly go to the query function, with a token.
+        """Routes under ``resource`` not declared explicitly go to the query function, with a token:
+        checked by the cached authorizer under ``/api/v1`` (Arc's API, Authorization header) but
+        its write prefix, by the uncached one elsewhere (InfluxDB's paths, whose clients may send
+        ``?u=&p=``, and wherever the authorizer may deny a write for its size).
 
         ``{proxy+}`` takes the tree below ``resource`` and ``ANY`` the resource itself, so that
         routing never depends on whether API Gateway falls back from a static resource (``/api``)
@@ -146,9 +214,36 @@ class ArcsApi(Construct):
         if resource.path in self._routed:
             return
         self._routed.add(resource.path)
-        resource.add_method("ANY", self._query, authorizer=self._authorizer)
+        arc_api = resource.path == ARC_API or resource.path.startswith(ARC_API + "/")
+        # Under the write prefix the authorizer may deny an oversized write: never cache that.
+        cached = arc_api and not is_write_path(resource.path + "/")
+        authorizer = self._token_authorizer if cached else self._request_authorizer
+        resource.add_method("ANY", self._query, authorizer=authorizer)
         resource.add_proxy(
             default_integration=self._query,
-            default_method_options=apigw.MethodOptions(authorizer=self._authorizer),
+            default_method_options=apigw.MethodOptions(authorizer=authorizer),
             any_method=True,
         )
+
+
+def _headers(probe: Probe) -> dict[str, str]:
+    return {"Content-Type": "application/json", **probe.headers} if probe.body else dict(probe.headers)
+
+
+def _probe_integration(probe: Probe) -> apigw.MockIntegration:
+    """API Gateway's own answer to a probe. The request is read as text whatever its type (binary
+    media types are ``*/*``), so the template that picks the status always applies."""
+    return apigw.MockIntegration(
+        content_handling=apigw.ContentHandling.CONVERT_TO_TEXT,
+        passthrough_behavior=apigw.PassthroughBehavior.NEVER,
+        request_templates={kind: json.dumps({"statusCode": probe.status}) for kind in _PROBE_REQUEST_TYPES},
+        integration_responses=[
+            apigw.IntegrationResponse(
+                status_code=str(probe.status),
+                response_parameters={
+                    f"method.response.header.{name}": f"'{value}'" for name, value in _headers(probe).items()
+                },
+                response_templates={"application/json": probe.body} if probe.body else None,
+            )
+        ],
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aws_cdk import Duration
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 from layers.build import FUNCTION_LAYERS
@@ -10,7 +11,8 @@ from layers.build import FUNCTION_LAYERS
 from arcs import envvars
 from arcs.settings import default_duckdb_memory_limit, default_max_result_bytes
 from infra.function import API_TIMEOUT, ArcsFunction, FunctionDefaults
-from infra.storage import ArcsStorage
+from infra.nag import acknowledge, logical_ref
+from infra.storage import SYSTEM_DIR, ArcsStorage
 
 #: 1,769 MB is one vCPU; DuckDB reading S3 wants threads well above the vCPU count.
 DEFAULT_MEMORY_MB = 4096
@@ -74,19 +76,58 @@ class ArcsQuery(Construct):
                 envvars.QUEUE_URL: write_queue.queue_url,
             },
         )
-        # Reads for queries (DuckDB's httpfs: GET, HEAD). The admin routes change data too:
-        # DELETE /api/v1/databases/{name} removes a dropped database's objects, POST /api/v1/delete
-        # writes each affected file again without the deleted rows, and results too big to answer
-        # inline, like a continuous query's manual-execute claim checks, are written under _arcs/.
-        storage.grant_data_access(
-            self.query.role,
-            ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
-            "Queries read Parquet files under any database/measurement/hour prefix of the data bucket; an "
-            "admin's delete rewrites them and a database drop removes them (keys are made at run time); "
-            "which data a caller may touch is enforced by the SQL sandbox, token permissions and scopes.",
-        )
+        self._grant_objects(storage)
         write_queue.grant_send_messages(self.query.role)
         # The token routes manage tokens; databases, retention policies and continuous queries live in
         # the catalog; a delete rewrites partitions under their leases and lists compaction jobs.
         for table in (storage.tokens_table, storage.catalog_table, storage.leases_table):
             storage.use_table(self.query, table, write=True)
+
+    def _grant_objects(self, storage: ArcsStorage) -> None:
+        """S3 by key pattern: the data it serves and its own system folders, nothing else of the bucket.
+
+        Data files (DuckDB reads them; an admin's delete or retention rewrites them, a database drop
+        removes them) are the keys shaped as ``arcs.layout.data_key`` makes them, under the stack's
+        prefix. IAM's ``*`` spans ``/``, so a quarantined copy under ``_arcs/`` has that shape too:
+        an explicit deny keeps it. Of the system folders, the function writes the results it hands
+        off (and reads them, for their presigned URLs) and the claim checks of a continuous query's
+        manual execute, and deletes nothing: a claim check stands for an acknowledged write until
+        ingest commits it.
+        """
+        role = self.query.role
+        data = data_pattern(storage.prefix)
+        system = f"{storage.prefix}/{SYSTEM_DIR}/*" if storage.prefix else f"{SYSTEM_DIR}/*"
+        for actions, pattern in (
+            (["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], data),
+            (["s3:GetObject", "s3:PutObject"], f"{storage.results_prefix}*"),
+            (["s3:PutObject"], f"{storage.claims_prefix}*"),
+        ):
+            role.add_to_principal_policy(
+                iam.PolicyStatement(actions=actions, resources=[storage.bucket.arn_for_objects(pattern)])
+            )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                effect=iam.Effect.DENY,
+                actions=["s3:PutObject", "s3:DeleteObject"],
+                resources=[storage.bucket.arn_for_objects(f"{system}.parquet")],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:ListBucket"], resources=[storage.bucket.bucket_arn])
+        )
+        bucket = logical_ref(storage.bucket)
+        for pattern in (data, f"{storage.results_prefix}*", f"{storage.claims_prefix}*"):
+            acknowledge(
+                role,
+                f"AwsSolutions-IAM5[Resource::<{bucket}.Arn>/{pattern}]",
+                "Object keys are made at run time (databases, measurements, hours, result ids); the grant is "
+                "the key shape of what this function serves. Which data a caller may touch is enforced by "
+                "the SQL sandbox, token permissions and scopes.",
+            )
+
+
+def data_pattern(prefix: str) -> str:
+    """An IAM object pattern of every data key under ``prefix``: ``{database}/{measurement}/{YYYY}/
+    {MM}/{DD}/{HH}/{file}.parquet`` (``arcs.layout.data_key``)."""
+    head = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
+    return f"{head}*/*/????/??/??/??/*.parquet"

@@ -95,7 +95,8 @@ class ArcsStack(Stack):
             "Http",
             edge=self.ingest.edge.function,
             query=self.query.query.function,
-            authorizer=self.authorizer.authorizer,
+            token_authorizer=self.authorizer.token_authorizer,
+            request_authorizer=self.authorizer.request_authorizer,
         )
         self.athena = ArcsAthena(
             self,

@@ -1,9 +1,13 @@
 """API Gateway REQUEST authorizer: the token -> an IAM policy plus the caller's identity as context.
 
-The token may come from Authorization, x-api-key or ``?p=``; API Gateway can only cache an
-authorizer's answer when *every* identity source is present, so its cache is off and this
-function caches verified tokens itself for ``ARCS_TOKEN_CACHE_TTL_S`` (how long a revocation can
-take to be seen).
+The stack attaches this function twice (``infra/authorizer.py``): cached on the Authorization
+header for the Arc API under ``/api/v1``, and uncached, reading the token from any of its places,
+for the writes and InfluxDB's paths. Either way the policy allows every route of the stage (a
+cached policy is reused for the caller's other routes), so each route checks its permission itself.
+
+It also refuses, before any function is invoked, a write whose declared length cannot reach the
+edge function on AWS (``arcs.write_paths.declared_too_large``): a Deny, which the stack's ``ACCESS_DENIED``
+gateway response answers as a 413. Writes are never cached, so the Deny is never reused.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from arcs.errors import ArcsError
 from arcs.runtime import lambda_runtime
 from arcs.tokens import extract_token
+from arcs.write_paths import declared_too_large
 
 logger = Logger(service="arcs-authorizer")
 
@@ -28,13 +33,32 @@ def _api_arn(method_arn: str) -> str:
 
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    headers = event.get("headers") or {}
     try:
-        token = extract_token(event.get("headers") or {}, event.get("queryStringParameters") or {})
-        principal = lambda_runtime().tokens.verify(token)
+        token = extract_token(headers, event.get("queryStringParameters") or {})
+        runtime = lambda_runtime()
+        principal = runtime.tokens.verify(token)
     except ArcsError as exc:
         logger.warning("token refused", extra={"reason": exc.message})
         # API Gateway answers 401 for exactly this message.
         raise Exception("Unauthorized") from None
+    refusal = declared_too_large(
+        str(event.get("httpMethod") or ""),
+        # The resource is the route as declared (``path`` carries a custom domain's base path).
+        str(event.get("resource") or event.get("path") or ""),
+        headers,
+        runtime.settings.max_request_bytes,
+    )
+    if refusal is not None:
+        logger.info("write refused before the edge", extra={"reason": refusal})
+        return {
+            "principalId": principal.token_id,
+            "policyDocument": {
+                "Version": "2012-10-17",
+                "Statement": [{"Action": "execute-api:Invoke", "Effect": "Deny", "Resource": event["methodArn"]}],
+            },
+            "context": {"error": refusal},
+        }
     return {
         "principalId": principal.token_id,
         "policyDocument": {

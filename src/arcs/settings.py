@@ -20,6 +20,27 @@ class ConfigError(ArcsError):
 
 CompactionSort = Literal["time", "tags"]
 
+#: API Gateway REST's payload limit, and the standalone server's body limit: no Lambda invoke sits
+#: between its HTTP front and the write path, so nothing smaller binds there.
+API_GATEWAY_PAYLOAD_BYTES = 10 * 1024 * 1024
+#: A synchronous Lambda invoke takes at most this much event JSON (AWS Lambda quotas: 6 MB).
+LAMBDA_SYNC_PAYLOAD_BYTES = 6 * 1024 * 1024
+#: What a REST proxy event holds besides its body: the headers twice (``headers`` and
+#: ``multiValueHeaders``) and the query parameters twice, within API Gateway's 10,240 bytes for the
+#: request line and headers, so at most ~41 KiB even if every character needs escaping; the request
+#: context with the authorizer's (at most ~7 KiB for a token of 100 scopes); the keys of the envelope.
+PROXY_EVENT_RESERVE_BYTES = 64 * 1024
+#: The largest write body that reaches a function on AWS: with binary media types ``*/*`` the event
+#: carries it base64-encoded (4 bytes per 3), and that plus the rest of the event must fit one
+#: synchronous invoke. 4,669,440 bytes (4.45 MiB); larger bodies are answered 413 before any function.
+AWS_MAX_REQUEST_BYTES = (LAMBDA_SYNC_PAYLOAD_BYTES - PROXY_EVENT_RESERVE_BYTES) // 4 * 3
+#: How the API on AWS answers a write declaring more (the authorizer denies it; the stack's
+#: ``ACCESS_DENIED`` gateway response, and the emulated gateway, say this with a 413).
+AWS_TOO_LARGE_MESSAGE = (
+    f"request body too large: a write through API Gateway takes at most {AWS_MAX_REQUEST_BYTES} bytes "
+    "(Lambda is invoked with at most 6 MB, and the body travels base64-encoded)"
+)
+
 
 @dataclass(frozen=True, slots=True)
 class CompactionSettings:
@@ -135,8 +156,9 @@ class Settings:
     bootstrap_token: str | None = None
     token_cache_ttl_s: float = 60.0
     auth_failures_per_minute: int = 30
-    # API Gateway's payload limit; the decompressed cap protects against bombs.
-    max_request_bytes: int = 10 * 1024 * 1024
+    # A write body's limit: API Gateway's payload limit on the standalone server; on AWS (backend
+    # "aws") ``AWS_MAX_REQUEST_BYTES`` unless set. The decompressed cap protects against bombs.
+    max_request_bytes: int = API_GATEWAY_PAYLOAD_BYTES
     max_decompressed_bytes: int = 100 * 1024 * 1024
     # Queued writes above this size travel as a claim-check object (SQS messages cap at 1 MiB,
     # and base64 adds a third).
@@ -235,7 +257,9 @@ class Settings:
             bootstrap_token=env.get(envvars.BOOTSTRAP_TOKEN) or None,
             token_cache_ttl_s=number(envvars.TOKEN_CACHE_TTL_S, base.token_cache_ttl_s),
             auth_failures_per_minute=int(number(envvars.AUTH_FAILURES_PER_MINUTE, base.auth_failures_per_minute)),
-            max_request_bytes=int(number(envvars.MAX_REQUEST_BYTES, base.max_request_bytes)),
+            max_request_bytes=int(
+                number(envvars.MAX_REQUEST_BYTES, AWS_MAX_REQUEST_BYTES if backend == "aws" else base.max_request_bytes)
+            ),
             max_decompressed_bytes=int(number(envvars.MAX_DECOMPRESSED_BYTES, base.max_decompressed_bytes)),
             claim_check_bytes=int(number(envvars.CLAIM_CHECK_BYTES, base.claim_check_bytes)),
             row_group_rows=int(number(envvars.ROW_GROUP_ROWS, base.row_group_rows)),

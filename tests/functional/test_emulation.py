@@ -22,6 +22,7 @@ from arcs.emulation.functions import LAMBDA_PAYLOAD_LIMIT
 from arcs.emulation.gateway import API_GATEWAY_PAYLOAD_LIMIT
 from arcs.proxy import HttpResponse
 from arcs.runtime import lambda_app, lambda_runtime
+from arcs.settings import AWS_MAX_REQUEST_BYTES, AWS_TOO_LARGE_MESSAGE
 from tests.conftest import ACCESS_KEY, SECRET_KEY, AwsEnv, MotoServer
 
 pytestmark = [
@@ -187,6 +188,23 @@ def test_payload_limits_of_api_gateway_and_lambda_are_413(emulation: Emulation) 
     # Under API Gateway's limit but, base64-encoded in the event, over what Lambda can be invoked with.
     over_lambda = call(emulation, "POST", "/api/v1/write/line-protocol", b"0" * (LAMBDA_PAYLOAD_LIMIT * 3 // 4 + 1))
     assert over_lambda.status == 413 and "Lambda" in json.loads(over_lambda.body)["error"]
+
+
+def test_a_write_over_the_aws_limit_is_413_before_the_edge_and_one_at_it_is_stored(emulation: Emulation) -> None:
+    """The write limit on AWS is what fits one synchronous invoke base64-encoded, with the largest
+    headers API Gateway lets through (10,240 bytes, here all quotes: escaped twice over in the event)."""
+    m = name("limit")
+    line = f"{m} v=1i {T0_NS}\n".encode()
+    body = line * (AWS_MAX_REQUEST_BYTES // len(line))
+    body += b" " * (AWS_MAX_REQUEST_BYTES - len(body))  # trailing blanks: still one point per line
+    assert len(body) == AWS_MAX_REQUEST_BYTES
+    headers = {"authorization": f"Bearer {TOKEN}", "x-padding": '"' * 10_000, "content-length": str(len(body))}
+    stored = emulation.gateway.handle("POST", "/api/v1/write/line-protocol", "", headers, body)
+    assert stored.status == 204, stored.body
+    over = {**headers, "content-length": str(len(body) + 1)}
+    refused = emulation.gateway.handle("POST", "/api/v1/write/line-protocol", "", over, body + b" ")
+    assert refused.status == 413
+    assert json.loads(refused.body) == {"success": False, "error": AWS_TOO_LARGE_MESSAGE}
 
 
 def test_a_poison_message_ends_in_the_dlq_through_the_poller(emulation: Emulation) -> None:

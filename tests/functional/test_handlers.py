@@ -30,6 +30,7 @@ from arcs.emulation import load_handler, sqs_event
 from arcs.emulation.functions import LAMBDA_PAYLOAD_LIMIT, FakeLambdaContext, Handler
 from arcs.emulation.local import function_environment
 from arcs.runtime import Runtime, lambda_app, lambda_runtime
+from arcs.settings import AWS_MAX_REQUEST_BYTES
 from tests.conftest import ACCESS_KEY, SECRET_KEY, AwsEnv
 
 if TYPE_CHECKING:
@@ -303,6 +304,50 @@ def test_authorizer_allows_a_good_token_with_its_identity_as_context(fn: Lambda)
 def test_authorizer_raises_unauthorized_for_a_bad_token(fn: Lambda, headers: dict[str, str]) -> None:
     with pytest.raises(Exception, match=r"^Unauthorized$"):
         fn.handlers.authorizer(authorizer_event(**headers), context("arcs-authorizer"))
+
+
+def _write_authorizer_event(path: str, method: str = "POST", **headers: str) -> dict[str, Any]:
+    event = authorizer_event(**headers)
+    event.update(resource=path, path=path, httpMethod=method)
+    event["methodArn"] = f"arn:aws:execute-api:us-east-1:123456789012:abcdef1234/prod/{method}{path}"
+    return event
+
+
+@pytest.mark.parametrize("path", ["/api/v1/write/line-protocol", "/write", "/api/v2/write"])
+def test_authorizer_denies_a_write_declaring_more_than_reaches_the_edge(fn: Lambda, path: str) -> None:
+    """On AWS the body travels base64-encoded in a 6 MB invoke: the authorizer refuses what cannot fit,
+    by its declared length, and the stack answers that Deny as a 413 (ACCESS_DENIED)."""
+    limit = fn.runtime.settings.max_request_bytes
+    assert limit == AWS_MAX_REQUEST_BYTES
+    token = f"Bearer {fn.token}"
+    over = _write_authorizer_event(path, **{"Authorization": token, "Content-Length": str(limit + 1)})
+    result = fn.handlers.authorizer(over, context("arcs-authorizer"))
+    [statement] = result["policyDocument"]["Statement"]
+    # Only this request's method ARN: never a policy that could deny anything else.
+    assert statement == {"Action": "execute-api:Invoke", "Effect": "Deny", "Resource": over["methodArn"]}
+    assert result["context"] == {"error": f"body is {limit + 1} bytes; the limit is {limit}"}
+    for fits in (
+        _write_authorizer_event(path, **{"Authorization": token, "Content-Length": str(limit)}),
+        _write_authorizer_event(path, **{"Authorization": token}),  # no declared length: the edge checks
+        _write_authorizer_event("/api/v1/query", **{"Authorization": token, "content-length": str(limit + 1)}),
+        _write_authorizer_event(path, "GET", **{"Authorization": token, "Content-Length": str(limit + 1)}),
+    ):
+        [statement] = fn.handlers.authorizer(fits, context("arcs-authorizer"))["policyDocument"]["Statement"]
+        assert statement["Effect"] == "Allow", fits["path"]
+    # A bad token is a 401 first, whatever the size.
+    with pytest.raises(Exception, match=r"^Unauthorized$"):
+        fn.handlers.authorizer(_write_authorizer_event(path, **{"Content-Length": str(limit + 1)}), context("a"))
+
+
+def test_the_edge_refuses_a_body_over_the_aws_limit_that_still_fits_the_invoke(fn: Lambda) -> None:
+    """A chunked request declares no length; what reaches the edge over the limit is its own 413."""
+    limit = fn.runtime.settings.max_request_bytes
+    body = b"0" * (limit + 1)
+    event = fn.api_event("POST", "/api/v1/write/line-protocol", body)
+    assert len(json.dumps(event)) <= LAMBDA_PAYLOAD_LIMIT
+    response = fn.handlers.edge(event, context("arcs-write"))
+    assert response["statusCode"] == 413
+    assert json.loads(response["body"])["error"] == f"body is {limit + 1} bytes; the limit is {limit}"
 
 
 # --- claim checks ------------------------------------------------------------------------------

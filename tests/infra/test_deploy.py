@@ -415,8 +415,13 @@ EXPECTED_TABLES = {
     "bootstrap": {"tokens": "rw"},
     "compact": {"catalog": "rw", "leases": "rw"},
 }
-#: The one explicit deny: a claim check stands for an acknowledged write until ingest commits it.
-EXPECTED_DENIES = {"compact": [(["s3:DeleteObject"], "/_arcs/claims/*")]}
+#: The explicit denies: a claim check stands for an acknowledged write until ingest commits it.
+EXPECTED_DENIES = {
+    "compact": [(["s3:DeleteObject"], "/_arcs/claims/*")],
+    # Quarantined copies have a data file's key shape, under _arcs/: the query function's grant
+    # on data keys must not reach them.
+    "query": [(["s3:DeleteObject", "s3:PutObject"], "/_arcs/*.parquet")],
+}
 
 
 def test_each_function_has_exactly_the_permissions_it_needs(synth: Synth) -> None:
@@ -508,6 +513,7 @@ def test_no_role_outside_the_functions_but_api_gateways_logging_role(synth: Synt
 
 WRITE = "edge"
 QUERY = "query"
+PROBE = "probe"  # answered by API Gateway itself
 #: (method, path, function) for every route of API.md (path parameters filled in).
 API_ROUTES = [
     ("POST", "/api/v1/write/msgpack", WRITE),
@@ -556,8 +562,12 @@ API_ROUTES = [
     ("GET", "/api/v1/compaction/jobs", QUERY),
     ("GET", "/api/v1/compaction/history", QUERY),
     ("POST", "/api/v1/compaction/trigger", QUERY),
-    ("GET", "/health", QUERY),
-    ("GET", "/ready", QUERY),
+    ("GET", "/health", PROBE),
+    ("HEAD", "/health", PROBE),
+    ("GET", "/ready", PROBE),
+    ("HEAD", "/ready", PROBE),
+    ("GET", "/ping", PROBE),
+    ("HEAD", "/ping", PROBE),
 ]
 
 
@@ -600,14 +610,21 @@ def test_every_api_route_reaches_its_function_behind_the_authorizer(
         QUERY: synth.logical_id(synth.stack.query.query.function),
     }
     resolved = _resolve(synth, method, path)
+    if function == PROBE:
+        assert path in PUBLIC_PATHS
+        assert resolved["Integration"]["Type"] == "MOCK"
+        assert resolved["AuthorizationType"] == "NONE"
+        return
     uri = json.dumps(resolved["Integration"]["Uri"])
     assert resolved["Integration"]["Type"] == "AWS_PROXY"
     assert [name for name, logical in targets.items() if f'"{logical}"' in uri] == [function]
-    if path in PUBLIC_PATHS:
-        assert resolved["AuthorizationType"] == "NONE"
-    else:
-        assert resolved["AuthorizationType"] == "CUSTOM"
-        assert resolved["AuthorizerId"] == {"Ref": synth.logical_id(synth.stack.authorizer.authorizer)}
+    assert resolved["AuthorizationType"] == "CUSTOM"
+    # Arc's API takes the token in the Authorization header and is cached; writes and InfluxDB's
+    # paths take it anywhere, uncached (tests/infra/test_api_front.py).
+    authorizers = synth.stack.authorizer
+    cached = path.startswith("/api/v1/") and function != WRITE
+    expected = authorizers.token_authorizer if cached else authorizers.request_authorizer
+    assert resolved["AuthorizerId"] == {"Ref": synth.logical_id(expected)}
 
 
 # --- cdk-nag on the whole stack --------------------------------------------------------------------
@@ -704,7 +721,7 @@ EXPECTED_RESOURCE_TYPES = {
     "AWS::Lambda::LayerVersion": 3,
     "AWS::Lambda::Function": 6,
     "AWS::Lambda::EventSourceMapping": 1,
-    "AWS::Lambda::Permission": 6,
+    "AWS::Lambda::Permission": 7,
     "AWS::IAM::Role": 7,
     "AWS::IAM::Policy": 6,
     "AWS::Logs::LogGroup": 7,
@@ -715,10 +732,10 @@ EXPECTED_RESOURCE_TYPES = {
     "AWS::ApiGateway::Account": 1,
     "AWS::ApiGateway::Deployment": 1,
     "AWS::ApiGateway::Stage": 1,
-    "AWS::ApiGateway::Authorizer": 1,
-    "AWS::ApiGateway::GatewayResponse": 2,
-    "AWS::ApiGateway::Resource": 16,
-    "AWS::ApiGateway::Method": 17,
+    "AWS::ApiGateway::Authorizer": 2,
+    "AWS::ApiGateway::GatewayResponse": 3,
+    "AWS::ApiGateway::Resource": 17,
+    "AWS::ApiGateway::Method": 21,
     "AWS::Glue::Database": 1,
     "AWS::Glue::Table": 1,
 }

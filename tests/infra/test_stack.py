@@ -12,15 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aws_cdk import App, Duration, Stack, Validations
+from aws_cdk import App, Validations
 from aws_cdk.assertions import Match, Template
 from cdk_nag import AwsSolutionsChecks
 from infra.api import PUBLIC_PATHS, WRITE_PATHS
 from infra.app import build
-from infra.authorizer import ArcsAuthorizer
-from infra.function import FUNCTIONS_DIR, KNOWN_ENV_NAMES, FunctionDefaults
+from infra.function import FUNCTIONS_DIR, KNOWN_ENV_NAMES
 from infra.stack import ArcsStack
-from infra.storage import ArcsStorage
 
 from arcs import envvars, layout
 from arcs.adapters.aws_sqs import SQS_MAX_MESSAGE_BYTES, claim_key
@@ -318,7 +316,8 @@ def test_environment_uses_only_arcs_envvars_names(synth: Synth) -> None:
         named = {variable: env[variable] for variable in tables if variable in env}
         assert named == {variable: tables[variable] for variable in FUNCTION_TABLES[name]}, name
         assert env[envvars.PREFIX] == ""
-        assert env[envvars.TOKEN_CACHE_TTL_S] == "60"
+        # The authorizer's own cache and the gateway's (tests/infra/test_api_front.py) add up to 60 s.
+        assert env[envvars.TOKEN_CACHE_TTL_S] == ("30" if name == "authorizer" else "60"), name
         assert env[envvars.WORK_DIR].startswith("/tmp/")
         # Arrow on the tuned C heap: a handler loads pyarrow before its runtime could choose.
         assert env[envvars.ARROW_MEMORY_POOL] == ARROW_POOL, name
@@ -373,10 +372,19 @@ def test_grants_are_what_each_function_needs(synth: Synth) -> None:
 
     assert {"s3:GetObject", "s3:ListBucket", "dynamodb:GetItem", "dynamodb:PutItem"} <= actions["query"]
     # The delete API rewrites data files and a database drop removes them (admin routes); results too
-    # big to answer and a manual execute's claim checks are objects too: the data bucket's objects.
-    [query_objects] = [s for s in grants["query"] if "s3:PutObject" in _actions([s])]
-    assert _actions([query_objects]) == {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}
-    assert query_objects["Resource"] == {"Fn::Join": ["", [bucket_arn, "/*"]]}
+    # big to answer and a manual execute's claim checks are its only other objects (key patterns and
+    # what they reach: tests/infra/test_api_front.py).
+    query_objects = {
+        s["Resource"]["Fn::Join"][1][1]: (s["Effect"], _actions([s]))
+        for s in grants["query"]
+        if any(a.startswith("s3:") and a != "s3:ListBucket" for a in _actions([s]))
+    }
+    assert query_objects == {
+        "/*/*/????/??/??/??/*.parquet": ("Allow", {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}),
+        "/_arcs/results/*": ("Allow", {"s3:GetObject", "s3:PutObject"}),
+        "/_arcs/claims/*": ("Allow", {"s3:PutObject"}),
+        "/_arcs/*.parquet": ("Deny", {"s3:PutObject", "s3:DeleteObject"}),
+    }
     assert "sqs:SendMessage" in actions["query"]
     assert not {"sqs:ReceiveMessage", "sqs:DeleteMessage"} & actions["query"]
 
@@ -483,7 +491,8 @@ def _target(method: Json, functions: list[str]) -> str:
 def test_routes_writes_to_the_edge_and_the_rest_to_query(synth: Synth) -> None:
     edge = synth.logical_id(synth.stack.ingest.edge.function)
     query = synth.logical_id(synth.stack.query.query.function)
-    authorizer = {"Ref": synth.logical_id(synth.stack.authorizer.authorizer)}
+    cached = {"Ref": synth.logical_id(synth.stack.authorizer.token_authorizer)}
+    uncached = {"Ref": synth.logical_id(synth.stack.authorizer.request_authorizer)}
     routes = _routes(synth)
 
     def target(method: Json) -> str:
@@ -493,11 +502,12 @@ def test_routes_writes_to_the_edge_and_the_rest_to_query(synth: Synth) -> None:
         method = routes[(path, "POST")]
         assert target(method) == edge, path
         assert method["AuthorizationType"] == "CUSTOM"
-        assert method["AuthorizerId"] == authorizer
+        assert method["AuthorizerId"] == uncached
     for path in PUBLIC_PATHS:
-        method = routes[(path, "GET")]
-        assert target(method) == query, path
-        assert method["AuthorizationType"] == "NONE"
+        for verb in ("GET", "HEAD"):
+            method = routes[(path, verb)]
+            assert method["Integration"]["Type"] == "MOCK", path
+            assert method["AuthorizationType"] == "NONE"
     assert target(routes[("/", "ANY")]) == query
     assert target(routes[("/{proxy+}", "ANY")]) == query
     # The resources above write paths must not swallow the rest of their subtree.
@@ -508,39 +518,16 @@ def test_routes_writes_to_the_edge_and_the_rest_to_query(synth: Synth) -> None:
         if path in PUBLIC_PATHS:
             continue
         assert method["AuthorizationType"] == "CUSTOM", (path, verb)
-        assert method["AuthorizerId"] == authorizer, (path, verb)
         if (path, verb) not in {(p, "POST") for p in WRITE_PATHS}:
             assert target(method) == query, (path, verb)
+            arc_api = (path == "/api/v1" or path.startswith("/api/v1/")) and not path.startswith("/api/v1/write")
+            assert method["AuthorizerId"] == (cached if arc_api else uncached), (path, verb)
 
 
 def test_api_passes_every_body_as_binary(synth: Synth) -> None:
     api = synth.props(synth.stack.api.api)
     assert api["BinaryMediaTypes"] == ["*/*"]
     assert api["EndpointConfiguration"] == {"Types": ["REGIONAL"]}
-
-
-def test_authorizer_is_called_on_every_request_and_the_function_caches_tokens(synth: Synth) -> None:
-    # Gateway caching requires *all* identity sources in every request (else 401 without calling
-    # the authorizer); our clients send the token in one of three places. See infra/authorizer.py.
-    authorizer = synth.props(synth.stack.authorizer.authorizer)
-    assert authorizer["Type"] == "REQUEST"
-    assert authorizer["AuthorizerResultTtlInSeconds"] == 0
-    assert "IdentitySource" not in authorizer
-    env = synth.props(synth.stack.authorizer.authorizer_function.function)["Environment"]["Variables"]
-    assert env[envvars.TOKEN_CACHE_TTL_S] == "60"
-
-
-def test_gateway_caching_without_identity_sources_is_refused() -> None:
-    stack = Stack(App(), "Probe")
-    storage = ArcsStorage(stack, "Storage")
-    with pytest.raises(ValueError, match="identity sources"):
-        ArcsAuthorizer(
-            stack,
-            "Authorizer",
-            storage=storage,
-            defaults=FunctionDefaults(environment={}),
-            cache_ttl=Duration.minutes(1),
-        )
 
 
 def test_stage_throttles_logs_access_and_never_logs_bodies(synth: Synth) -> None:
@@ -589,9 +576,10 @@ def test_acknowledged_findings_are_the_known_ones_with_reasons(synth: Synth) -> 
                 acknowledged.update(entry.data)
     # CDK stores acknowledgments as "Annotation::<id>" (older versions: lower case).
     ids = {re.sub(r"^annotation::", "", rule_id, flags=re.IGNORECASE) for rule_id in acknowledged}
+    bucket = synth.logical_id(synth.stack.storage.bucket)
     assert {i for i in ids if i.startswith("AwsSolutions-IAM5[Resource::<")} == {
-        f"AwsSolutions-IAM5[Resource::<{synth.logical_id(synth.stack.storage.bucket)}.Arn>/*]",
-        f"AwsSolutions-IAM5[Resource::<{synth.logical_id(synth.stack.storage.bucket)}.Arn>/_arcs/claims/*]",
+        f"AwsSolutions-IAM5[Resource::<{bucket}.Arn>/{pattern}]"
+        for pattern in ("*", "_arcs/claims/*", "_arcs/results/*", "*/*/????/??/??/??/*.parquet")
     }
     assert {i for i in ids if not i.startswith("AwsSolutions-IAM5[Resource::<")} == ACKNOWLEDGED
     assert all(len(reason) >= 20 for reason in acknowledged.values())

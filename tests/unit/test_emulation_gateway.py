@@ -10,6 +10,7 @@ import pytest
 
 from arcs.emulation import ApiGateway, FakeLambdaContext, LambdaFunction
 from arcs.emulation.gateway import policy_allows
+from arcs.settings import AWS_TOO_LARGE_MESSAGE
 
 METHOD_ARN = "arn:aws:execute-api:us-east-1:123456789012:arcslocal/local/POST/api/v1/query"
 
@@ -123,12 +124,13 @@ def test_public_paths_skip_the_authorizer() -> None:
     assert not authorizer.events
 
 
-def test_unauthorized_is_401_deny_is_403_and_a_broken_authorizer_500() -> None:
+def test_unauthorized_is_401_deny_is_413_and_a_broken_authorizer_500() -> None:
     refused = gateway(Stub(Exception("Unauthorized"))).handle("GET", "/api/v1/auth/verify", "", {}, b"")
     assert refused.status == 401 and json.loads(refused.body) == {"success": False, "error": "Unauthorized"}
     assert refused.headers["Content-Type"] == "application/json"
     denied = gateway(Stub(allow(effect="Deny"))).handle("GET", "/x", "", {"authorization": "a"}, b"")
-    assert denied.status == 403 and json.loads(denied.body)["success"] is False
+    # The stack's ACCESS_DENIED gateway response: the authorizer denies only writes too large for AWS.
+    assert denied.status == 413 and json.loads(denied.body) == {"success": False, "error": AWS_TOO_LARGE_MESSAGE}
     broken = gateway(Stub(KeyError("boom"))).handle("GET", "/x", "", {"authorization": "a"}, b"")
     assert broken.status == 500
     no_policy = gateway(Stub({"principalId": "x"})).handle("GET", "/x", "", {"authorization": "a"}, b"")
@@ -147,9 +149,9 @@ def test_cache_is_per_identity_keeps_denials_and_requires_every_source() -> None
     authorizer = Stub(allow(effect="Deny"))
     api = gateway(authorizer, ttl=60, sources=("header:Authorization",))
     for _ in range(3):
-        assert api.handle("GET", "/x", "", {"authorization": "Bearer one"}, b"").status == 403
-    assert api.handle("GET", "/x", "", {"authorization": "Bearer two"}, b"").status == 403
-    assert api.handle("GET", "/x", "p=one", {"authorization": "Bearer one"}, b"").status == 403
+        assert api.handle("GET", "/x", "", {"authorization": "Bearer one"}, b"").status == 413
+    assert api.handle("GET", "/x", "", {"authorization": "Bearer two"}, b"").status == 413
+    assert api.handle("GET", "/x", "p=one", {"authorization": "Bearer one"}, b"").status == 413
     assert len(authorizer.events) == 2
     # A request without an identity source is refused before the authorizer runs.
     missing = api.handle("GET", "/x", "p=one", {"x-api-key": "one"}, b"")

@@ -4,13 +4,15 @@ For each request: the proxy event (``arcs.proxy``); for every path but the publi
 REQUEST authorizer, its policy evaluated against the method ARN and its ``context`` passed on in
 ``requestContext.authorizer``; then the write function for the write paths and the query function
 for the rest. The authorizer's refusals come back in the API's error shape, as the stack's gateway
-responses make them (``UNAUTHORIZED`` 401, ``ACCESS_DENIED`` 403, ``AUTHORIZER_FAILURE`` 500).
+responses make them (``UNAUTHORIZED`` 401, ``ACCESS_DENIED`` 413, ``AUTHORIZER_FAILURE`` 500).
 
 Result caching follows API Gateway: with a TTL and identity sources, the policy is cached per
 identity (the sources' values) and re-evaluated for each method ARN, and a request lacking any
-identity source is refused (401) without calling the authorizer. The stack leaves caching off
-(``infra/authorizer.py`` says why: clients send the token in one of three places), and so does
-``arcs local`` unless ``ARCS_LOCAL_AUTHORIZER_CACHE_TTL_S`` turns it on.
+identity source is refused (401) without calling the authorizer. Writes are never cached. The
+stack caches on ``Authorization`` under ``/api/v1`` only (``infra/authorizer.py`` says why);
+``arcs local`` caches nothing unless ``ARCS_LOCAL_AUTHORIZER_CACHE_TTL_S`` turns it on (for
+every path but the writes and the probes: here the probes reach the query function, there the
+gateway answers them itself).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from arcs.api import PUBLIC_PATHS
 from arcs.emulation.functions import ACCOUNT_ID, InvokeError, LambdaFunction
 from arcs.proxy import Admission, HttpResponse, http_response, proxy_event
 from arcs.routes.writes import is_write_path
+from arcs.settings import AWS_TOO_LARGE_MESSAGE
 
 logger = logging.getLogger(__name__)
 
@@ -166,7 +169,8 @@ class ApiGateway:
 
     def _authorize(self, event: dict[str, Any]) -> HttpResponse | None:
         method_arn = self.method_arn(event["httpMethod"], event["path"])
-        caching = self.cache_ttl_s > 0
+        # Writes are never cached, as in the stack: the authorizer checks each one's declared length.
+        caching = self.cache_ttl_s > 0 and not is_write_path(event["path"])
         identity = self._identity(event) if caching else None
         if caching and identity is None:
             return json_error(401, "Unauthorized")
@@ -203,7 +207,8 @@ class ApiGateway:
                         self._cache.clear()
                     self._cache[identity] = (now + self.cache_ttl_s, result)
         if not policy_allows(result["policyDocument"], method_arn):
-            return json_error(403, "User is not authorized to access this resource with an explicit deny")
+            # The stack's ACCESS_DENIED gateway response: the authorizer denies only oversized writes.
+            return json_error(413, AWS_TOO_LARGE_MESSAGE)
         context = {str(k): v for k, v in (result.get("context") or {}).items()}
         event["requestContext"]["authorizer"] = {**context, "principalId": result["principalId"]}
         return None

@@ -1,4 +1,7 @@
-"""``GET /health`` and ``GET /ready``: the two routes that need no token."""
+"""``/health``, ``/ready`` and ``/ping`` (GET or HEAD): the probes, the routes that need no token.
+
+On AWS API Gateway answers them itself in the same shape (``infra/api.py``), without a function.
+"""
 
 from __future__ import annotations
 
@@ -12,14 +15,19 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from arcs.runtime import Runtime
 
-PUBLIC_PATHS = frozenset({"/health", "/ready"})
+PUBLIC_PATHS = frozenset({"/health", "/ready", "/ping"})
+PROBE_METHODS = ["GET", "HEAD"]
+#: ``/ping`` answers as InfluxDB does (204 and these headers; clients read the version from it): the
+#: InfluxDB version whose write API this one speaks (``/write``, and ``/api/v2/write`` for 2.x clients).
+PING_VERSION = "1.8.10"
+PING_BUILD = "arcs"
 _STARTED = time.time()
 
 
 def health_router(runtime: Runtime) -> Router:
     router = Router()
 
-    @router.get("/health")
+    @router.route("/health", PROBE_METHODS)
     def health() -> dict[str, Any]:
         uptime = time.time() - _STARTED
         return {
@@ -29,7 +37,11 @@ def health_router(runtime: Runtime) -> Router:
             "uptime_sec": round(uptime, 3),
         }
 
-    @router.get("/ready")
+    @router.route("/ping", PROBE_METHODS)
+    def ping() -> Response[Any]:
+        return Response(204, headers={"X-Influxdb-Version": PING_VERSION, "X-Influxdb-Build": PING_BUILD})
+
+    @router.route("/ready", PROBE_METHODS)
     def ready() -> Response[Any]:
         if runtime.ready():
             return Response(200, "application/json", json.dumps({"status": "ready"}))

@@ -12,16 +12,10 @@ from arcs.decoders import WireFormat
 from arcs.names import DEFAULT_DATABASE
 from arcs.routes.request import RequestView
 from arcs.runtime import Runtime
+from arcs.write_paths import is_write_path as is_write_path  # the HTTP fronts import it from here
 from arcs.writes import WriteRequest
 
-#: The write routes: InfluxDB's two, and Arc's under the prefix.
-WRITE_PATHS = frozenset({"/write", "/api/v2/write"})
-WRITE_PREFIX = "/api/v1/write/"
 Lookup = Callable[[str], "str | None"]
-
-
-def is_write_path(path: str) -> bool:
-    return path in WRITE_PATHS or path.startswith(WRITE_PREFIX)
 
 
 def write_database(path: str, header: Lookup, param: Lookup) -> str:
