@@ -138,6 +138,8 @@ class Settings:
     ingest_batch_window_s: float = 0.2
     duckdb_threads: int | None = None
     duckdb_memory_limit: str | None = None
+    # How much DuckDB may spill into its temp directory; None: DuckDB's default (90 % of the free disk).
+    duckdb_max_temp_size: str | None = None
     work_dir: Path | None = None
     query_max_rows: int = 10_000_000
     # A result larger than this (Arrow bytes, while DuckDB streams it) is refused (400); from_env
@@ -230,6 +232,7 @@ class Settings:
             ingest_batch_window_s=number(envvars.INGEST_BATCH_WINDOW_S, base.ingest_batch_window_s),
             duckdb_threads=int(threads) if threads else None,
             duckdb_memory_limit=env.get(envvars.DUCKDB_MEMORY_LIMIT) or default_duckdb_memory_limit(memory),
+            duckdb_max_temp_size=env.get(envvars.DUCKDB_MAX_TEMP_SIZE) or None,
             work_dir=Path(work_dir) if work_dir else None,
             query_max_rows=int(number(envvars.QUERY_MAX_ROWS, base.query_max_rows)),
             query_max_result_bytes=max_result_bytes,
