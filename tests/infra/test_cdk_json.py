@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 import stat
 import subprocess
 import tarfile
+from datetime import date
 from pathlib import Path
 
 import aws_cdk
+import jsii
 import pytest
 from aws_cdk import App
 from infra.app import CDK_JSON, build, feature_flags
@@ -61,3 +64,32 @@ def test_the_flags_apply_when_the_app_is_run_directly_and_the_command_line_wins(
     app, _ = build(App(context={"layers_dir": str(tmp_path), "@aws-cdk/core:checkSecretUsage": False}))
     assert app.node.try_get_context("@aws-cdk/aws-lambda:recognizeLayerVersion") is True
     assert app.node.try_get_context("@aws-cdk/core:checkSecretUsage") is False
+
+
+def _jsii_supported_node_majors(today: date) -> set[int]:
+    """The Node majors the locked jsii runtime supports today, by its own table (NodeRelease):
+    tested, and not past its end of jsii support (given, or six months after end of life)."""
+    runtime = Path(jsii.__file__).parent / "_embedded" / "jsii" / "bin__jsii-runtime.js"
+    supported = set()
+    for major, options in re.findall(r"new NodeRelease\((\d+),\{([^}]*)\}\)", runtime.read_text()):
+        if "untested:!0" in options:
+            continue
+        end_of_life = date.fromisoformat(re.findall(r'endOfLife:new Date\("([\d-]+)"\)', options)[0])
+        explicit = re.findall(r'endOfJsiiSupport:new Date\("([\d-]+)"\)', options)
+        month = end_of_life.month + 6
+        end = (
+            date.fromisoformat(explicit[0])
+            if explicit
+            else end_of_life.replace(year=end_of_life.year + (month - 1) // 12, month=(month - 1) % 12 + 1)
+        )
+        if today < end:
+            supported.add(int(major))
+    return supported
+
+
+def test_deploy_doc_names_the_node_versions_the_locked_jsii_supports() -> None:
+    doc = (CDK_JSON.parent / "docs" / "deploy.md").read_text()
+    [(first, second)] = re.findall(r"\*\*Node\.js (\d+)\s+or (\d+)\*\*", doc)
+    assert {int(first), int(second)} == _jsii_supported_node_majors(date.today()), (
+        "docs/deploy.md names Node versions the locked jsii does not support (or misses one it does)"
+    )
