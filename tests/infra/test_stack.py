@@ -43,7 +43,7 @@ ACKNOWLEDGED = {
     "AwsSolutions-APIG4",  # /health and /ready are public
     "AwsSolutions-COG4",  # Arc tokens, not Cognito
     "AwsSolutions-SMG4",  # the bootstrap token is rotated through the API, not by Secrets Manager
-    "AwsSolutions-SQS3",  # the schedules' dead-letter queue is itself one (EventBridge's, not a redrive)
+    "AwsSolutions-SQS3",  # the failure queue is where failed asynchronous runs end (nothing redrives it)
 }
 
 
