@@ -15,6 +15,11 @@ The event is exactly ``{"task": "<task>"}``. The trigger
 route (``POST /api/v1/compaction/trigger``) invokes the same function asynchronously with no task:
 a compaction run (``allow_trigger``).
 
+Failures: EventBridge invokes the function asynchronously, so a run that raises is Lambda's to
+retry (``ASYNC_RETRIES``, while the event is younger than ``MAX_EVENT_AGE``), and then it goes to
+the stack's failure queue (``infra/failures.py``) with the trigger route's failed runs. The rule
+targets' own retry policy and dead-letter queue only see events Lambda did not accept.
+
 Grants: compaction reads, writes and deletes data objects (the inputs a committed job replaced,
 the outputs of a job that never committed, a corrupt file once it is quarantined); which keys it
 deletes is the core's rule (docs/compaction.md), since IAM cannot name objects that exist only
@@ -34,8 +39,9 @@ from constructs import Construct
 from layers.build import FUNCTION_LAYERS
 
 from arcs import envvars
+from infra.failures import AsyncFailures
 from infra.function import ArcsFunction, FunctionDefaults
-from infra.nag import acknowledge
+from infra.params import DEFAULT_MEMORY_MB
 from infra.query import duckdb_threads
 from infra.storage import ArcsStorage
 
@@ -59,7 +65,12 @@ LAST_JOB_MARGIN = Duration.minutes(5)
 LEASE_MARGIN = Duration.minutes(1)
 #: Local disk for a job: its inputs, DuckDB's spill and one output at a time (Lambda's largest).
 EPHEMERAL_STORAGE_MB = 10_240
-DEFAULT_MEMORY_MB = 4096
+#: A failed run is run again twice (Lambda's own default, written out) ...
+ASYNC_RETRIES = 2
+#: ... while its event is under an hour old: the schedules start a fresh one long before that.
+MAX_EVENT_AGE = Duration.hours(1)
+#: EventBridge's retries of an event Lambda did not accept, within the same hour.
+DELIVERY_RETRIES = 2
 
 
 def compaction_environment(memory_size_mb: int, timeout: Duration) -> dict[str, str]:
@@ -91,7 +102,8 @@ class ArcsCompact(Construct):
         storage: ArcsStorage,
         defaults: FunctionDefaults,
         write_queue: sqs.IQueue,
-        memory_size_mb: int = DEFAULT_MEMORY_MB,
+        failures: AsyncFailures,
+        memory_size_mb: int = DEFAULT_MEMORY_MB["compact"],
         timeout: Duration = TIMEOUT,
         ephemeral_storage_mb: int = EPHEMERAL_STORAGE_MB,
         schedules: dict[str, events.Schedule] | None = None,
@@ -142,20 +154,8 @@ class ArcsCompact(Construct):
         storage.use_table(self.compact, storage.catalog_table, write=True)
         storage.use_table(self.compact, storage.leases_table, write=True)
 
-        # A schedule whose invocation failed twice leaves its event here rather than vanishing.
-        self.dead_letter_queue = sqs.Queue(
-            self,
-            "FailedSchedules",
-            retention_period=Duration.days(14),
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-        )
-        acknowledge(
-            self.dead_letter_queue,
-            "AwsSolutions-SQS3",
-            "This queue is itself a dead-letter queue: EventBridge's, for schedule events the compact function "
-            "failed to take (target DeadLetterConfig), which cdk-nag only recognizes for SQS redrive policies.",
-        )
+        # Schedules and the trigger route alike: a run that keeps failing is kept, not dropped.
+        failures.keep(self.compact.function, retry_attempts=ASYNC_RETRIES, max_event_age=MAX_EVENT_AGE)
         self.rules: dict[str, events.Rule] = {}
         for task in TASKS:
             rule = events.Rule(
@@ -168,9 +168,10 @@ class ArcsCompact(Construct):
                 targets.LambdaFunction(
                     self.compact.function,
                     event=events.RuleTargetInput.from_object({"task": task}),
-                    retry_attempts=2,
-                    max_event_age=Duration.hours(1),
-                    dead_letter_queue=self.dead_letter_queue,
+                    # Delivery only: once Lambda accepted the event, these never see the run.
+                    retry_attempts=DELIVERY_RETRIES,
+                    max_event_age=MAX_EVENT_AGE,
+                    dead_letter_queue=failures.queue,
                 )
             )
             self.rules[task] = rule

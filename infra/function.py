@@ -81,6 +81,18 @@ def check_environment(environment: Mapping[str, str]) -> None:
         raise ValueError(f"environment variables the stack must not set: {forbidden}")
 
 
+def reserve_concurrency(function: lambda_.IFunction, count: int) -> None:
+    """Reserve ``count`` of the account's concurrency for ``function`` (and cap it there).
+
+    Unset by default: a new account may have a concurrency quota of 10, and Lambda keeps part of the
+    quota unreserved, so any reservation could fail the deployment there.
+    """
+    cfn = function.node.default_child
+    if not isinstance(cfn, lambda_.CfnFunction):
+        raise TypeError(f"{function.node.path} is not a function of this stack")
+    cfn.reserved_concurrent_executions = count
+
+
 class ArcsFunction(Construct):
     """A Lambda function of Arc Serverless; ``function`` and ``role`` are the handles to grant on.
 

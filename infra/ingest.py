@@ -15,15 +15,16 @@ from constructs import Construct
 from arcs import envvars
 from infra.function import API_TIMEOUT, ArcsFunction, FunctionDefaults
 from infra.nag import acknowledge, logical_ref
+from infra.params import DEFAULT_BATCH_SIZE, DEFAULT_BATCH_WINDOW_S, DEFAULT_INGEST_TIMEOUT_S, DEFAULT_MEMORY_MB
 from infra.storage import ArcsStorage
 
 #: SQS's largest message (1 MiB); bigger writes travel as claim-check objects in the bucket.
 MAX_MESSAGE_BYTES = 1024 * 1024
 RETENTION = Duration.days(14)  # SQS's maximum: an accepted write must outlive any outage
 VISIBILITY_FACTOR = 6  # AWS: queue visibility timeout >= 6 x the consumer's timeout
-INGEST_TIMEOUT = Duration.minutes(3)
+INGEST_TIMEOUT = Duration.seconds(DEFAULT_INGEST_TIMEOUT_S)
 #: How long Lambda gathers messages before invoking: bigger batches make fewer, larger files.
-BATCHING_WINDOW = Duration.seconds(5)
+BATCHING_WINDOW = Duration.seconds(DEFAULT_BATCH_WINDOW_S)
 
 
 class ArcsIngest(Construct):
@@ -34,11 +35,11 @@ class ArcsIngest(Construct):
         *,
         storage: ArcsStorage,
         defaults: FunctionDefaults,
-        edge_memory_mb: int = 1024,
+        edge_memory_mb: int = DEFAULT_MEMORY_MB["edge"],
         edge_timeout: Duration = API_TIMEOUT,
-        ingest_memory_mb: int = 2048,
+        ingest_memory_mb: int = DEFAULT_MEMORY_MB["ingest"],
         ingest_timeout: Duration = INGEST_TIMEOUT,
-        batch_size: int = 1000,
+        batch_size: int = DEFAULT_BATCH_SIZE,
         max_batching_window: Duration = BATCHING_WINDOW,
         max_receive_count: int = 5,
     ) -> None:

@@ -12,10 +12,12 @@ from arcs import envvars
 from arcs.settings import default_duckdb_memory_limit, default_max_result_bytes
 from infra.function import API_TIMEOUT, ArcsFunction, FunctionDefaults
 from infra.nag import acknowledge, logical_ref
+from infra.params import DEFAULT_MEMORY_MB, DEFAULT_QUERY_EPHEMERAL_MB
 from infra.storage import SYSTEM_DIR, ArcsStorage
 
-#: 1,769 MB is one vCPU; DuckDB reading S3 wants threads well above the vCPU count.
-DEFAULT_MEMORY_MB = 4096
+#: DuckDB may fill this share of /tmp with its spill; the rest keeps its home, extensions and
+#: the files a request writes there.
+SPILL_SHARE = 0.75
 
 
 def query_memory_environment(memory_size_mb: int) -> dict[str, str]:
@@ -27,6 +29,12 @@ def query_memory_environment(memory_size_mb: int) -> dict[str, str]:
         envvars.DUCKDB_MEMORY_LIMIT: default_duckdb_memory_limit(memory),
         envvars.QUERY_MAX_RESULT_BYTES: str(default_max_result_bytes(memory)),
     }
+
+
+def spill_environment(ephemeral_storage_mb: int) -> dict[str, str]:
+    """DuckDB's spill limit from the function's /tmp (its temp directory is under ``ARCS_WORK_DIR``,
+    in /tmp): without one, a spill that outgrows /tmp fails on a full disk instead of DuckDB's error."""
+    return {envvars.DUCKDB_MAX_TEMP_SIZE: f"{int(ephemeral_storage_mb * SPILL_SHARE)}MiB"}
 
 
 def duckdb_threads(memory_size_mb: int) -> int:
@@ -47,7 +55,8 @@ class ArcsQuery(Construct):
         storage: ArcsStorage,
         defaults: FunctionDefaults,
         write_queue: sqs.IQueue,
-        memory_size_mb: int = DEFAULT_MEMORY_MB,
+        memory_size_mb: int = DEFAULT_MEMORY_MB["query"],
+        ephemeral_storage_mb: int = DEFAULT_QUERY_EPHEMERAL_MB,
         timeout: Duration = API_TIMEOUT,
         from_image: bool = False,
         compact_function_name: str = "",
@@ -63,10 +72,12 @@ class ArcsQuery(Construct):
             memory_size_mb=memory_size_mb,
             timeout=timeout,
             layers=FUNCTION_LAYERS["query"],
+            ephemeral_storage_mb=ephemeral_storage_mb,
             # The container image: 10 GB instead of layers' 250 MB, for builds with more in them.
             image=from_image,
             environment={
                 **query_memory_environment(memory_size_mb),
+                **spill_environment(ephemeral_storage_mb),
                 envvars.DUCKDB_THREADS: str(duckdb_threads(memory_size_mb)),
                 # Interrupt a query before the function itself is killed, so the caller gets a clear error.
                 envvars.QUERY_TIMEOUT_S: str(max(timeout.to_seconds() - QUERY_TIMEOUT_MARGIN_S, 1)),

@@ -3,13 +3,12 @@ the schedules, the bootstrap token and the Athena tables."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from aws_cdk import CfnOutput, Duration, Stack
 from constructs import Construct
-from layers.build import BUILD_DIR, DEFAULT_ARCH
+from layers.build import BUILD_DIR
 
 from infra.api import ArcsApi
 from infra.athena import ArcsAthena
@@ -17,10 +16,12 @@ from infra.authorizer import ArcsAuthorizer
 from infra.bootstrap import ArcsBootstrap
 from infra.compact import ArcsCompact
 from infra.express import ArcsExpress
-from infra.function import FUNCTIONS_DIR, FunctionDefaults, base_environment
-from infra.ingest import BATCHING_WINDOW, ArcsIngest
+from infra.failures import AsyncFailures
+from infra.function import FUNCTIONS_DIR, FunctionDefaults, base_environment, reserve_concurrency
+from infra.ingest import ArcsIngest
 from infra.layers import ArcsLayers
-from infra.query import DEFAULT_MEMORY_MB, ArcsQuery
+from infra.params import Parameters
+from infra.query import ArcsQuery
 from infra.storage import ArcsStorage
 
 #: How long a verified token is trusted in a warm function (API.md: revocation within 60 s).
@@ -33,22 +34,19 @@ class ArcsStack(Stack):
         scope: Construct,
         construct_id: str,
         *,
-        prefix: str = "",
-        architecture: str = DEFAULT_ARCH,
+        parameters: Parameters | None = None,
         layers_dir: Path = BUILD_DIR,
         functions_dir: Path = FUNCTIONS_DIR,
-        query_memory_mb: int = DEFAULT_MEMORY_MB,
-        query_image: bool = False,
-        ingest_batch_size: int = 1000,
-        ingest_batching_window: Duration = BATCHING_WINDOW,
-        glue_database: str | None = None,
-        athena_tables: Mapping[str, Mapping[str, str]] | None = None,
-        express_zone: str | None = None,
         **kwargs: Any,
     ) -> None:
+        """``parameters``: the deploy-time choices, validated (``infra/params.py``)."""
         super().__init__(scope, construct_id, **kwargs)
-        self.storage = ArcsStorage(self, "Storage", prefix=prefix)
-        self.layers = ArcsLayers(self, "Layers", architecture=architecture, build_dir=layers_dir)
+        params = parameters or Parameters()
+        memory = params.memory_mb
+        self.storage = ArcsStorage(self, "Storage", prefix=params.prefix)
+        self.layers = ArcsLayers(self, "Layers", architecture=params.architecture, build_dir=layers_dir)
+        # Asynchronous runs (schedules, the trigger route, the bootstrap) that failed for good.
+        self.failures = AsyncFailures(self, "FailedRuns")
         defaults = FunctionDefaults(
             environment=base_environment(
                 bucket_name=self.storage.bucket.bucket_name,
@@ -64,12 +62,22 @@ class ArcsStack(Stack):
             "Ingest",
             storage=self.storage,
             defaults=defaults,
-            batch_size=ingest_batch_size,
-            max_batching_window=ingest_batching_window,
+            edge_memory_mb=memory["edge"],
+            ingest_memory_mb=memory["ingest"],
+            ingest_timeout=Duration.seconds(params.ingest_timeout_s),
+            batch_size=params.ingest_batch_size,
+            max_batching_window=Duration.seconds(params.ingest_batch_window_s),
         )
         # Scheduled compaction and continuous queries; the query function's trigger route invokes it.
         self.compact = ArcsCompact(
-            self, "Compact", storage=self.storage, defaults=defaults, write_queue=self.ingest.queue
+            self,
+            "Compact",
+            storage=self.storage,
+            defaults=defaults,
+            write_queue=self.ingest.queue,
+            failures=self.failures,
+            memory_size_mb=memory["compact"],
+            timeout=Duration.seconds(params.compact_timeout_s),
         )
         self.query = ArcsQuery(
             self,
@@ -77,19 +85,41 @@ class ArcsStack(Stack):
             storage=self.storage,
             defaults=defaults,
             write_queue=self.ingest.queue,
-            memory_size_mb=query_memory_mb,
-            from_image=query_image,
+            memory_size_mb=memory["query"],
+            ephemeral_storage_mb=params.query_ephemeral_storage_mb,
+            from_image=params.query_image,
             compact_function_name=self.compact.compact.function.function_name,
         )
         self.compact.allow_trigger(self.query.query.role)
-        self.authorizer = ArcsAuthorizer(self, "Authorizer", storage=self.storage, defaults=defaults)
+        self.authorizer = ArcsAuthorizer(
+            self, "Authorizer", storage=self.storage, defaults=defaults, memory_size_mb=memory["authorizer"]
+        )
         # Optional S3 Express One Zone, the data files' bucket then: ingest writes them, compaction
         # rewrites them, the query function reads them and deletes or rewrites them for admins.
-        self.express = ArcsExpress(self, "Express", zone_id=express_zone) if express_zone else None
+        zone = params.express_zone
+        self.express = ArcsExpress(self, "Express", zone_id=zone) if zone else None
         if self.express is not None:
             for user in (self.ingest.ingest, self.compact.compact, self.query.query):
                 self.express.grant_sessions(user.function, user.role)
-        self.bootstrap = ArcsBootstrap(self, "Bootstrap", storage=self.storage, defaults=defaults)
+        self.bootstrap = ArcsBootstrap(
+            self,
+            "Bootstrap",
+            storage=self.storage,
+            defaults=defaults,
+            failures=self.failures,
+            memory_size_mb=memory["bootstrap"],
+        )
+        # Only where asked for: a new account may not have the concurrency to reserve any.
+        functions = {
+            "edge": self.ingest.edge.function,
+            "ingest": self.ingest.ingest.function,
+            "query": self.query.query.function,
+            "authorizer": self.authorizer.authorizer_function.function,
+            "compact": self.compact.compact.function,
+            "bootstrap": self.bootstrap.bootstrap.function,
+        }
+        for name, count in params.reserved_concurrency.items():
+            reserve_concurrency(functions[name], count)
         self.api = ArcsApi(
             self,
             "Http",
@@ -104,8 +134,8 @@ class ArcsStack(Stack):
             # Athena reads the data where it is: the directory bucket when there is one.
             bucket_name=self.express.bucket_name if self.express is not None else self.storage.bucket.bucket_name,
             prefix=self.storage.prefix,
-            database_name=glue_database or construct_id.lower().replace("-", "_"),
-            tables=athena_tables or {},
+            database_name=params.glue_database or construct_id.lower().replace("-", "_"),
+            tables=params.athena_tables or {},
         )
 
         CfnOutput(self, "ApiUrl", value=self.api.api.url, description="Base URL of the HTTP API (stage included)")
@@ -121,6 +151,12 @@ class ArcsStack(Stack):
         CfnOutput(self, "LeasesTableName", value=self.storage.leases_table.table_name)
         CfnOutput(self, "QueueUrl", value=self.ingest.queue.queue_url)
         CfnOutput(self, "DeadLetterQueueUrl", value=self.ingest.dead_letter_queue.queue_url)
+        CfnOutput(
+            self,
+            "FailedRunsQueueUrl",
+            value=self.failures.queue.queue_url,
+            description="Asynchronous runs (schedules, compaction trigger, bootstrap) that failed after their retries",
+        )
         if self.express is not None:
             CfnOutput(self, "ExpressBucketName", value=self.express.bucket_name)
         CfnOutput(self, "GlueDatabase", value=self.athena.database_name, description="Athena: the data's tables")

@@ -1,5 +1,11 @@
 """Where the data lives: the data bucket (Parquet, claim-check objects, handed-off results) and the
-tokens, catalog and leases tables (docs/deploy.md says what each holds)."""
+tokens, catalog and leases tables (docs/deploy.md says what each holds).
+
+Backup is one window for both: the tables keep point-in-time recovery for ``RECOVERY_WINDOW``,
+and the bucket is versioned and keeps a deleted or replaced object's versions exactly as long,
+so a catalog restored to any moment of the window finds every file it lists (docs/deploy.md,
+"Backup and restore").
+"""
 
 from __future__ import annotations
 
@@ -27,6 +33,10 @@ RESULT_EXPIRY = Duration.days(1)
 #: Corrupt data files compaction moved aside (``arcs.layout.quarantine_key``): kept for a person to look at.
 QUARANTINE_DIR = "quarantine"
 QUARANTINE_EXPIRY = Duration.days(90)
+#: DynamoDB's longest point-in-time recovery period; the bucket keeps old versions as long.
+RECOVERY_WINDOW = Duration.days(35)
+#: Old versions of staging objects (claim checks, handed-off results) are no backup: a day.
+STAGING_NONCURRENT_EXPIRY = Duration.days(1)
 
 
 def system_prefix(prefix: str, folder: str) -> str:
@@ -60,20 +70,27 @@ class ArcsStorage(Construct):
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             enforce_ssl=True,
             minimum_tls_version=1.2,
-            # Data files are immutable and written once (If-None-Match); versions would only
-            # keep what compaction and retention mean to delete.
-            versioned=False,
+            # Compaction, retention and deletes remove files the catalog listed until then: their
+            # versions stay for the recovery window, so a restored catalog finds its files.
+            versioned=True,
             removal_policy=RemovalPolicy.RETAIN,
             lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="expire-noncurrent-versions",
+                    noncurrent_version_expiration=RECOVERY_WINDOW,
+                    expired_object_delete_marker=True,
+                ),
                 s3.LifecycleRule(
                     id="expire-claim-checks",
                     prefix=self.claims_prefix,
                     expiration=CLAIM_EXPIRY,
+                    noncurrent_version_expiration=STAGING_NONCURRENT_EXPIRY,
                 ),
                 s3.LifecycleRule(
                     id="expire-handed-off-results",
                     prefix=self.results_prefix,
                     expiration=RESULT_EXPIRY,
+                    noncurrent_version_expiration=STAGING_NONCURRENT_EXPIRY,
                 ),
                 s3.LifecycleRule(
                     id="abort-incomplete-uploads",
@@ -113,7 +130,7 @@ class ArcsStorage(Construct):
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
             time_to_live_attribute=TTL_ATTRIBUTE if ttl else None,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-                point_in_time_recovery_enabled=True
+                point_in_time_recovery_enabled=True, recovery_period_in_days=int(RECOVERY_WINDOW.to_days())
             ),
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
             removal_policy=RemovalPolicy.RETAIN,

@@ -114,11 +114,14 @@ class Engine:
         s3: Callable[[], S3Access] | None = None,
         secret_refresh_s: float = SECRET_REFRESH_S,
         query_timeout_s: float | None = None,
+        max_temp_size: str | None = None,
     ) -> None:
         self.allowed_roots = list(allowed_roots)
         self.work_dir = work_dir
         self.threads = threads
         self.memory_limit = memory_limit
+        # Lambda's /tmp is fixed at deploy: spill stops there with a clear error, not a full disk.
+        self.max_temp_size = max_temp_size
         # A provider, not fixed keys: role credentials expire, and a warm container outlives them.
         self.s3 = s3
         self.secret_refresh_s = secret_refresh_s
@@ -177,6 +180,8 @@ class Engine:
             config["threads"] = S3_THREADS_PER_CPU * (os.cpu_count() or 1)
         if self.memory_limit:
             config["memory_limit"] = self.memory_limit
+        if self.max_temp_size:
+            config["max_temp_directory_size"] = self.max_temp_size
         conn = duckdb.connect(":memory:", config=config)
         try:
             # GLOBAL: queries run on cursors, which start from the global settings, not this session's.

@@ -26,6 +26,7 @@ INGEST_BATCH_WINDOW_S = "ARCS_INGEST_BATCH_WINDOW_S"
 INGEST_GROUP_BYTES = "ARCS_INGEST_GROUP_BYTES"
 DUCKDB_THREADS = "ARCS_DUCKDB_THREADS"
 DUCKDB_MEMORY_LIMIT = "ARCS_DUCKDB_MEMORY_LIMIT"  # e.g. "2GB"; default half the memory (Lambda: the function's)
+DUCKDB_MAX_TEMP_SIZE = "ARCS_DUCKDB_MAX_TEMP_SIZE"  # DuckDB's max_temp_directory_size (spill), e.g. "3GiB"
 MMAP_THRESHOLD_MB = "ARCS_MMAP_THRESHOLD_MB"  # C allocator: blocks up to this stay on the heap; 0 = its default
 ARROW_MEMORY_POOL = "ARROW_DEFAULT_MEMORY_POOL"  # Arrow's own; "system" in every runtime (arcs.allocator)
 WORK_DIR = "ARCS_WORK_DIR"  # DuckDB home, temp and extension directory (/tmp in Lambda)

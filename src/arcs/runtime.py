@@ -94,6 +94,7 @@ class Runtime:
             self.settings.duckdb_memory_limit,
             self._s3_access,
             query_timeout_s=self.settings.query_timeout_s or None,
+            max_temp_size=self.settings.duckdb_max_temp_size,
         )
 
     @functools.cached_property

@@ -169,6 +169,8 @@ class Settings:
     ingest_group_bytes: int = 256 * 1024 * 1024  # from_env derives it from the memory
     duckdb_threads: int | None = None
     duckdb_memory_limit: str | None = None
+    # How much DuckDB may spill into its temp directory; None: DuckDB's default (90 % of the free disk).
+    duckdb_max_temp_size: str | None = None
     work_dir: Path | None = None
     query_max_rows: int = 10_000_000
     # A result larger than this (Arrow bytes, while DuckDB streams it) is refused (400); from_env
@@ -268,6 +270,7 @@ class Settings:
             ingest_group_bytes=ingest_group_bytes,
             duckdb_threads=int(threads) if threads else None,
             duckdb_memory_limit=env.get(envvars.DUCKDB_MEMORY_LIMIT) or default_duckdb_memory_limit(memory),
+            duckdb_max_temp_size=env.get(envvars.DUCKDB_MAX_TEMP_SIZE) or None,
             work_dir=Path(work_dir) if work_dir else None,
             query_max_rows=int(number(envvars.QUERY_MAX_ROWS, base.query_max_rows)),
             query_max_result_bytes=max_result_bytes,

@@ -41,7 +41,7 @@ ACKNOWLEDGED = {
     "AwsSolutions-APIG4",  # /health and /ready are public
     "AwsSolutions-COG4",  # Arc tokens, not Cognito
     "AwsSolutions-SMG4",  # the bootstrap token is rotated through the API, not by Secrets Manager
-    "AwsSolutions-SQS3",  # the schedules' dead-letter queue is itself one (EventBridge's, not a redrive)
+    "AwsSolutions-SQS3",  # the failure queue is where failed asynchronous runs end (nothing redrives it)
 }
 
 
@@ -151,7 +151,7 @@ def test_queues_refuse_plain_http(synth: Synth) -> None:
     assert secured == {
         synth.logical_id(synth.stack.ingest.queue),
         synth.logical_id(synth.stack.ingest.dead_letter_queue),
-        synth.logical_id(synth.stack.compact.dead_letter_queue),
+        synth.logical_id(synth.stack.failures.queue),
     }
 
 
@@ -240,7 +240,8 @@ def test_table_keys_billing_ttl_and_recovery(synth: Synth, name: str) -> None:
     else:
         assert table["TimeToLiveSpecification"] == {"AttributeName": TTL_ATTRIBUTE, "Enabled": True}
     assert TTL_ATTRIBUTE == "expires_at"
-    assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    # The longest window; the bucket keeps old versions as long (tests/infra/test_backup.py).
+    assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True, "RecoveryPeriodInDays": 35}
     assert table["SSESpecification"] == {"SSEEnabled": True}  # AWS managed key
     resource = synth.resources[synth.logical_id(construct)]
     assert (resource["DeletionPolicy"], resource["UpdateReplacePolicy"]) == ("Retain", "Retain")
@@ -533,9 +534,9 @@ def test_api_passes_every_body_as_binary(synth: Synth) -> None:
 def test_stage_throttles_logs_access_and_never_logs_bodies(synth: Synth) -> None:
     [stage] = synth.of_type("AWS::ApiGateway::Stage").values()
     props = stage["Properties"]
-    assert props["AccessLogSetting"]["DestinationArn"] == {
-        "Fn::GetAtt": [synth.logical_id(synth.stack.api.access_logs), "Arn"]
-    }
+    # The log group's ARN without the ':*' suffix (the logGroupDestinationArnWithoutWildcard flag).
+    assert synth.logical_id(synth.stack.api.access_logs) in json.dumps(props["AccessLogSetting"]["DestinationArn"])
+    assert not json.dumps(props["AccessLogSetting"]["DestinationArn"]).endswith(':*"]]}')
     assert "$context.requestId" in props["AccessLogSetting"]["Format"]
     [settings] = props["MethodSettings"]
     assert settings["HttpMethod"] == "*"
