@@ -292,7 +292,7 @@ def start_emulation(config: EmulationConfig, set_env: Callable[[str, str], Any] 
                 COMPACT_FUNCTION,
                 load_handler("compact"),
                 timeout_s=900,
-                memory_mb=4096,
+                memory_mb=3008,  # the stack's default (infra/params.py)
                 ephemeral_storage_mb=10_240,
                 region=config.region,
             )
