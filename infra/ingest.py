@@ -13,6 +13,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from arcs import envvars
+from arcs.settings import Settings
 from infra.function import API_TIMEOUT, ArcsFunction, FunctionDefaults
 from infra.nag import acknowledge, logical_ref
 from infra.params import DEFAULT_BATCH_SIZE, DEFAULT_BATCH_WINDOW_S, DEFAULT_INGEST_TIMEOUT_S, DEFAULT_MEMORY_MB
@@ -25,6 +26,20 @@ VISIBILITY_FACTOR = 6  # AWS: queue visibility timeout >= 6 x the consumer's tim
 INGEST_TIMEOUT = Duration.seconds(DEFAULT_INGEST_TIMEOUT_S)
 #: How long Lambda gathers messages before invoking: bigger batches make fewer, larger files.
 BATCHING_WINDOW = Duration.seconds(DEFAULT_BATCH_WINDOW_S)
+
+
+#: A write decoded in memory takes up to about nine times its decompressed size (measured: a 99 MB
+#: line-protocol body raised the write path's memory by 830 MiB), so a function may accept a body
+#: of at most this share of its memory: more could end in an out-of-memory error after the edge
+#: acknowledged it (the ingest function would then fail it until the dead-letter queue).
+WRITE_MEMORY_SHARE = 16
+
+
+def max_decompressed_bytes(edge_memory_mb: int, ingest_memory_mb: int) -> int:
+    """The decompressed size of one write that both the edge and ingest can hold, at most the
+    runtime's own default (100 MiB)."""
+    fits = min(edge_memory_mb, ingest_memory_mb) * 1024 * 1024 // WRITE_MEMORY_SHARE
+    return min(Settings().max_decompressed_bytes, fits)
 
 
 class ArcsIngest(Construct):
@@ -89,7 +104,10 @@ class ArcsIngest(Construct):
             defaults=defaults,
             memory_size_mb=edge_memory_mb,
             timeout=edge_timeout,
-            environment={envvars.QUEUE_URL: self.queue.queue_url},
+            environment={
+                envvars.QUEUE_URL: self.queue.queue_url,
+                envvars.MAX_DECOMPRESSED_BYTES: str(max_decompressed_bytes(edge_memory_mb, ingest_memory_mb)),
+            },
         )
         self.queue.grant_send_messages(self.edge.role)
         # Writes too big for a message go to the bucket first, only under the claims prefix.
@@ -121,6 +139,7 @@ class ArcsIngest(Construct):
                 envvars.QUEUE_URL: self.queue.queue_url,
                 envvars.INGEST_BATCH_MESSAGES: str(batch_size),
                 envvars.INGEST_BATCH_WINDOW_S: str(int(max_batching_window.to_seconds())),
+                envvars.MAX_DECOMPRESSED_BYTES: str(max_decompressed_bytes(edge_memory_mb, ingest_memory_mb)),
             },
         )
         self.ingest.function.add_event_source(

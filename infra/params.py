@@ -25,7 +25,7 @@ from layers.build import ARCHITECTURES, DEFAULT_ARCH
 FUNCTIONS = ("edge", "ingest", "query", "authorizer", "compact", "bootstrap")
 #: Fits a new account's memory quota (3,008 MB); raise it with ``-c <function>_memory_mb=``.
 DEFAULT_MEMORY_MB: dict[str, int] = {
-    "edge": 1024,
+    "edge": 2048,  # decodes a write of up to 100 MiB decompressed (infra/ingest.py)
     "ingest": 2048,
     "query": 3008,
     "authorizer": 1024,  # the token hash is CPU-bound: memory buys CPU
@@ -185,8 +185,10 @@ def _athena_tables(value: Any) -> dict[str, dict[str, str]]:
 
 def _unknown_keys(context: Mapping[str, Any]) -> None:
     for key in sorted(context):
-        if _OWN_KEY.match(key) and key not in KEYS:
-            close = difflib.get_close_matches(key, sorted(KEYS), n=1)
+        # A key that is one of ours but for its case or separators (query-memory-mb, queryMemoryMb).
+        folded = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key).replace("-", "_").lower()
+        if key not in KEYS and (_OWN_KEY.match(key) or folded in KEYS):
+            close = [folded] if folded in KEYS else difflib.get_close_matches(key, sorted(KEYS), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ParameterError(f"unknown parameter {key!r}{hint} (docs/deploy.md lists them)")
 

@@ -6,7 +6,8 @@ for the writes and InfluxDB's paths. Either way the policy allows every route of
 cached policy is reused for the caller's other routes), so each route checks its permission itself.
 
 It also refuses, before any function is invoked, a write whose declared length cannot reach the
-edge function on AWS (``arcs.write_paths.declared_too_large``): a Deny, which the stack's ``ACCESS_DENIED``
+edge function on AWS (``arcs.write_paths.declared_too_large``, with the room this request's
+head leaves in the invoke: ``arcs.write_paths.body_room``): a Deny, which the stack's ``ACCESS_DENIED``
 gateway response answers as a 413. Writes are never cached, so the Deny is never reused.
 """
 
@@ -20,7 +21,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from arcs.errors import ArcsError
 from arcs.runtime import lambda_runtime
 from arcs.tokens import extract_token
-from arcs.write_paths import declared_too_large
+from arcs.write_paths import body_room, declared_too_large
 
 logger = Logger(service="arcs-authorizer")
 
@@ -42,12 +43,14 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         logger.warning("token refused", extra={"reason": exc.message})
         # API Gateway answers 401 for exactly this message.
         raise Exception("Unauthorized") from None
+    caller = principal.to_context()
     refusal = declared_too_large(
         str(event.get("httpMethod") or ""),
         # The resource is the route as declared (``path`` carries a custom domain's base path).
         str(event.get("resource") or event.get("path") or ""),
         headers,
-        runtime.settings.max_request_bytes,
+        # A request whose head is unusually large leaves less room for its body in the invoke.
+        min(runtime.settings.max_request_bytes, body_room(event, caller)),
     )
     if refusal is not None:
         logger.info("write refused before the edge", extra={"reason": refusal})
@@ -67,5 +70,5 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
                 {"Action": "execute-api:Invoke", "Effect": "Allow", "Resource": _api_arn(event["methodArn"])}
             ],
         },
-        "context": principal.to_context(),
+        "context": caller,
     }

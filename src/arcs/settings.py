@@ -10,6 +10,7 @@ from typing import Literal
 
 from arcs import envvars
 from arcs.errors import ArcsError
+from arcs.write_paths import LAMBDA_SYNC_PAYLOAD_BYTES
 
 Backend = Literal["local", "aws"]
 
@@ -23,8 +24,6 @@ CompactionSort = Literal["time", "tags"]
 #: API Gateway REST's payload limit, and the standalone server's body limit: no Lambda invoke sits
 #: between its HTTP front and the write path, so nothing smaller binds there.
 API_GATEWAY_PAYLOAD_BYTES = 10 * 1024 * 1024
-#: A synchronous Lambda invoke takes at most this much event JSON (AWS Lambda quotas: 6 MB).
-LAMBDA_SYNC_PAYLOAD_BYTES = 6 * 1024 * 1024
 #: What a REST proxy event holds besides its body: the headers twice (``headers`` and
 #: ``multiValueHeaders``) and the query parameters twice, within API Gateway's 10,240 bytes for the
 #: request line and headers, so at most ~41 KiB even if every character needs escaping; the request

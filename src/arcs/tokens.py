@@ -500,6 +500,11 @@ def extract_token(headers: Mapping[str, str], query: Mapping[str, str]) -> str:
         if sep and password:
             return password
         raise Unauthorized("Basic authorization must carry the token as the password")
+    if authorization:
+        # A present Authorization header is the only place looked at: API Gateway caches the
+        # authorizer's answer on that header alone, so a token taken from elsewhere would be
+        # cached for whoever sends the same header next.
+        raise Unauthorized("unusable Authorization header: send 'Authorization: Bearer <token>'")
     if lowered.get("x-api-key"):
         return lowered["x-api-key"].strip()
     if query.get("p"):

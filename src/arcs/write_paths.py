@@ -6,11 +6,32 @@ judge a request by its head without importing the decoders.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from typing import Any
 
 #: The write routes: InfluxDB's two, and Arc's under the prefix.
 WRITE_PATHS = frozenset({"/write", "/api/v2/write"})
 WRITE_PREFIX = "/api/v1/write/"
+
+
+#: A synchronous Lambda invoke takes at most this much event JSON (AWS Lambda quotas: 6 MB).
+LAMBDA_SYNC_PAYLOAD_BYTES = 6 * 1024 * 1024
+#: What the edge function's event holds beyond the authorizer's own event and the context it
+#: returns: the ``body`` and ``isBase64Encoded`` keys and the request context's few extra fields.
+EDGE_EVENT_EXTRA_BYTES = 4096
+
+
+def body_room(authorizer_event: Mapping[str, Any], context: Mapping[str, Any]) -> int:
+    """The largest body the edge's event can still carry for this request, base64-encoded.
+
+    The edge's event repeats what the authorizer's holds (headers and query parameters twice each,
+    the request context) and adds the context the authorizer returns. Many short query parameters
+    or headers cost several event bytes per byte of the request line, so a fixed body limit alone
+    cannot promise the invoke fits. Measured with Python's spaced, ASCII-escaped JSON, which is at
+    least as long as what API Gateway sends."""
+    head = len(json.dumps(authorizer_event)) + len(json.dumps(context)) + EDGE_EVENT_EXTRA_BYTES
+    return max(0, (LAMBDA_SYNC_PAYLOAD_BYTES - head) // 4 * 3)
 
 
 def is_write_path(path: str) -> bool:

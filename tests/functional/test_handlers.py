@@ -12,6 +12,7 @@ import base64
 import copy
 import io
 import json
+import string
 import time
 import uuid
 from collections.abc import Iterator
@@ -337,6 +338,26 @@ def test_authorizer_denies_a_write_declaring_more_than_reaches_the_edge(fn: Lamb
     # A bad token is a 401 first, whatever the size.
     with pytest.raises(Exception, match=r"^Unauthorized$"):
         fn.handlers.authorizer(_write_authorizer_event(path, **{"Content-Length": str(limit + 1)}), context("a"))
+
+
+def test_authorizer_leaves_a_write_only_the_room_its_head_leaves_in_the_invoke(fn: Lambda) -> None:
+    """Many short query parameters cost several event bytes each (twice, with their JSON around
+    them): a write at the usual limit is then refused, and one the head leaves room for is not."""
+    limit = fn.runtime.settings.max_request_bytes
+    token = f"Bearer {fn.token}"
+    crowded = _write_authorizer_event("/write", **{"Authorization": token, "Content-Length": str(limit)})
+    letters = string.ascii_letters + string.digits
+    keys = [a + b for a in letters for b in letters][:3300]  # "?ab&ac&...": 9,900 bytes of request line
+    crowded["queryStringParameters"] = {"db": "metrics", **dict.fromkeys(keys, "")}
+    crowded["multiValueQueryStringParameters"] = {k: [v] for k, v in crowded["queryStringParameters"].items()}
+    denied = fn.handlers.authorizer(crowded, context("arcs-authorizer"))
+    assert denied["policyDocument"]["Statement"][0]["Effect"] == "Deny"
+    room = int(denied["context"]["error"].rsplit(" ", 1)[1])
+    assert limit - 64 * 1024 < room < limit
+    crowded["headers"]["Content-Length"] = str(room)
+    crowded["multiValueHeaders"]["Content-Length"] = [str(room)]
+    allowed = fn.handlers.authorizer(crowded, context("arcs-authorizer"))
+    assert allowed["policyDocument"]["Statement"][0]["Effect"] == "Allow"
 
 
 def test_the_edge_refuses_a_body_over_the_aws_limit_that_still_fits_the_invoke(fn: Lambda) -> None:

@@ -60,6 +60,21 @@ def test_defaults_fit_a_new_accounts_quotas(defaults: tuple[Any, Json]) -> None:
     assert functions["query"]["MemorySize"] == functions["compact"]["MemorySize"] == 3008
 
 
+def test_a_write_the_edge_accepts_fits_the_memory_of_the_edge_and_of_ingest(
+    defaults: tuple[Any, Json], layers_dir: Path
+) -> None:
+    """A write decodes to several times its decompressed size at the edge and again at ingest: the
+    cap follows the smaller function, or an acknowledged write could fail ingest for good."""
+    stack, template = defaults
+    functions = _functions(stack, template)
+    for name in ("edge", "ingest"):
+        assert functions[name]["Environment"]["Variables"][envvars.MAX_DECOMPRESSED_BYTES] == str(100 * 1024 * 1024)
+    stack, template = _template({"layers_dir": str(layers_dir), "ingest_memory_mb": "512"})
+    functions = _functions(stack, template)
+    for name in ("edge", "ingest"):
+        assert functions[name]["Environment"]["Variables"][envvars.MAX_DECOMPRESSED_BYTES] == str(32 * 1024 * 1024)
+
+
 def test_query_function_duckdb_gets_half_its_memory_and_three_quarters_of_its_tmp(defaults: tuple[Any, Json]) -> None:
     stack, template = defaults
     query = _functions(stack, template)["query"]
@@ -142,6 +157,9 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"athena_tables": '{"metrics.cpu": {"usage": 1}}'}, "athena_tables: 'metrics.cpu' must map column names to type"),
     ({"athena_tables": '{"metrics.cpu": {"usage": "decimal"}}'}, "athena_tables: metrics.cpu: unknown types"),
     ({"query_memory": "4096"}, "unknown parameter 'query_memory'; did you mean 'query_memory_mb'?"),
+    ({"query-memory-mb": "4096"}, "unknown parameter 'query-memory-mb'; did you mean 'query_memory_mb'?"),
+    ({"queryMemoryMb": "4096"}, "unknown parameter 'queryMemoryMb'; did you mean 'query_memory_mb'?"),
+    ({"Query_Memory_MB": "4096"}, "unknown parameter 'Query_Memory_MB'; did you mean 'query_memory_mb'?"),
 ]
 
 

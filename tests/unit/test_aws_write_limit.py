@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import string
 from pathlib import Path
 
 from arcs.settings import (
@@ -19,6 +20,7 @@ from arcs.settings import (
     Settings,
 )
 from arcs.tokens import MAX_NAME_CHARS, MAX_SCOPES, Principal
+from arcs.write_paths import body_room
 
 EVENT = Path(__file__).parents[1] / "functional" / "events" / "apigw_rest_proxy.json"
 #: API Gateway REST: total size of the request line and header values.
@@ -54,3 +56,32 @@ def test_the_aws_backend_defaults_to_the_aws_limit_and_the_standalone_server_to_
     assert Settings.from_env({"ARCS_BACKEND": "aws"}).max_request_bytes == AWS_MAX_REQUEST_BYTES
     assert Settings.from_env({}).max_request_bytes == API_GATEWAY_PAYLOAD_BYTES == 10 * 1024 * 1024
     assert Settings.from_env({"ARCS_BACKEND": "aws", "ARCS_MAX_REQUEST_BYTES": "1000"}).max_request_bytes == 1000
+
+
+def test_the_room_a_head_leaves_is_measured_on_the_event_so_a_crowded_head_still_fits() -> None:
+    """3,300 two-letter query parameters (10 KB of request line) cost ~50 KB of event: the fixed limit
+    no longer fits, the room the authorizer computes from its own event does."""
+    letters = string.ascii_letters + string.digits
+    query = dict.fromkeys([a + b for a in letters for b in letters][:3300], "")  # "?ab&ac&...": 9,900 bytes
+    authorizer = json.loads((EVENT.parent / "authorizer_request.json").read_text())
+    authorizer["queryStringParameters"] = query
+    authorizer["multiValueQueryStringParameters"] = {k: [v] for k, v in query.items()}
+    scopes = tuple(f"{'d' * 62}{i:02d}" for i in range(MAX_SCOPES))
+    principal = Principal("t" * 32, "n" * MAX_NAME_CHARS, frozenset({"read", "write", "delete"}), scopes)
+    room = body_room(authorizer, principal.to_context())
+    assert room < AWS_MAX_REQUEST_BYTES
+
+    edge = json.loads(EVENT.read_text())
+    edge["headers"] = authorizer["headers"]
+    edge["multiValueHeaders"] = authorizer["multiValueHeaders"]
+    edge["queryStringParameters"] = query
+    edge["multiValueQueryStringParameters"] = authorizer["multiValueQueryStringParameters"]
+    edge["requestContext"]["authorizer"] = principal.to_context()
+    for body_bytes, fits in ((room, True), (AWS_MAX_REQUEST_BYTES, False)):
+        edge["body"] = base64.b64encode(b"\0" * body_bytes).decode()
+        edge["isBase64Encoded"] = True
+        # Spaced JSON, the longer of the two forms API Gateway might send.
+        assert (len(json.dumps(edge)) <= LAMBDA_SYNC_PAYLOAD_BYTES) is fits
+    # An ordinary head leaves room for the whole usual limit.
+    plain = json.loads((EVENT.parent / "authorizer_request.json").read_text())
+    assert body_room(plain, principal.to_context()) > AWS_MAX_REQUEST_BYTES

@@ -103,6 +103,14 @@ def test_missing_or_malformed_tokens(headers: dict[str, str]) -> None:
         extract_token(headers, {})
 
 
+@pytest.mark.parametrize("authorization", ["Negotiate xyz", "Bearer ", "Bearer", "Token  "])
+def test_a_present_authorization_header_is_the_only_place_looked_at(authorization: str) -> None:
+    # API Gateway caches the authorizer's answer on the Authorization header alone: a token taken
+    # from x-api-key or ?p= beside an unusable header would be cached for that header's next sender.
+    with pytest.raises(Unauthorized):
+        extract_token({"Authorization": authorization, "x-api-key": "abc"}, {"p": "abc"})
+
+
 def test_parsers() -> None:
     now = datetime(2024, 1, 1, tzinfo=UTC)
     assert parse_expiry("24h", now) == now + timedelta(hours=24)
