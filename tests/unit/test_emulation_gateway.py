@@ -149,14 +149,34 @@ def test_cache_is_per_identity_keeps_denials_and_requires_every_source() -> None
     authorizer = Stub(allow(effect="Deny"))
     api = gateway(authorizer, ttl=60, sources=("header:Authorization",))
     for _ in range(3):
-        assert api.handle("GET", "/x", "", {"authorization": "Bearer one"}, b"").status == 413
-    assert api.handle("GET", "/x", "", {"authorization": "Bearer two"}, b"").status == 413
-    assert api.handle("GET", "/x", "p=one", {"authorization": "Bearer one"}, b"").status == 413
+        assert api.handle("GET", "/api/v1/x", "", {"authorization": "Bearer one"}, b"").status == 413
+    assert api.handle("GET", "/api/v1/x", "", {"authorization": "Bearer two"}, b"").status == 413
+    assert api.handle("GET", "/api/v1/x", "p=one", {"authorization": "Bearer one"}, b"").status == 413
     assert len(authorizer.events) == 2
     # A request without an identity source is refused before the authorizer runs.
-    missing = api.handle("GET", "/x", "p=one", {"x-api-key": "one"}, b"")
+    missing = api.handle("GET", "/api/v1/x", "p=one", {"x-api-key": "one"}, b"")
     assert missing.status == 401 and json.loads(missing.body) == {"success": False, "error": "Unauthorized"}
     assert len(authorizer.events) == 2
+
+
+def test_arc_api_takes_the_token_in_its_identity_sources_only_cached_or_not() -> None:
+    """As the stack attaches its authorizers: under /api/v1 but the writes a request without the
+    Authorization header is a 401 before any function runs, even uncached; writes and InfluxDB's
+    paths take the token anywhere and are never cached."""
+    authorizer = Stub(allow())
+    api = gateway(authorizer, sources=("header:Authorization",))
+    assert api.handle("GET", "/api/v1/databases", "p=one", {"x-api-key": "one"}, b"").status == 401
+    assert authorizer.events == []
+    assert api.handle("POST", "/api/v1/write/line-protocol", "", {"x-api-key": "one"}, b"").status == 200
+    assert api.handle("POST", "/write", "p=one", {}, b"").status == 200
+    assert api.handle("GET", "/query", "p=one", {}, b"").status == 200
+    assert api.handle("GET", "/api/v1/databases", "", {"authorization": "Bearer one"}, b"").status == 200
+    assert len(authorizer.events) == 4  # uncached: every request that got through asked
+    asked = Stub(allow())
+    cached = gateway(asked, ttl=60, sources=("header:Authorization",))
+    for _ in range(2):
+        assert cached.handle("POST", "/write", "", {"authorization": "Bearer one"}, b"").status == 200
+    assert len(asked.events) == 2
 
 
 @pytest.mark.parametrize("sources", [(), ("cookie:x",), ("header:",)])

@@ -6,13 +6,13 @@ REQUEST authorizer, its policy evaluated against the method ARN and its ``contex
 for the rest. The authorizer's refusals come back in the API's error shape, as the stack's gateway
 responses make them (``UNAUTHORIZED`` 401, ``ACCESS_DENIED`` 413, ``AUTHORIZER_FAILURE`` 500).
 
-Result caching follows API Gateway: with a TTL and identity sources, the policy is cached per
-identity (the sources' values) and re-evaluated for each method ARN, and a request lacking any
-identity source is refused (401) without calling the authorizer. Writes are never cached. The
-stack caches on ``Authorization`` under ``/api/v1`` only (``infra/authorizer.py`` says why);
-``arcs local`` caches nothing unless ``ARCS_LOCAL_AUTHORIZER_CACHE_TTL_S`` turns it on (for
-every path but the writes and the probes: here the probes reach the query function, there the
-gateway answers them itself).
+Authorizers follow the stack's (``infra/authorizer.py``): under ``/api/v1`` but the writes, the
+token is read from the identity sources only (``Authorization``), a request lacking any is refused
+(401) without calling the authorizer, and with a TTL the policy is cached per identity (the
+sources' values) and re-evaluated for each method ARN. Writes and InfluxDB's paths are never
+cached and take the token in any of its places. ``arcs local`` caches nothing unless
+``ARCS_LOCAL_AUTHORIZER_CACHE_TTL_S`` turns it on, so a revoked token is refused at once; the
+probes reach the query function here, where the stack's gateway answers them itself.
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ from arcs.api import PUBLIC_PATHS
 from arcs.emulation.functions import ACCOUNT_ID, InvokeError, LambdaFunction
 from arcs.proxy import Admission, HttpResponse, http_response, proxy_event
 from arcs.routes.writes import is_write_path
+
+#: Arc's own API: the stack's cached authorizer serves it, but for its writes (infra/authorizer.py).
+ARC_API_PREFIX = "/api/v1/"
 from arcs.settings import AWS_TOO_LARGE_MESSAGE
 
 logger = logging.getLogger(__name__)
@@ -169,11 +172,15 @@ class ApiGateway:
 
     def _authorize(self, event: dict[str, Any]) -> HttpResponse | None:
         method_arn = self.method_arn(event["httpMethod"], event["path"])
-        # Writes are never cached, as in the stack: the authorizer checks each one's declared length.
-        caching = self.cache_ttl_s > 0 and not is_write_path(event["path"])
-        identity = self._identity(event) if caching else None
-        if caching and identity is None:
+        # As the stack attaches its authorizers: Arc's API but the writes takes the token in its
+        # identity sources only (a request without them is a 401 before any function runs), and
+        # only there may the answer be cached; writes and InfluxDB's paths take it anywhere.
+        arc_api = event["path"].startswith(ARC_API_PREFIX) and not is_write_path(event["path"])
+        identity = self._identity(event) if arc_api and self.identity_sources else None
+        if arc_api and self.identity_sources and identity is None:
             return json_error(401, "Unauthorized")
+        if self.cache_ttl_s <= 0:
+            identity = None
         now = time.monotonic()
         result: dict[str, Any] | None = None
         if identity is not None:

@@ -275,7 +275,7 @@ def start_emulation(config: EmulationConfig, set_env: Callable[[str, str], Any] 
             writes,
             queries,
             cache_ttl_s=config.authorizer_cache_ttl_s,
-            identity_sources=("header:Authorization",) if config.authorizer_cache_ttl_s > 0 else (),
+            identity_sources=("header:Authorization",),
             region=config.region,
         )
         poller = SqsPoller(
