@@ -30,10 +30,10 @@ from arcs.api import PUBLIC_PATHS
 from arcs.emulation.functions import ACCOUNT_ID, InvokeError, LambdaFunction
 from arcs.proxy import Admission, HttpResponse, http_response, proxy_event
 from arcs.routes.writes import is_write_path
+from arcs.settings import AWS_TOO_LARGE_MESSAGE
 
 #: Arc's own API: the stack's cached authorizer serves it, but for its writes (infra/authorizer.py).
 ARC_API_PREFIX = "/api/v1/"
-from arcs.settings import AWS_TOO_LARGE_MESSAGE
 
 logger = logging.getLogger(__name__)
 
