@@ -182,12 +182,13 @@ def test_a_read_token_cannot_write_and_sees_its_identity(emulation: Emulation) -
     assert verify["name"] == "reader" and verify["permissions"] == ["read"]
 
 
-def test_payload_limits_of_api_gateway_and_lambda_are_413(emulation: Emulation) -> None:
+def test_payload_limits_of_api_gateway_and_lambda_are_answered_as_aws_answers_them(emulation: Emulation) -> None:
     too_big = call(emulation, "POST", "/api/v1/write/line-protocol", b"0" * (API_GATEWAY_PAYLOAD_LIMIT + 1))
     assert too_big.status == 413 and "API Gateway" in json.loads(too_big.body)["error"]
-    # Under API Gateway's limit but, base64-encoded in the event, over what Lambda can be invoked with.
+    # Under API Gateway's limit but, base64-encoded in the event, over what Lambda can be invoked
+    # with, and declaring no length the authorizer could refuse: API Gateway's 500.
     over_lambda = call(emulation, "POST", "/api/v1/write/line-protocol", b"0" * (LAMBDA_PAYLOAD_LIMIT * 3 // 4 + 1))
-    assert over_lambda.status == 413 and "Lambda" in json.loads(over_lambda.body)["error"]
+    assert over_lambda.status == 500 and json.loads(over_lambda.body)["error"] == "Internal server error"
 
 
 def test_a_write_over_the_aws_limit_is_413_before_the_edge_and_one_at_it_is_stored(emulation: Emulation) -> None:

@@ -138,7 +138,10 @@ class ApiGateway:
             return http_response(function.invoke(event, wait_s=self.integration_timeout_s))
         except InvokeError as exc:
             if exc.error_type == "RequestEntityTooLargeException":
-                return json_error(413, exc.message)
+                # As API Gateway answers a refused invoke (a write declaring its length was
+                # refused 413 by the authorizer before this; one sent chunked ends here).
+                logger.error("%s refused the event on %s %s: %s", function.name, method, path, exc.message)
+                return json_error(500, "Internal server error")
             if exc.error_type == "IntegrationTimeout":
                 logger.error("%s on %s %s: %s", function.name, method, path, exc.message)
                 return json_error(504, "Endpoint request timed out")
