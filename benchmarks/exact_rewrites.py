@@ -23,7 +23,7 @@ import duckdb
 from arcs.exact_rewrites import URL_DOMAIN_PATTERN, apply_exact_rewrites, url_domain_case
 
 REGEX = f"regexp_replace(Referer, {URL_DOMAIN_PATTERN}, '\\1')"
-# Arc's rewrite as NOTES.md describes it: right for matching strings, not for the others.
+# Arc's own rewrite of the regex, prefix by prefix: right for matching strings, not for the others.
 ARC = (
     "CASE WHEN Referer LIKE 'https://www.%' THEN split_part(substr(Referer, 13), '/', 1)"
     " WHEN Referer LIKE 'https://%' THEN split_part(substr(Referer, 9), '/', 1)"

@@ -1,4 +1,4 @@
-"""The value pools and shares the generator draws from, after the real data's distributions (NOTES.md)."""
+"""The value pools and shares the generator draws from, after DuckDB's answers on the full dataset."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ value is ever NULL (ClickBench writes '' and 0). :func:`to_parquet_layout` turns
 physical layout of the official ``hits.parquet`` (INT64 Unix seconds, UINT16 days, binary strings),
 on which ClickBench's ``create.sql`` view for DuckDB runs unchanged.
 
-The 25 columns the 43 queries read follow the distributions in ``../shared/clickbench/NOTES.md``
+The 25 columns the 43 queries read follow the distributions in ``clickbench/distributions.py``
 (taken from DuckDB's answers on the full 99,997,497-row dataset): a 30-day July 2013 with a daily
 cycle (EventTime UTC, EventDate the Moscow date), the skewed CounterID, RegionID, UserID (with heavy
 users whose SearchPhrase is empty), AdvEngineID, URL and Referer distributions, 13 % non-empty
@@ -18,8 +18,8 @@ plausible constant-ish values. Rows are sorted like the official file, by ClickH
 (CounterID, EventDate, UserID, EventTime, WatchID). Everything is vectorized with
 ``pyarrow.compute``; the only Python loop is one hash per distinct URL / Referer.
 
-Planted rows make the queries with ``OFFSET`` return rows, in the numbers NOTES.md gives for the full
-dataset scaled to ``rows`` (:func:`scaled`); :func:`scale_query` scales the ``HAVING COUNT(*) >
+Planted rows make the queries with ``OFFSET`` return rows, in the numbers the full dataset needs
+scaled to ``rows`` (:func:`scaled`); :func:`scale_query` scales the ``HAVING COUNT(*) >
 100000`` and ``OFFSET`` constants of a query the same way (at full size it changes nothing). With
 both, every one of the 43 queries returns rows, down to a few thousand rows of data.
 """

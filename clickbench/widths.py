@@ -8,7 +8,7 @@ process, one connection with the same settings for all, runs each query hot (bes
 
 - ``baseline``: ``hits.parquet`` through ClickBench's ``create_duckdb_view.sql``, as the
   duckdb-parquet entry reads it (16- and 32-bit integers, as ClickBench's schema has them);
-- ``stored``: the files our path serves, in our storage types (API.md: integers are int64);
+- ``stored``: the files our path serves, in our storage types (integers are int64);
 - ``narrowed``: the stored files written again with every integer column cast back to its width
   in ``hits.parquet``, and nothing else changed (same rows, order, codec and row groups).
 

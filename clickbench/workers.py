@@ -20,7 +20,7 @@ import pyarrow as pa
 
 Runner = Callable[[str], tuple[pa.Table, float]]
 
-#: What duckdb-parquet's query script sets besides the view (NOTES.md).
+#: What ClickBench's duckdb-parquet query script sets besides the view.
 DUCKDB_SETTINGS = ("SET parquet_metadata_cache = true",)
 
 

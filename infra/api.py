@@ -1,7 +1,7 @@
 """The REST API: writes go to the edge function, everything else to the query function.
 
 API Gateway REST (not HTTP API) because only it has API keys and usage plans, WAF and request
-validation (DESIGN.md §5); both cap a request at 10 MB. Every body is passed to Lambda as binary (base64), so
+validation; both cap a request at 10 MB. Every body is passed to Lambda as binary (base64), so
 MessagePack, gzip and zstd arrive byte for byte.
 """
 
@@ -21,7 +21,7 @@ from arcs.settings import AWS_TOO_LARGE_MESSAGE
 from arcs.write_paths import is_write_path
 from infra.nag import acknowledge
 
-#: The write routes of API.md, all POST, all served by the edge function.
+#: The write routes (README "Writing"), all POST, all served by the edge function.
 WRITE_PATHS: tuple[str, ...] = (
     "/api/v1/write/msgpack",
     "/api/v1/write/json",
@@ -32,7 +32,7 @@ WRITE_PATHS: tuple[str, ...] = (
 #: Arc's own API (but the writes): its clients send the token in the Authorization header.
 ARC_API = "/api/v1"
 BINARY_MEDIA_TYPES = ["*/*"]
-# Errors the gateway itself answers (no/invalid token, throttled, too large, timeout) in API.md's shape.
+# Errors the gateway itself answers (no/invalid token, throttled, too large, timeout) in the API's error shape.
 _ERROR_TEMPLATE = '{"success": false, "error": $context.error.messageString}'
 #: The authorizers deny exactly one thing (any other refusal is a 401): a write declaring a body
 #: larger than reaches the edge function on AWS (``functions/authorizer``). So ``ACCESS_DENIED``

@@ -18,7 +18,7 @@ from aws_cdk import Stack
 from aws_cdk import aws_glue as glue
 from constructs import Construct
 
-#: The API's stored types (API.md) as Athena (Hive) types.
+#: The stored types (README "Writing") as Athena (Hive) types.
 ATHENA_TYPES = {
     "int64": "bigint",
     "float64": "double",

@@ -1,5 +1,5 @@
 """The optional S3 Express One Zone directory bucket (context ``express_zone``, an AZ id such as
-``use1-az4``): single-digit-millisecond reads for the functions placed near it (DESIGN.md §5).
+``use1-az4``): single-digit-millisecond reads for the functions placed near it.
 
 When it exists it holds the data files (docs/express.md): ingest writes them, compaction rewrites
 them, and the query function reads them and, for admins, deletes and rewrites them (a database

@@ -24,7 +24,7 @@ from infra.params import Parameters
 from infra.query import ArcsQuery
 from infra.storage import ArcsStorage
 
-#: How long a verified token is trusted in a warm function (API.md: revocation within 60 s).
+#: How long a verified token is trusted in a warm function (a revocation takes effect within 60 s).
 TOKEN_CACHE_TTL_S = 60
 
 

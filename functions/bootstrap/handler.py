@@ -1,9 +1,9 @@
 """CloudFormation custom resource -> the bootstrap admin token, made from the deploy's secret.
 
 The stack generates the token's value into Secrets Manager; on create (and update) this function
-reads it and creates the admin token with it, if no token exists yet (API.md: a bootstrap admin
-token is created at deploy). Deleting the stack deletes no token. CloudFormation waits for an
-answer at the presigned ``ResponseURL``, so every outcome is reported there, never the secret.
+reads it and creates the admin token with it, if no token exists yet (a deployed stack starts
+with one admin token, docs/deploy.md). Deleting the stack deletes no token. CloudFormation waits
+for an answer at the presigned ``ResponseURL``, so every outcome is reported there, never the secret.
 """
 
 from __future__ import annotations

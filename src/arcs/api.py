@@ -1,4 +1,4 @@
-"""The HTTP API of API.md, shared by every runtime.
+"""The HTTP API (Arc's, with InfluxDB's write paths; README.md), shared by every runtime.
 
 One Powertools resolver answers API Gateway proxy events: Lambda hands them over directly; the
 standalone server and the local emulation turn HTTP requests into the same events. The caller's

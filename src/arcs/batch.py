@@ -84,7 +84,7 @@ class ColumnarBody:
 
 @dataclass(frozen=True, slots=True)
 class WriteBatch:
-    """One accepted request: all of it is stored or none of it (API.md, all-or-nothing)."""
+    """One accepted request: all of it is stored or none of it."""
 
     write_id: str
     database: str

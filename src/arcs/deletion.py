@@ -39,7 +39,7 @@ from arcs.sql_time import utc_wall_clock
 
 logger = logging.getLogger(__name__)
 
-#: More matching rows than this need ``confirm`` (API.md).
+#: More matching rows than this need ``confirm`` (else a 400 and nothing is deleted).
 CONFIRM_ROWS = 10_000
 _ROW = "__arcs_delete_row"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""Validation of database, measurement and column names (API.md "Conventions")."""
+"""Validation of database, measurement and column names: what each may hold, and reserved databases."""
 
 from __future__ import annotations
 

@@ -382,7 +382,7 @@ CQExecutionStatus = Literal["succeeded", "failed"]
 
 @dataclass(frozen=True, slots=True)
 class ContinuousQuery:
-    """A continuous query's definition, as API.md names its fields."""
+    """A continuous query's definition, its fields named as the API names them (docs/continuous_queries.md)."""
 
     query_id: int
     name: str
@@ -427,7 +427,7 @@ RetentionStatus = Literal["succeeded", "partial", "failed", "dry_run"]
 
 @dataclass(frozen=True, slots=True)
 class RetentionPolicy:
-    """A retention policy, as API.md names its fields; ``measurement`` None: the whole database."""
+    """A retention policy, its fields named as the API names them; ``measurement`` None: the whole database."""
 
     policy_id: int
     name: str

@@ -1,4 +1,4 @@
-"""The query use case: SQL over measurements -> Arrow table, and its JSON shape (API.md)."""
+"""The query use case: SQL over measurements -> an Arrow table and its run time (``arcs.results`` sends them)."""
 
 from __future__ import annotations
 

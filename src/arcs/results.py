@@ -1,4 +1,4 @@
-"""Query results on the wire: the JSON document of API.md and the Arrow IPC stream.
+"""Query results on the wire: the JSON document and the Arrow IPC stream.
 
 JSON is built column-wise, never value by value in Python: each column becomes the JSON text of
 its values (numbers cast to text, strings escaped only where a quote, backslash or control
@@ -8,7 +8,7 @@ integers and timestamps and writes the rows straight into the returned bytes; wi
 casts format them and one ``binary_join_element_wise`` per batch of rows writes every row as
 ``[a,"b",...],`` whose data buffers are spliced into the document. Both give the same bytes.
 
-The JSON contract (API.md): ``{"success": true, "columns": [...], "data": [[...], ...],
+The JSON document (Arc's): ``{"success": true, "columns": [...], "data": [[...], ...],
 "row_count": N, "execution_time_ms": F, "timestamp": "RFC3339"}``; timestamps are RFC 3339 UTC
 strings with the column's precision (``2023-11-14T22:13:20.000000Z`` for microseconds), NaN and
 infinities are ``null``, dates ISO strings, decimals numbers, binary lowercase hex, nested values
@@ -84,7 +84,7 @@ _bytes_address.argtypes = [ctypes.py_object]
 
 
 def to_json_document(result: QueryResult, max_bytes: int | None = None) -> bytes:
-    """The query result as the UTF-8 JSON document of API.md.
+    """The query result as the UTF-8 JSON document described above.
 
     Its text can be a few times larger than the Arrow result (numbers and times as text, escapes):
     above ``max_bytes`` of rows it is refused as it is built, before the document is.

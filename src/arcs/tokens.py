@@ -27,7 +27,7 @@ anyway, and a scope it ignores would be a false promise):
 | `/api/v1/auth/tokens*`, `POST`/`DELETE /api/v1/databases`    | admin     | -                                  |
 
 ``delete`` is accepted, as Arc's tokens have it, but no route asks for less than ``admin`` to
-remove data (API.md), so it grants nothing beyond ``read`` here.
+remove data (delete, retention), as in Arc's API, so it grants nothing beyond ``read`` here.
 """
 
 from __future__ import annotations
@@ -483,7 +483,7 @@ def _with_secret(record: TokenRecord, secret: str) -> TokenRecord:
 
 
 def extract_token(headers: Mapping[str, str], query: Mapping[str, str]) -> str:
-    """The token from any of the places InfluxDB and Arc clients put it (API.md)."""
+    """The token where InfluxDB and Arc clients put it: ``Authorization``, ``x-api-key`` or ``?p=``."""
     lowered = {key.lower(): value for key, value in headers.items()}
     authorization = lowered.get("authorization", "").strip()
     scheme, _, value = authorization.partition(" ")

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 TOKEN = "e2e-admin-token-0123456789abcdef"
-# An external AWS emulator for ``arcs local`` (LocalStack: tests/localstack/README.md), and where its
+# An external AWS emulator for ``arcs local`` (LocalStack: docs/localstack.md), and where its
 # DynamoDB is if elsewhere. Unset: each ``arcs local`` starts its own moto server.
 EMULATOR = os.environ.get("ARCS_E2E_AWS_ENDPOINT_URL", "")
 EMULATOR_DYNAMODB = os.environ.get("ARCS_E2E_AWS_ENDPOINT_URL_DYNAMODB", "")

@@ -86,7 +86,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Client, d
 
 
 def _json_value(value: Any, kind: pa.DataType) -> Any:
-    """What API.md's JSON holds for one value DuckDB returned, worked out without arcs.results."""
+    """What the JSON answer holds for one value DuckDB returned, worked out without arcs.results."""
     if value is None:
         return None
     if pa.types.is_timestamp(kind) and kind.unit == "ns":  # nine fraction digits

@@ -1,4 +1,4 @@
-"""Tokens and permissions over HTTP (API.md "Tokens and permissions"), on every runtime.
+"""Tokens and permissions over HTTP (README "Tokens"), on every runtime.
 
 Covers the token routes (create, list, get, update, delete, rotate, revoke, verify), the
 permission each route family needs, database scopes that no spelling of a database escapes,

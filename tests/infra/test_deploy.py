@@ -521,12 +521,12 @@ def test_no_role_outside_the_functions_but_api_gateways_logging_role(synth: Synt
     }
 
 
-# --- every route of API.md reaches its function ------------------------------------------------------
+# --- every route of the HTTP API reaches its function -------------------------------------------------
 
 WRITE = "edge"
 QUERY = "query"
 PROBE = "probe"  # answered by API Gateway itself
-#: (method, path, function) for every route of API.md (path parameters filled in).
+#: (method, path, function) for every route of the HTTP API (path parameters filled in).
 API_ROUTES = [
     ("POST", "/api/v1/write/msgpack", WRITE),
     ("POST", "/api/v1/write/line-protocol", WRITE),

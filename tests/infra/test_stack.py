@@ -1,4 +1,4 @@
-"""The CDK app synthesizes, says what DESIGN.md and API.md ask, and passes cdk-nag (AWS Solutions).
+"""The CDK app synthesizes the stack docs/deploy.md describes, and passes cdk-nag (AWS Solutions).
 
 One synthesis per module (a few seconds on two cores); every test reads the same template.
 """

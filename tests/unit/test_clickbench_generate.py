@@ -99,7 +99,7 @@ def test_deterministic_per_seed(hits: pa.Table) -> None:
 
 
 def test_distributions(con: duckdb.DuckDBPyConnection) -> None:
-    """The NOTES.md shapes, loosely: dates, skewed counters and regions, rare ads, sparse search."""
+    """The full dataset's shapes, loosely: dates, skewed counters and regions, rare ads, sparse search."""
     row = con.execute(
         "SELECT min(EventDate), max(EventDate), avg((AdvEngineID <> 0)::INT), avg((SearchPhrase <> '')::INT), "
         "avg((Referer = '')::INT), avg(ResolutionWidth), count(*) FILTER (URL LIKE '%google%') FROM hits"

@@ -114,7 +114,7 @@ def to_nanos(
 ) -> pa.Array:
     """Integers (or floats, or RFC 3339 strings) in ``precision`` -> TIMESTAMP(ns), UTC.
 
-    Without a precision, each value's unit follows from its magnitude (API.md): < 1e10 s,
+    Without a precision, each value's unit follows from its magnitude: < 1e10 s,
     < 1e13 ms, < 1e16 us, else ns. Floats round to the nearest microsecond. Nulls become
     ``now_micros`` (the edge's clock) when it is given and are an error otherwise.
     """
@@ -210,7 +210,7 @@ def _strings_to_nanos(values: pa.Array, where: str, label: RowLabel) -> pa.Array
     return counts.view(TIME_TYPE)
 
 
-# The magnitude bands of API.md as (upper bound, nanoseconds per unit): s, ms, us; ns beyond.
+# The magnitude bands (a time without a precision) as (upper bound, nanoseconds per unit): s, ms, us; ns beyond.
 _BANDS = ((10_000_000_000, 1_000_000_000), (10_000_000_000_000, 1_000_000), (10_000_000_000_000_000, 1_000))
 # The fast path's kernels and operands, made once: ``pc.multiply(values, 1000)`` looks the function
 # up and converts the Python int on every call, which takes longer than multiplying 1,000 times.

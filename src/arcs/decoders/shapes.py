@@ -1,4 +1,4 @@
-"""The MessagePack/JSON object shapes of API.md: columnar, row, ``{"batch": [...]}``, bare array."""
+"""The MessagePack/JSON object shapes a write may send: columnar, row, ``{"batch": [...]}``, bare array."""
 
 from __future__ import annotations
 

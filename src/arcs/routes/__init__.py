@@ -1,1 +1,1 @@
-"""The HTTP routes of API.md, one router per concept; ``arcs.api`` assembles them."""
+"""The HTTP routes, one router per concept; ``arcs.api`` assembles them."""

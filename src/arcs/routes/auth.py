@@ -1,4 +1,4 @@
-"""Token routes (API.md "Tokens and permissions"): verify for any token, the rest for admins.
+"""Token routes (README "Tokens"): verify for any token, the rest for admins.
 
 Response shapes follow Arc's (and its Python client's): creation answers ``token`` (the value),
 rotation ``new_token``, each shown once and never stored; a token's record is never sent with

@@ -1,4 +1,4 @@
-"""Compaction routes (API.md "Storage lifecycle"): status, stats, candidates, jobs, history, trigger.
+"""Compaction routes (docs/compaction.md "Running it"): status, stats, candidates, jobs, history, trigger.
 
 Permissions: the reads need ``read`` and show only databases in the caller's scopes (jobs and
 candidates of other databases are never listed); the trigger needs ``admin``, because a run

@@ -1,4 +1,4 @@
-"""Database routes (API.md "Databases") and ``GET /api/v1/measurements``.
+"""Database routes (``/api/v1/databases``) and ``GET /api/v1/measurements``.
 
 Permissions, as for Arc: listing and describing need ``read``; creating and deleting need
 ``admin``, because both change what exists for every token and a delete cannot be undone (a
