@@ -28,16 +28,18 @@ INGEST_TIMEOUT = Duration.seconds(DEFAULT_INGEST_TIMEOUT_S)
 BATCHING_WINDOW = Duration.seconds(DEFAULT_BATCH_WINDOW_S)
 
 
-#: A write decoded in memory takes up to about nine times its decompressed size (measured: a 99 MB
+#: A dense write decoded in memory takes about nine times its decompressed size (measured: a 99 MB
 #: line-protocol body raised the write path's memory by 830 MiB), so a function may accept a body
 #: of at most this share of its memory: more could end in an out-of-memory error after the edge
-#: acknowledged it (the ingest function would then fail it until the dead-letter queue).
+#: acknowledged it (the ingest function would then fail it until the dead-letter queue). Sparse
+#: bodies grow far more per byte; the per-request cell limits bound them, and the minimum memory
+#: of the two functions (infra/params.py) fits those.
 WRITE_MEMORY_SHARE = 16
 
 
 def max_decompressed_bytes(edge_memory_mb: int, ingest_memory_mb: int) -> int:
     """The decompressed size of one write that both the edge and ingest can hold, at most the
-    runtime's own default (100 MiB)."""
+    runtime's own default (100 MiB). The edge applies it, on ingest's behalf too."""
     fits = min(edge_memory_mb, ingest_memory_mb) * 1024 * 1024 // WRITE_MEMORY_SHARE
     return min(Settings().max_decompressed_bytes, fits)
 
@@ -139,7 +141,6 @@ class ArcsIngest(Construct):
                 envvars.QUEUE_URL: self.queue.queue_url,
                 envvars.INGEST_BATCH_MESSAGES: str(batch_size),
                 envvars.INGEST_BATCH_WINDOW_S: str(int(max_batching_window.to_seconds())),
-                envvars.MAX_DECOMPRESSED_BYTES: str(max_decompressed_bytes(edge_memory_mb, ingest_memory_mb)),
             },
         )
         self.ingest.function.add_event_source(

@@ -34,6 +34,10 @@ DEFAULT_MEMORY_MB: dict[str, int] = {
 }
 #: Lambda: 128 MB to 10,240 MB, in 1 MB steps.
 MEMORY_RANGE_MB = (128, 10_240)
+#: The write path decodes a whole request in memory: up to 20 million cells (a sparse body) take
+#: about 330 MiB at the edge, then again at ingest. Less memory could fail, for good, a write the
+#: edge already acknowledged.
+MIN_WRITE_MEMORY_MB = {"edge": 1024, "ingest": 1024}
 #: Lambda's /tmp: 512 MB (free) to 10,240 MB.
 EPHEMERAL_RANGE_MB = (512, 10_240)
 DEFAULT_QUERY_EPHEMERAL_MB = 4096
@@ -80,7 +84,11 @@ class Parameter:
 
 def _memory_parameters() -> list[Parameter]:
     return [
-        Parameter(f"{name}_memory_mb", f"the {name} function's memory (128-10,240 MB)", f"`{DEFAULT_MEMORY_MB[name]}`")
+        Parameter(
+            f"{name}_memory_mb",
+            f"the {name} function's memory ({MIN_WRITE_MEMORY_MB.get(name, MEMORY_RANGE_MB[0]):,}-10,240 MB)",
+            f"`{DEFAULT_MEMORY_MB[name]}`",
+        )
         for name in FUNCTIONS
     ]
 
@@ -203,7 +211,12 @@ def read(context: Mapping[str, Any]) -> Parameters:
         return default if value is None or value == "" else parse(key, value)
 
     memory = {
-        name: take(f"{name}_memory_mb", _ranged(*MEMORY_RANGE_MB, " MB"), DEFAULT_MEMORY_MB[name]) for name in FUNCTIONS
+        name: take(
+            f"{name}_memory_mb",
+            _ranged(MIN_WRITE_MEMORY_MB.get(name, MEMORY_RANGE_MB[0]), MEMORY_RANGE_MB[1], " MB"),
+            DEFAULT_MEMORY_MB[name],
+        )
+        for name in FUNCTIONS
     }
     reserved: dict[str, int] = {}
     for name in FUNCTIONS:

@@ -482,13 +482,18 @@ def _with_secret(record: TokenRecord, secret: str) -> TokenRecord:
     return replace(record, lookup=fast_hash(secret)[:_LOOKUP_CHARS], salt=salt, secret_hash=slow_hash(secret, salt))
 
 
+_HTTP_WHITESPACE = " \t"
+
+
 def extract_token(headers: Mapping[str, str], query: Mapping[str, str]) -> str:
     """The token where InfluxDB and Arc clients put it: ``Authorization``, ``x-api-key`` or ``?p=``."""
     lowered = {key.lower(): value for key, value in headers.items()}
-    authorization = lowered.get("authorization", "").strip()
+    # HTTP's own whitespace only: str.strip() would also take no-break spaces and control bytes,
+    # turning a header API Gateway sees as present into one read here as empty.
+    authorization = lowered.get("authorization", "").strip(_HTTP_WHITESPACE)
     scheme, _, value = authorization.partition(" ")
     scheme = scheme.lower()
-    value = value.strip()
+    value = value.strip(_HTTP_WHITESPACE)
     if scheme in ("bearer", "token") and value:
         return value
     if scheme == "basic" and value:
@@ -500,7 +505,7 @@ def extract_token(headers: Mapping[str, str], query: Mapping[str, str]) -> str:
         if sep and password:
             return password
         raise Unauthorized("Basic authorization must carry the token as the password")
-    if authorization:
+    if "authorization" in lowered:
         # A present Authorization header is the only place looked at: API Gateway caches the
         # authorizer's answer on that header alone, so a token taken from elsewhere would be
         # cached for whoever sends the same header next.

@@ -7,6 +7,7 @@ judge a request by its head without importing the decoders.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,6 +16,7 @@ WRITE_PATHS = frozenset({"/write", "/api/v2/write"})
 WRITE_PREFIX = "/api/v1/write/"
 
 
+_DECIMAL = re.compile(r"[0-9]{1,30}")
 #: A synchronous Lambda invoke takes at most this much event JSON (AWS Lambda quotas: 6 MB).
 LAMBDA_SYNC_PAYLOAD_BYTES = 6 * 1024 * 1024
 #: What the edge function's event holds beyond the authorizer's own event and the context it
@@ -45,7 +47,8 @@ def declared_too_large(method: str, path: str, headers: Mapping[str, str], limit
     body it gets."""
     if method.upper() != "POST" or not is_write_path(path):
         return None
-    declared = next((value.strip() for key, value in headers.items() if key.lower() == "content-length"), "")
-    if declared.isdigit() and int(declared) > limit:
+    declared = next((value.strip(" \t") for key, value in headers.items() if key.lower() == "content-length"), "")
+    # ASCII digits only (str.isdigit() takes "²", which int() refuses), and few enough for int().
+    if _DECIMAL.fullmatch(declared) and int(declared) > limit:
         return f"body is {declared} bytes; the limit is {limit}"
     return None

@@ -351,3 +351,15 @@ def test_scheduled_and_triggered_compaction_are_asynchronous_invocations(emulati
         time.sleep(0.05)
     assert emulation.compact.invocations >= 1 and not emulation.compact.failures
     assert emulation.poller.batch_size == 10  # a 0.05 s window: Lambda takes no more than 10
+
+
+@pytest.mark.parametrize("junk", ["Negotiate xyz", "Bearer ", "\xa0", "\x85"])
+def test_a_cached_answer_never_reaches_a_caller_without_a_token(emulation: Emulation, junk: str) -> None:
+    """The cache key is the Authorization header alone, so a token beside an unusable one is not
+    read: otherwise the admin's answer would be cached for the next sender of the same junk."""
+    planted = emulation.gateway.handle(
+        "GET", "/api/v1/auth/tokens", f"p={TOKEN}", {"authorization": junk, "x-api-key": TOKEN}, b""
+    )
+    assert planted.status == 401
+    stranger = emulation.gateway.handle("GET", "/api/v1/auth/tokens", "", {"authorization": junk}, b"")
+    assert stranger.status == 401

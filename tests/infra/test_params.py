@@ -67,12 +67,11 @@ def test_a_write_the_edge_accepts_fits_the_memory_of_the_edge_and_of_ingest(
     cap follows the smaller function, or an acknowledged write could fail ingest for good."""
     stack, template = defaults
     functions = _functions(stack, template)
-    for name in ("edge", "ingest"):
-        assert functions[name]["Environment"]["Variables"][envvars.MAX_DECOMPRESSED_BYTES] == str(100 * 1024 * 1024)
-    stack, template = _template({"layers_dir": str(layers_dir), "ingest_memory_mb": "512"})
-    functions = _functions(stack, template)
-    for name in ("edge", "ingest"):
-        assert functions[name]["Environment"]["Variables"][envvars.MAX_DECOMPRESSED_BYTES] == str(32 * 1024 * 1024)
+    assert functions["edge"]["Environment"]["Variables"][envvars.MAX_DECOMPRESSED_BYTES] == str(100 * 1024 * 1024)
+    stack, template = _template({"layers_dir": str(layers_dir), "ingest_memory_mb": "1024"})
+    assert _functions(stack, template)["edge"]["Environment"]["Variables"][envvars.MAX_DECOMPRESSED_BYTES] == str(
+        64 * 1024 * 1024
+    )
 
 
 def test_query_function_duckdb_gets_half_its_memory_and_three_quarters_of_its_tmp(defaults: tuple[Any, Json]) -> None:
@@ -157,6 +156,8 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"athena_tables": '{"metrics.cpu": {"usage": 1}}'}, "athena_tables: 'metrics.cpu' must map column names to type"),
     ({"athena_tables": '{"metrics.cpu": {"usage": "decimal"}}'}, "athena_tables: metrics.cpu: unknown types"),
     ({"query_memory": "4096"}, "unknown parameter 'query_memory'; did you mean 'query_memory_mb'?"),
+    ({"ingest_memory_mb": "512"}, "ingest_memory_mb must be"),
+    ({"edge_memory_mb": "128"}, "edge_memory_mb must be"),
     ({"query-memory-mb": "4096"}, "unknown parameter 'query-memory-mb'; did you mean 'query_memory_mb'?"),
     ({"queryMemoryMb": "4096"}, "unknown parameter 'queryMemoryMb'; did you mean 'query_memory_mb'?"),
     ({"Query_Memory_MB": "4096"}, "unknown parameter 'Query_Memory_MB'; did you mean 'query_memory_mb'?"),

@@ -103,7 +103,9 @@ def test_missing_or_malformed_tokens(headers: dict[str, str]) -> None:
         extract_token(headers, {})
 
 
-@pytest.mark.parametrize("authorization", ["Negotiate xyz", "Bearer ", "Bearer", "Token  "])
+@pytest.mark.parametrize(
+    "authorization", ["Negotiate xyz", "Bearer ", "Bearer", "Token  ", "", "\xa0", "\x85", "\x0b", "\u3000"]
+)
 def test_a_present_authorization_header_is_the_only_place_looked_at(authorization: str) -> None:
     # API Gateway caches the authorizer's answer on the Authorization header alone: a token taken
     # from x-api-key or ?p= beside an unusable header would be cached for that header's next sender.
