@@ -85,3 +85,13 @@ def test_the_room_a_head_leaves_is_measured_on_the_event_so_a_crowded_head_still
     # An ordinary head leaves room for the whole usual limit.
     plain = json.loads((EVENT.parent / "authorizer_request.json").read_text())
     assert body_room(plain, principal.to_context()) > AWS_MAX_REQUEST_BYTES
+
+
+def test_a_declared_length_is_read_from_ascii_digits_only() -> None:
+    from arcs.write_paths import declared_too_large
+
+    path = "/api/v1/write/line-protocol"
+    assert declared_too_large("POST", path, {"Content-Length": "11"}, 10) == "body is 11 bytes; the limit is 10"
+    # Not a length API Gateway or an HTTP server would take: the edge judges the body it gets.
+    for odd in ("²", "1" * 5000, "-1", "0x20", "1e9", ""):
+        assert declared_too_large("POST", path, {"Content-Length": odd}, 10) is None
