@@ -16,12 +16,12 @@ call); those events land in this queue too, as EventBridge sends them.
 from __future__ import annotations
 
 from aws_cdk import Duration
-from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.alarms import queue_not_empty_alarm
 from infra.nag import acknowledge
 
 #: SQS's longest retention: a failure stays long enough for someone to look.
@@ -45,17 +45,11 @@ class AsyncFailures(Construct):
             "EventBridge's dead-letter queue for undelivered schedule events; nothing consumes it to redrive from.",
         )
         # Nothing consumes this queue: anything in it is a run that failed for good.
-        self.alarm = cloudwatch.Alarm(
+        self.alarm = queue_not_empty_alarm(
             self,
             "Alarm",
-            alarm_description="An asynchronous run (schedule, compaction trigger, bootstrap) failed after its retries.",
-            metric=self.queue.metric_approximate_number_of_messages_visible(
-                period=Duration.minutes(5), statistic="Maximum"
-            ),
-            threshold=0,
-            evaluation_periods=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            self.queue,
+            "An asynchronous run (schedule, compaction trigger, bootstrap) failed after its retries.",
         )
 
     def keep(self, function: lambda_.IFunction, *, retry_attempts: int, max_event_age: Duration) -> None:

@@ -6,7 +6,6 @@ Mirrors ``functions/ingest`` (``edge.py`` and ``handler.py``).
 from __future__ import annotations
 
 from aws_cdk import Duration
-from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_sqs as sqs
@@ -14,6 +13,7 @@ from constructs import Construct
 
 from arcs import envvars
 from arcs.settings import Settings
+from infra.alarms import queue_not_empty_alarm
 from infra.function import API_TIMEOUT, ArcsFunction, FunctionDefaults
 from infra.nag import acknowledge, logical_ref
 from infra.params import DEFAULT_BATCH_SIZE, DEFAULT_BATCH_WINDOW_S, DEFAULT_INGEST_TIMEOUT_S, DEFAULT_MEMORY_MB
@@ -84,17 +84,11 @@ class ArcsIngest(Construct):
             dead_letter_queue=sqs.DeadLetterQueue(queue=self.dead_letter_queue, max_receive_count=max_receive_count),
         )
         # Messages here were acknowledged to a client and not ingested: someone must look.
-        self.dead_letter_alarm = cloudwatch.Alarm(
+        self.dead_letter_alarm = queue_not_empty_alarm(
             self,
             "DeadLettersAlarm",
-            alarm_description="Acknowledged writes reached the dead-letter queue (poison or repeated failures).",
-            metric=self.dead_letter_queue.metric_approximate_number_of_messages_visible(
-                period=Duration.minutes(5), statistic="Maximum"
-            ),
-            threshold=0,
-            evaluation_periods=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            self.dead_letter_queue,
+            "Acknowledged writes reached the dead-letter queue (poison or repeated failures).",
         )
 
         self.edge = ArcsFunction(
