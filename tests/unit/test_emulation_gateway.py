@@ -196,3 +196,21 @@ def test_a_failing_or_malformed_integration_is_502() -> None:
     assert garbage.status == 502
     not_json = gateway(Stub(allow()), queries=Stub({"statusCode": 200, "body": b"bytes"}))
     assert not_json.handle("GET", "/x", "", {"authorization": "a"}, b"").status == 502
+
+
+@pytest.mark.parametrize("path", ["/health", "/ready", "/ping"])
+def test_probes_are_answered_as_the_stacks_mock_integrations_answer_them(path: str) -> None:
+    from infra.api import PROBES
+
+    queries = Stub(OK)
+    api = gateway(Stub(allow()), queries=queries)
+    probe = PROBES[path]
+    got = api.handle("GET", path, "", {}, b"")
+    assert got.status == probe.status
+    assert {k: v for k, v in got.headers.items() if k != "Content-Type"} == dict(probe.headers)
+    if probe.body:
+        assert json.loads(got.body).keys() == json.loads(probe.body.replace("$context.requestTime", "t")).keys()
+    head = api.handle("HEAD", path, "", {}, b"")
+    assert (head.status, head.body) == (probe.status, b"")
+    assert api.handle("POST", path, "", {}, b"").status == 403  # a method the API does not have
+    assert queries.events == []  # no function ran

@@ -11,8 +11,8 @@ token is read from the identity sources only (``Authorization``), a request lack
 (401) without calling the authorizer, and with a TTL the policy is cached per identity (the
 sources' values) and re-evaluated for each method ARN. Writes and InfluxDB's paths are never
 cached and take the token in any of its places. ``arcs local`` caches nothing unless
-``ARCS_LOCAL_AUTHORIZER_CACHE_TTL_S`` turns it on, so a revoked token is refused at once; the
-probes reach the query function here, where the stack's gateway answers them itself.
+``ARCS_LOCAL_AUTHORIZER_CACHE_TTL_S`` turns it on, so a revoked token is refused at once. The
+probes are answered here, as the stack's gateway answers them, without a function.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import Any
 from arcs.api import PUBLIC_PATHS
 from arcs.emulation.functions import ACCOUNT_ID, InvokeError, LambdaFunction
 from arcs.proxy import Admission, HttpResponse, http_response, proxy_event
+from arcs.routes.health import PING_BUILD, PING_VERSION, PROBE_METHODS
 from arcs.routes.writes import is_write_path
 from arcs.settings import AWS_TOO_LARGE_MESSAGE
 
@@ -48,6 +49,20 @@ API_ID = "arcslocal"
 def json_error(status: int, message: str, headers: Mapping[str, str] | None = None) -> HttpResponse:
     body = json.dumps({"success": False, "error": message}, separators=(",", ":")).encode()
     return HttpResponse(status, {"Content-Type": "application/json", **(headers or {})}, body)
+
+
+def probe_answer(method: str, path: str) -> HttpResponse:
+    """The probes as the stack's MOCK integrations answer them (``infra/api.py``): no function runs,
+    ``/health`` and ``/ready`` always answer 200, and a method other than GET or HEAD is API
+    Gateway's 403 for a method it does not have."""
+    if method.upper() not in PROBE_METHODS:
+        return json_error(403, "Missing Authentication Token")
+    if path == "/ping":
+        return HttpResponse(204, {"X-Influxdb-Version": PING_VERSION, "X-Influxdb-Build": PING_BUILD}, b"")
+    # $context.requestTime's form, as the stack's template fills it in.
+    answer = {"status": "ok", "time": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime())}
+    body = json.dumps(answer if path == "/health" else {"status": "ready"}).encode()
+    return HttpResponse(200, {"Content-Type": "application/json"}, b"" if method.upper() == "HEAD" else body)
 
 
 def _arn_pattern(resource: str) -> re.Pattern[str]:
@@ -128,11 +143,12 @@ class ApiGateway:
         """``client``, the caller's address, is not used: API Gateway's throttling limits callers."""
         if len(body) > API_GATEWAY_PAYLOAD_LIMIT:
             return json_error(413, f"request body exceeds API Gateway's limit of {API_GATEWAY_PAYLOAD_LIMIT} bytes")
+        if path in PUBLIC_PATHS:
+            return probe_answer(method, path)
         event = self._event(method, path, query, headers, body)
-        if path not in PUBLIC_PATHS:
-            refused = self._authorize(event)
-            if refused is not None:
-                return refused
+        refused = self._authorize(event)
+        if refused is not None:
+            return refused
         function = self.writes if is_write_path(path) else self.queries
         try:
             return http_response(function.invoke(event, wait_s=self.integration_timeout_s))
