@@ -365,3 +365,9 @@ def test_the_query_function_touches_only_data_its_results_and_new_claim_checks(l
         assert not can("PutObject", key) and not can("DeleteObject", key), key
     if prefix:  # another prefix of the bucket is out of reach
         assert not any(can(action, other_tenant) for action in ("GetObject", "PutObject", "DeleteObject"))
+
+
+def test_every_path_the_app_serves_without_a_token_has_its_gateway_answer() -> None:
+    from arcs.routes.health import PUBLIC_PATHS as RUNTIME_PUBLIC_PATHS
+
+    assert set(PUBLIC_PATHS) == RUNTIME_PUBLIC_PATHS

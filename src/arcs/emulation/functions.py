@@ -26,14 +26,16 @@ from types import ModuleType
 from typing import Any
 
 import arcs
+from arcs.write_paths import LAMBDA_SYNC_PAYLOAD_BYTES
 
 logger = logging.getLogger(__name__)
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
 ACCOUNT_ID = "123456789012"
-#: Synchronous invocation payload, request and response each (what API Gateway and SQS use).
-LAMBDA_PAYLOAD_LIMIT = 6 * 1024 * 1024
+#: Synchronous invocation payload, request and response each (what API Gateway and SQS use): the
+#: number the authorizer measures a write's room against.
+LAMBDA_PAYLOAD_LIMIT = LAMBDA_SYNC_PAYLOAD_BYTES
 #: Asynchronous invocation payload (``InvocationType=Event``; 256 KB until October 2025).
 ASYNC_PAYLOAD_LIMIT = 1024 * 1024
 MEMORY_MB_RANGE = (128, 10_240)
