@@ -1,4 +1,9 @@
-"""API Gateway -> queries and the rest of the HTTP API (everything but writes)."""
+"""API Gateway -> queries and the rest of the HTTP API (everything but writes).
+
+API Gateway invokes this function with a response stream (integration transfer mode ``STREAM``):
+``stream_handler`` is what the stack runs, through ``arcs.runtime_api`` (Lambda's Python runtime
+answers buffered only). ``handler`` answers the same routes buffered, as a proxy response.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from arcs.runtime import lambda_app
+from arcs.streaming import StreamedResponse
 
 logger = Logger(service="arcs-query")
 
@@ -16,3 +22,8 @@ logger = Logger(service="arcs-query")
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return lambda_app("query").resolve(event, context)
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+def stream_handler(event: dict[str, Any], context: LambdaContext) -> StreamedResponse:
+    return lambda_app("query").resolve_streamed(event, context)

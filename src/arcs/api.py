@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -23,13 +23,23 @@ from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
 from arcs.errors import ArcsError, ServiceUnavailable
 from arcs.routes.health import PUBLIC_PATHS, health_router
+from arcs.streaming import StreamedResponse, from_proxy_result
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler.api_gateway import Router
 
     from arcs.runtime import Runtime
 
-__all__ = ["PUBLIC_PATHS", "ApiPart", "RequestScopedResolver", "build_app", "error_response", "routers"]
+__all__ = [
+    "PUBLIC_PATHS",
+    "ApiPart",
+    "RequestScopedResolver",
+    "answer_streams",
+    "build_app",
+    "error_response",
+    "routers",
+    "stream_answer",
+]
 
 logger = logging.getLogger(__name__)
 RouterFactory = Callable[["Runtime"], "Router"]
@@ -73,10 +83,29 @@ class _Request:
     event: BaseProxyEvent
     lambda_context: Any
     routing: dict[str, Any] = field(default_factory=dict)
+    #: The answer may be streamed (the function is invoked with a response stream).
+    streaming: bool = False
+    #: The body a route chose to stream instead of the one in its Response.
+    stream: Iterable[bytes] | None = None
 
 
 #: The request being answered by this thread (or task): each has its own.
 _current_request: ContextVar[_Request | None] = ContextVar("arcs_current_request", default=None)
+
+
+def answer_streams() -> bool:
+    """Whether the request being answered may have its body streamed (``stream_answer``)."""
+    request = _current_request.get()
+    return request is not None and request.streaming
+
+
+def stream_answer(body: Iterable[bytes]) -> None:
+    """Send ``body``, written piece by piece, instead of the body of the route's Response (whose
+    status and headers still go): only where ``answer_streams()``."""
+    request = _current_request.get()
+    if request is None or not request.streaming:
+        raise RuntimeError("this request's answer is not streamed")
+    request.stream = body
 
 
 class RequestScopedResolver(APIGatewayRestResolver):
@@ -132,13 +161,30 @@ class RequestScopedResolver(APIGatewayRestResolver):
         return request
 
     def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+        return self._resolve_request(event, context, streaming=False)[0]
+
+    def resolve_streamed(self, event: Mapping[str, Any], context: Any) -> StreamedResponse:
+        """The answer for a function invoked with a response stream: the routes that can (a query's
+        result) stream their body; every other answer is one piece."""
+        result, request = self._resolve_request(event, context, streaming=True)
+        if request.stream is None:
+            return from_proxy_result(result)
+        buffered = from_proxy_result(result)
+        return StreamedResponse(buffered.status, buffered.headers, request.stream)
+
+    def _resolve_request(
+        self, event: Mapping[str, Any], context: Any, streaming: bool
+    ) -> tuple[dict[str, Any], _Request]:
         raw = event.raw_event if isinstance(event, BaseProxyEvent) else dict(event)
-        request = _Request(self._to_proxy_event(raw), context, dict(self._shared_routing))
+        request = _Request(self._to_proxy_event(raw), context, dict(self._shared_routing), streaming)
         token = _current_request.set(request)
         try:
-            return super().resolve(raw, context)
+            result = super().resolve(raw, context)
         finally:
             _current_request.reset(token)
+        if request.stream is not None and int(result.get("statusCode", 0)) >= 400:
+            request.stream = None  # the route failed after choosing to stream: its error answers
+        return result, request
 
 
 def _json_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response[Any]:

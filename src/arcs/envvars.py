@@ -38,6 +38,7 @@ HTTP_BODY_TIMEOUT_S = "ARCS_HTTP_BODY_TIMEOUT_S"  # standalone/local HTTP: a bod
 HTTP_HEAD_TIMEOUT_S = "ARCS_HTTP_HEAD_TIMEOUT_S"  # standalone/local HTTP: a request head must arrive within this
 HTTP_MAX_CONNECTIONS = "ARCS_HTTP_MAX_CONNECTIONS"  # standalone/local HTTP: connections beyond this get a 503
 QUERY_INLINE_MAX_BYTES = "ARCS_QUERY_INLINE_MAX_BYTES"  # larger results are handed off through storage (AWS)
+QUERY_STREAM_MAX_BYTES = "ARCS_QUERY_STREAM_MAX_BYTES"  # larger streamed results are handed off instead (AWS)
 QUERY_RESULT_URL_EXPIRY_S = "ARCS_QUERY_RESULT_URL_EXPIRY_S"  # how long a handed-off result's URL works
 RESULT_CACHE = "ARCS_RESULT_CACHE"  # "true" turns the query result cache on (off by default)
 RESULT_CACHE_TTL_S = "ARCS_RESULT_CACHE_TTL_S"

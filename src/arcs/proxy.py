@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
@@ -16,6 +16,9 @@ class HttpResponse:
     status: int
     headers: dict[str, str]
     body: bytes
+    #: The rest of the body, sent as it comes after ``body`` (chunked): a streamed response. An
+    #: exception from it cuts the response short, as a broken stream does.
+    stream: Iterator[bytes] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,8 @@ import bisect
 import ctypes
 import json
 import math
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -83,6 +85,14 @@ _bytes_address.restype = ctypes.c_void_p
 _bytes_address.argtypes = [ctypes.py_object]
 
 
+@dataclass(frozen=True)
+class SizedBody:
+    """A body known by its size before any of it is made, then made piece by piece."""
+
+    size: int
+    pieces: Iterator[bytes]
+
+
 def to_json_document(result: QueryResult, max_bytes: int | None = None) -> bytes:
     """The query result as the UTF-8 JSON document described above.
 
@@ -90,25 +100,45 @@ def to_json_document(result: QueryResult, max_bytes: int | None = None) -> bytes
     above ``max_bytes`` of rows it is refused as it is built, before the document is.
     """
     table = result.table
-    head = b'{"success":true,"columns":' + json.dumps(table.column_names, separators=(",", ":")).encode() + b',"data":['
-    tail = (
-        f'],"row_count":{table.num_rows},'
-        f'"execution_time_ms":{json.dumps(round(result.execution_time_ms, 3))},'
-        f'"timestamp":"{datetime.now(UTC).isoformat().replace("+00:00", "Z")}"}}'
-    ).encode()
+    head, tail = _document_ends(result)
     native = library()
     if native is not None and table.num_rows and table.num_columns:
         return _native_document(native, table, head, tail, max_bytes)
     return b"".join([head, *_json_rows(table, max_bytes), tail])
 
 
-def _native_document(native: ctypes.CDLL, table: pa.Table, head: bytes, tail: bytes, max_bytes: int | None) -> bytes:
-    """The document with its rows interleaved by ``arcs.native``, written once into the bytes returned.
+def json_document_body(result: QueryResult, max_bytes: int | None = None) -> SizedBody:
+    """The same document as :func:`to_json_document`, byte for byte, sized first and then made one
+    batch of rows at a time: it never exists whole in memory."""
+    table = result.table
+    head, tail = _document_ends(result)
+    native = library()
+    if native is not None and table.num_rows and table.num_columns:
+        batches, total = _native_batches(native, table, max_bytes)
+        return SizedBody(len(head) + total + len(tail), _native_pieces(native, batches, head, tail))
+    rows = _json_rows(table, max_bytes)
+    size = len(head) + sum(len(piece) for piece in rows) + len(tail)
+    return SizedBody(size, iter([head, *(bytes(piece) for piece in rows), tail]))
 
-    Each batch's columns become their JSON text as on the Arrow path; the C loop then copies every
-    value, with its quotes, commas and brackets, straight into the document.
-    """
-    batches: list[tuple[ctypes.Array[TextColumn], list[JsonText], int, int]] = []
+
+def _document_ends(result: QueryResult) -> tuple[bytes, bytes]:
+    """What comes before the rows and after them."""
+    table = result.table
+    head = b'{"success":true,"columns":' + json.dumps(table.column_names, separators=(",", ":")).encode() + b',"data":['
+    tail = (
+        f'],"row_count":{table.num_rows},'
+        f'"execution_time_ms":{json.dumps(round(result.execution_time_ms, 3))},'
+        f'"timestamp":"{datetime.now(UTC).isoformat().replace("+00:00", "Z")}"}}'
+    ).encode()
+    return head, tail
+
+
+_NativeBatch = tuple["ctypes.Array[TextColumn]", list[JsonText], int, int]
+
+
+def _native_batches(native: ctypes.CDLL, table: pa.Table, max_bytes: int | None) -> tuple[list[_NativeBatch], int]:
+    """Each batch's columns as JSON text, with the size of its rows; refused past ``max_bytes``."""
+    batches: list[_NativeBatch] = []
     total = 0
     for batch in table.to_batches(max_chunksize=_BATCH_ROWS):
         if not batch.num_rows:
@@ -120,16 +150,44 @@ def _native_document(native: ctypes.CDLL, table: pa.Table, head: bytes, tail: by
         if max_bytes is not None and total > max_bytes:
             raise ResultTooLarge(max_bytes)
         batches.append((columns, texts, batch.num_rows, size))  # the texts own the memory the columns point at
+    return batches, total
+
+
+def _write_rows(native: ctypes.CDLL, batch: _NativeBatch, first: bool, at: int) -> None:
+    columns, _texts, rows, size = batch
+    if native.arcs_json_rows_write(columns, len(columns), rows, not first, at, size) != size:
+        raise RuntimeError("the JSON rows' size changed between measuring and writing them")
+
+
+def _native_document(native: ctypes.CDLL, table: pa.Table, head: bytes, tail: bytes, max_bytes: int | None) -> bytes:
+    """The document with its rows interleaved by ``arcs.native``, written once into the bytes returned.
+
+    Each batch's columns become their JSON text as on the Arrow path; the C loop then copies every
+    value, with its quotes, commas and brackets, straight into the document.
+    """
+    batches, total = _native_batches(native, table, max_bytes)
     document = _uninitialized_bytes(None, len(head) + total + len(tail))
     at = _bytes_address(document)
     ctypes.memmove(at, head, len(head))
     at += len(head)
-    for index, (columns, _texts, rows, size) in enumerate(batches):
-        if native.arcs_json_rows_write(columns, len(columns), rows, index > 0, at, size) != size:
-            raise RuntimeError("the JSON rows' size changed between measuring and writing them")
-        at += size
+    for index, batch in enumerate(batches):
+        _write_rows(native, batch, index == 0, at)
+        at += batch[3]
     ctypes.memmove(at, tail, len(tail))
     return document  # type: ignore[no-any-return]
+
+
+def _native_pieces(native: ctypes.CDLL, batches: list[_NativeBatch], head: bytes, tail: bytes) -> Iterator[bytes]:
+    """The document as :func:`_native_document` writes it, one batch's rows per piece; each batch's
+    text is let go once written."""
+    yield head
+    for index in range(len(batches)):
+        batch = batches[index]
+        piece = _uninitialized_bytes(None, batch[3])
+        _write_rows(native, batch, index == 0, _bytes_address(piece))
+        batches[index] = (batch[0], [], 0, 0)  # the columns point into freed texts: never read again
+        yield piece
+    yield tail
 
 
 def _text_column(text: pa.Array, before: str, after: str, escape: bool) -> TextColumn:
@@ -148,6 +206,48 @@ def _text_column(text: pa.Array, before: str, after: str, escape: bool) -> TextC
         after_length=len(closing),
         escape=escape,
     )
+
+
+def arrow_stream_body(table: pa.Table) -> SizedBody:
+    """The same bytes as :func:`to_arrow_stream`, sized first and then written one record batch at
+    a time."""
+    counter = pa.MockOutputStream()
+    with pa.ipc.new_stream(counter, table.schema) as writer:
+        writer.write_table(table)
+    return SizedBody(counter.size(), _arrow_pieces(table))
+
+
+class _Pieces:
+    """A file Arrow writes into, emptied by whoever reads the pieces."""
+
+    def __init__(self) -> None:
+        self.pieces: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> int:
+        self.pieces.append(bytes(data))
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+    def take(self) -> Iterator[bytes]:
+        taken, self.pieces = self.pieces, []
+        return iter(taken)
+
+
+def _arrow_pieces(table: pa.Table) -> Iterator[bytes]:
+    sink = _Pieces()
+    writer = pa.ipc.new_stream(pa.PythonFile(sink, mode="w"), table.schema)
+    yield from sink.take()
+    for batch in table.to_batches():
+        writer.write_batch(batch)
+        yield from sink.take()
+    writer.close()
+    yield from sink.take()
 
 
 def to_arrow_stream(table: pa.Table) -> bytes:

@@ -22,11 +22,9 @@ from arcs.settings import Settings
 from arcs.tokens import TokenService
 
 if TYPE_CHECKING:
-    from aws_lambda_powertools.event_handler import APIGatewayRestResolver
-
     from arcs.adapters.spool import Spool
     from arcs.adapters.sqlite_database import SqliteDatabase
-    from arcs.api import ApiPart
+    from arcs.api import ApiPart, RequestScopedResolver
     from arcs.compaction.compactor import Compactor
     from arcs.continuous_queries import ContinuousQueries
     from arcs.deletion import Deleter
@@ -279,7 +277,7 @@ def lambda_runtime() -> Runtime:
 
 
 @functools.cache
-def lambda_app(part: ApiPart) -> APIGatewayRestResolver:
+def lambda_app(part: ApiPart) -> RequestScopedResolver:
     """The part of the HTTP API one Lambda function serves: ``"writes"`` for the edge function,
     ``"query"`` (everything else) for the query function; each loads only its own routes."""
     from arcs.api import build_app  # lazy: the authorizer and ingest functions serve no HTTP

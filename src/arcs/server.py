@@ -209,6 +209,8 @@ class AsgiApp:
         self.screen = screen
         self.limits = limits
         self.executor = ThreadPoolExecutor(max_workers=limits.workers, thread_name_prefix="arcs-http")
+        # Streamed bodies are read here, a piece at a time, once their request left its worker.
+        self._streams = ThreadPoolExecutor(max_workers=limits.max_connections, thread_name_prefix="arcs-stream")
         # Admission: at most ``workers`` requests run, and bodies in flight reserve at most
         # ``max_bodies`` x ``max_request_bytes`` bytes (each what it declares, or its route's limit);
         # the rest wait up to ``queue_timeout_s`` and are then told to come back (503 + Retry-After)
@@ -221,6 +223,7 @@ class AsgiApp:
     def close(self, wait: bool = True) -> None:
         """Stop the workers; ``wait=False`` leaves a request still running to finish on its own."""
         self.executor.shutdown(wait=wait, cancel_futures=True)
+        self._streams.shutdown(wait=wait, cancel_futures=True)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -355,12 +358,23 @@ class AsgiApp:
                 raise PayloadTooLarge(f"body exceeds the limit of {limit} bytes")
         return bytes(chunks)
 
-    @staticmethod
-    async def _send(send: Send, response: HttpResponse) -> None:
+    async def _send(self, send: Send, response: HttpResponse) -> None:
         headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.items()]
-        headers.append((b"content-length", str(len(response.body)).encode()))
+        if response.stream is None:
+            headers.append((b"content-length", str(len(response.body)).encode()))
+            await send({"type": "http.response.start", "status": response.status, "headers": headers})
+            await send({"type": "http.response.body", "body": response.body})
+            return
+        # Streamed: chunked, each piece sent as it comes. A stream that breaks raises, and the
+        # server drops the connection: the client sees a response cut short, never a whole one.
+        headers = [(name, value) for name, value in headers if name != b"content-length"]
         await send({"type": "http.response.start", "status": response.status, "headers": headers})
-        await send({"type": "http.response.body", "body": response.body})
+        loop = asyncio.get_running_loop()
+        if response.body:
+            await send({"type": "http.response.body", "body": response.body, "more_body": True})
+        while (piece := await loop.run_in_executor(self._streams, next, response.stream, None)) is not None:
+            await send({"type": "http.response.body", "body": piece, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
 
 
 class IngestLoop(threading.Thread):

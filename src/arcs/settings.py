@@ -10,6 +10,7 @@ from typing import Literal
 
 from arcs import envvars
 from arcs.errors import ArcsError
+from arcs.streaming import STREAM_BODY_MAX_BYTES
 from arcs.write_paths import LAMBDA_SYNC_PAYLOAD_BYTES
 
 Backend = Literal["local", "aws"]
@@ -186,6 +187,9 @@ class Settings:
     # in the proxy response (JSON-escaped, or base64 for Arrow) goes through storage instead.
     # 64 KiB stays free for the status, headers and the envelope's own JSON.
     query_inline_max_bytes: int = 6 * 1024 * 1024 - 64 * 1024
+    # Streamed through API Gateway, a result may be as large as Lambda streams (200 MiB, less the
+    # response's metadata); a larger one goes through storage.
+    query_stream_max_bytes: int = STREAM_BODY_MAX_BYTES
     # Long enough to follow the redirect; S3 checks the expiry only when a download starts.
     query_result_url_expiry_s: int = 300
     result_cache: bool = False
@@ -221,6 +225,12 @@ class Settings:
         backend = text(envvars.BACKEND, base.backend)
         if backend not in ("local", "aws"):
             raise ConfigError(f"{envvars.BACKEND} must be 'local' or 'aws', got {backend!r}")
+        stream_max_bytes = int(number(envvars.QUERY_STREAM_MAX_BYTES, base.query_stream_max_bytes))
+        if not 0 <= stream_max_bytes <= STREAM_BODY_MAX_BYTES:
+            raise ConfigError(
+                f"{envvars.QUERY_STREAM_MAX_BYTES} must be 0 to {STREAM_BODY_MAX_BYTES} (what Lambda streams, "
+                f"less the response's metadata), got {stream_max_bytes}"
+            )
         query_timeout_s = number(envvars.QUERY_TIMEOUT_S, base.query_timeout_s)
         if query_timeout_s < 0:
             raise ConfigError(f"{envvars.QUERY_TIMEOUT_S} must be 0 (no limit) or more, got {query_timeout_s:g}")
@@ -279,6 +289,7 @@ class Settings:
             http_head_timeout_s=number(envvars.HTTP_HEAD_TIMEOUT_S, base.http_head_timeout_s),
             http_max_connections=max(1, int(number(envvars.HTTP_MAX_CONNECTIONS, base.http_max_connections))),
             query_inline_max_bytes=int(number(envvars.QUERY_INLINE_MAX_BYTES, base.query_inline_max_bytes)),
+            query_stream_max_bytes=stream_max_bytes,
             query_result_url_expiry_s=expiry_s,
             result_cache=cache in ("true", "1"),
             result_cache_ttl_s=number(envvars.RESULT_CACHE_TTL_S, base.result_cache_ttl_s),

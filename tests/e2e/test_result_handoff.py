@@ -16,7 +16,8 @@ from tests.e2e.servers import Client, ServerProcess, local, standalone
 
 pytestmark = pytest.mark.e2e
 
-INLINE_LIMIT = {"ARCS_QUERY_INLINE_MAX_BYTES": "20000"}
+# The query function streams its results (up to 200 MB on AWS): the stream limit is lowered too.
+INLINE_LIMIT = {"ARCS_QUERY_INLINE_MAX_BYTES": "20000", "ARCS_QUERY_STREAM_MAX_BYTES": "20000"}
 ROWS = 2000
 T0_US = 1_700_000_000_000_000
 SQL = "SELECT time, host, v, s FROM wide ORDER BY time"

@@ -10,6 +10,7 @@ import pytest
 
 from arcs.emulation import ApiGateway, FakeLambdaContext, LambdaFunction
 from arcs.emulation.gateway import policy_allows
+from arcs.proxy import HttpResponse
 from arcs.settings import AWS_TOO_LARGE_MESSAGE
 
 METHOD_ARN = "arn:aws:execute-api:us-east-1:123456789012:arcslocal/local/POST/api/v1/query"
@@ -64,7 +65,12 @@ OK = {"statusCode": 200, "headers": {"Content-Type": "text/plain"}, "body": "ok"
 
 
 def gateway(
-    authorizer: Any, writes: Any = None, queries: Any = None, ttl: float = 0, sources: tuple[str, ...] = ()
+    authorizer: Any,
+    writes: Any = None,
+    queries: Any = None,
+    ttl: float = 0,
+    sources: tuple[str, ...] = (),
+    stream_queries: bool = True,
 ) -> ApiGateway:
     return ApiGateway(
         LambdaFunction("auth", authorizer, timeout_s=10),
@@ -72,7 +78,13 @@ def gateway(
         LambdaFunction("queries", queries or Stub(OK), timeout_s=29),
         cache_ttl_s=ttl,
         identity_sources=sources,
+        stream_queries=stream_queries,
     )
+
+
+def whole(response: HttpResponse) -> bytes:
+    """The body as the client reads it, streamed or not."""
+    return response.body + b"".join(response.stream or [])
 
 
 @pytest.mark.parametrize(
@@ -90,7 +102,9 @@ def gateway(
 def test_routes_writes_to_the_edge_and_the_rest_to_query(path: str, function: str) -> None:
     writes, queries = Stub(OK), Stub(OK)
     response = gateway(Stub(allow()), writes, queries).handle("POST", path, "", {"authorization": "Bearer t"}, b"x")
-    assert response.status == 200 and response.body == b"ok"
+    assert response.status == 200 and whole(response) == b"ok"
+    # The stack's transfer modes: the query function's integration streams, the edge's buffers.
+    assert (response.stream is not None) is (function == "queries")
     called = writes if function == "writes" else queries
     (event,) = called.events
     assert event["path"] == path and base64.b64decode(event["body"]) == b"x"
@@ -194,8 +208,8 @@ def test_a_failing_or_malformed_integration_is_502() -> None:
         "GET", "/x", "", {"authorization": "a"}, b""
     )
     assert garbage.status == 502
-    not_json = gateway(Stub(allow()), queries=Stub({"statusCode": 200, "body": b"bytes"}))
-    assert not_json.handle("GET", "/x", "", {"authorization": "a"}, b"").status == 502
+    buffered = gateway(Stub(allow()), queries=Stub({"statusCode": 200, "body": b"bytes"}), stream_queries=False)
+    assert buffered.handle("GET", "/x", "", {"authorization": "a"}, b"").status == 502
 
 
 @pytest.mark.parametrize("path", ["/health", "/ready", "/ping"])

@@ -110,10 +110,11 @@ def test_a_function_slower_than_the_integration_timeout_is_a_504() -> None:
         release.wait(10)
         return {"statusCode": 200, "body": ""}
 
-    queries = LambdaFunction("q", slow, timeout_s=60)
-    gateway = ApiGateway(function(allow_all), function(echo), queries, integration_timeout_s=0.3)
+    # The edge function's integration buffers (the query function's streams: below).
+    writes = LambdaFunction("w", slow, timeout_s=60)
+    gateway = ApiGateway(function(allow_all), writes, function(echo), integration_timeout_s=0.3)
     started = time.monotonic()
-    response = gateway.handle("GET", "/api/v1/databases", "", {"authorization": "Bearer t"}, b"")
+    response = gateway.handle("POST", "/api/v1/write/msgpack", "", {"authorization": "Bearer t"}, b"")
     assert response.status == 504 and json.loads(response.body)["error"] == "Endpoint request timed out"
     assert time.monotonic() - started < 2
     release.set()

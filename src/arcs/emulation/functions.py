@@ -8,6 +8,11 @@ A function's configuration is checked against Lambda's ranges (memory, timeout, 
 its timeout is enforced: the caller gets ``Sandbox.Timedout`` when it passes. A thread cannot be
 killed, so the handler runs on in the background, holding the container until it returns (the
 next invocation waits for it, as it would for a fresh container). docs/aws-limits.md lists them.
+
+``invoke_stream`` is ``InvokeWithResponseStream``: the handler returns a ``StreamedResponse``
+(``arcs.streaming``) and the caller reads its bytes as the handler makes them, within Lambda's
+limits for a stream: 200 MB, the first 6 MB at full speed and the rest at 2 MB/s at most, and the
+function's timeout; a stream that breaks one of them, or whose body fails midway, ends short.
 """
 
 from __future__ import annotations
@@ -15,17 +20,20 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import queue
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import arcs
+from arcs.runtime_api import answer_of
+from arcs.streaming import LAMBDA_STREAM_BYTES_PER_S, LAMBDA_STREAM_MAX_BYTES, LAMBDA_STREAM_UNCAPPED_BYTES
 from arcs.write_paths import LAMBDA_SYNC_PAYLOAD_BYTES
 
 logger = logging.getLogger(__name__)
@@ -101,6 +109,15 @@ class InvokeError(Exception):
         self.message = message
 
 
+class StreamCut(Exception):
+    """A streamed response ended before its end: what reached the caller is all there is."""
+
+
+#: Pieces a streaming handler may have made ahead of its reader: memory stays bounded.
+_STREAM_AHEAD = 4
+_END = object()
+
+
 class LambdaFunction:
     """One function: its handler, its configuration, and one container's worth of concurrency."""
 
@@ -133,18 +150,114 @@ class LambdaFunction:
         # Functions whose modules share state (one resolver) share a lock: they share a container.
         self.lock = lock or threading.Lock()
 
-    def invoke(self, event: dict[str, Any], wait_s: float | None = None) -> Any:
-        """Run the handler on a JSON copy of ``event``; a raise becomes ``InvokeError`` ("Unhandled").
-
-        The function's timeout ends the invocation (``Sandbox.Timedout``); ``wait_s``, shorter, is
-        how long the caller waits for it (API Gateway's integration timeout): ``IntegrationTimeout``.
-        """
+    def _check_request(self, event: dict[str, Any]) -> str:
         request = json.dumps(event)
         if len(request) > LAMBDA_PAYLOAD_LIMIT:
             raise InvokeError(
                 "RequestEntityTooLargeException",
                 f"the event is {len(request)} bytes; a Lambda function takes at most {LAMBDA_PAYLOAD_LIMIT}",
             )
+        return request
+
+    def invoke_stream(
+        self,
+        event: dict[str, Any],
+        idle_s: float | None = None,
+        bytes_per_s: float = LAMBDA_STREAM_BYTES_PER_S,
+    ) -> Iterator[bytes]:
+        """``InvokeWithResponseStream``: the bytes the handler writes, as it writes them.
+
+        An error before the first byte (the event too large, the handler failing, the timeout) is an
+        ``InvokeError`` at the first ``next``; after it, ``StreamCut``. ``idle_s``: how long the
+        reader waits for the next piece (API Gateway's idle timeout), ``StreamCut`` past it.
+        """
+        request = self._check_request(event)
+        if not self.lock.acquire(timeout=self.timeout_s):
+            raise InvokeError("TooManyRequestsException", f"{self.name} was busy for {self.timeout_s:g} s")
+        started = time.monotonic()
+        context = FakeLambdaContext(self.name, self.memory_mb, self.arn, started + self.timeout_s)
+        pieces: queue.Queue[object] = queue.Queue(_STREAM_AHEAD)
+        abandoned = threading.Event()
+
+        def put(item: object) -> None:
+            while not abandoned.is_set():
+                try:
+                    pieces.put(item, timeout=0.1)
+                    return
+                except queue.Full:
+                    continue
+
+        def run() -> None:
+            try:
+                for piece in answer_of(self.handler(json.loads(request), context)).encoded():
+                    put(piece)
+                    if abandoned.is_set():
+                        break
+                put(_END)
+            except Exception as exc:
+                put(exc)
+            finally:
+                self.lock.release()
+
+        threading.Thread(target=run, name=f"lambda-{self.name}", daemon=True).start()
+        return self._read_stream(pieces, abandoned, started, idle_s, bytes_per_s)
+
+    def _read_stream(
+        self,
+        pieces: queue.Queue[object],
+        abandoned: threading.Event,
+        started: float,
+        idle_s: float | None,
+        bytes_per_s: float,
+    ) -> Iterator[bytes]:
+        sent = 0
+        capped_since: float | None = None
+        capped_from = LAMBDA_STREAM_UNCAPPED_BYTES
+        try:
+            while True:
+                deadline = started + self.timeout_s
+                wait = deadline - time.monotonic()
+                if idle_s is not None:
+                    wait = min(wait, idle_s)
+                try:
+                    item = pieces.get(timeout=max(0.0, wait))
+                except queue.Empty:
+                    if time.monotonic() >= deadline:
+                        message = f"Task timed out after {self.timeout_s:.2f} seconds"
+                        if not sent:
+                            raise InvokeError("Sandbox.Timedout", message) from None
+                        raise StreamCut(message) from None
+                    raise StreamCut(f"no byte for {idle_s:g} s: the stream idled out") from None
+                if item is _END:
+                    return
+                if isinstance(item, Exception):
+                    if not sent:
+                        raise InvokeError(type(item).__name__, str(item)) from item
+                    raise StreamCut(f"the function failed midway: {type(item).__name__}: {item}") from item
+                if not isinstance(item, bytes):
+                    raise StreamCut(f"the function wrote {type(item).__name__}, not bytes")
+                if sent + len(item) > LAMBDA_STREAM_MAX_BYTES:
+                    raise StreamCut(f"the response passed Lambda's {LAMBDA_STREAM_MAX_BYTES} bytes for a stream")
+                # Lambda's bandwidth: past the first 6 MB, at most 2 MB/s.
+                for start in range(0, len(item), 256 * 1024):
+                    part = item[start : start + 256 * 1024]
+                    if sent + len(part) > LAMBDA_STREAM_UNCAPPED_BYTES:
+                        if capped_since is None:
+                            capped_since, capped_from = time.monotonic(), max(sent, LAMBDA_STREAM_UNCAPPED_BYTES)
+                        due = capped_since + (sent + len(part) - capped_from) / bytes_per_s
+                        time.sleep(max(0.0, due - time.monotonic()))
+                    sent += len(part)
+                    yield part
+        finally:
+            abandoned.set()
+
+    def invoke(self, event: dict[str, Any], wait_s: float | None = None) -> Any:
+        """Run the handler on a JSON copy of ``event``; a raise becomes ``InvokeError`` ("Unhandled").
+
+        The function's timeout ends the invocation (``Sandbox.Timedout``); ``wait_s``, shorter, is
+        how long the caller waits for it (API Gateway's integration timeout): ``IntegrationTimeout``.
+        """
+        request = self._check_request(event)
         called = time.monotonic()
         # The container is busy until its last invocation returns, even one timed out.
         if not self.lock.acquire(timeout=-1 if wait_s is None else wait_s):

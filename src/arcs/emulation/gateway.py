@@ -13,6 +13,11 @@ sources' values) and re-evaluated for each method ARN. Writes and InfluxDB's pat
 cached and take the token in any of its places. ``arcs local`` caches nothing unless
 ``ARCS_LOCAL_AUTHORIZER_CACHE_TTL_S`` turns it on, so a revoked token is refused at once. The
 probes are answered here, as the stack's gateway answers them, without a function.
+
+Integrations follow the stack's transfer modes (``infra/api.py``): the writes' is ``BUFFERED``
+(the 29 s integration timeout, Lambda's 6 MB response), the query function's ``STREAM``: it is
+invoked with a response stream and its answer reaches the client as the function writes it, for
+up to 15 minutes, cut short after 5 minutes without a byte or when the function fails midway.
 """
 
 from __future__ import annotations
@@ -23,15 +28,16 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from arcs.api import PUBLIC_PATHS
-from arcs.emulation.functions import ACCOUNT_ID, InvokeError, LambdaFunction
+from arcs.emulation.functions import ACCOUNT_ID, InvokeError, LambdaFunction, StreamCut
 from arcs.proxy import Admission, HttpResponse, http_response, proxy_event
 from arcs.routes.health import PING_BUILD, PING_VERSION, PROBE_METHODS
 from arcs.routes.writes import is_write_path
 from arcs.settings import AWS_TOO_LARGE_MESSAGE
+from arcs.streaming import API_GATEWAY_STREAM_IDLE_S, API_GATEWAY_STREAM_MAX_S, MalformedStream, read_prelude
 
 #: Arc's own API: the stack's cached authorizer serves it, but for its writes (infra/authorizer.py).
 ARC_API_PREFIX = "/api/v1/"
@@ -103,8 +109,15 @@ class ApiGateway:
         region: str = "us-east-1",
         stage: str = "local",
         integration_timeout_s: float = API_GATEWAY_TIMEOUT_S,
+        stream_queries: bool = True,
+        stream_max_s: float = API_GATEWAY_STREAM_MAX_S,
+        stream_idle_s: float = API_GATEWAY_STREAM_IDLE_S,
     ) -> None:
         self.integration_timeout_s = integration_timeout_s
+        #: The query function's integration streams (``STREAM``), as the stack configures it.
+        self.stream_queries = stream_queries
+        self.stream_max_s = stream_max_s
+        self.stream_idle_s = stream_idle_s
         self.authorizer = authorizer
         self.writes = writes
         self.queries = queries
@@ -151,7 +164,12 @@ class ApiGateway:
             return refused
         function = self.writes if is_write_path(path) else self.queries
         try:
+            if function is self.queries and self.stream_queries:
+                return self._streamed(function, event)
             return http_response(function.invoke(event, wait_s=self.integration_timeout_s))
+        except MalformedStream as exc:
+            logger.error("%s streamed no valid metadata on %s %s: %s", function.name, method, path, exc)
+            return json_error(502, "Internal server error")
         except InvokeError as exc:
             if exc.error_type == "RequestEntityTooLargeException":
                 # As API Gateway answers a refused invoke (a write declaring its length was
@@ -167,6 +185,28 @@ class ApiGateway:
         except (KeyError, TypeError, ValueError) as exc:
             logger.error("%s returned a malformed proxy response on %s %s: %s", function.name, method, path, exc)
             return json_error(502, "Internal server error")
+
+    def _streamed(self, function: LambdaFunction, event: dict[str, Any]) -> HttpResponse:
+        """The function's answer as it streams it: status and headers once its metadata is read,
+        then the body as it comes, within the stream's 15 minutes and 5 minutes of idleness."""
+        started = time.monotonic()
+        pieces = function.invoke_stream(event, idle_s=self.stream_idle_s)
+        status, headers, first = read_prelude(pieces)
+        return HttpResponse(status, headers, first, self._within_limits(pieces, started, function.name))
+
+    def _within_limits(self, pieces: Iterator[bytes], started: float, name: str) -> Iterator[bytes]:
+        try:
+            for piece in pieces:
+                if time.monotonic() - started > self.stream_max_s:
+                    raise StreamCut(f"the response streamed longer than {self.stream_max_s:g} s")
+                yield piece
+        except StreamCut as exc:
+            logger.error("%s: the streamed response was cut short: %s", name, exc)
+            raise
+        finally:
+            close = getattr(pieces, "close", None)
+            if close is not None:
+                close()
 
     def _event(self, method: str, path: str, query: str, headers: dict[str, str], body: bytes) -> dict[str, Any]:
         event = proxy_event(method, path, query, headers, body)

@@ -32,6 +32,7 @@ from arcs.emulation.gateway import API_GATEWAY_PAYLOAD_LIMIT, API_GATEWAY_TIMEOU
 from arcs.emulation.poller import SQS_RECEIVE_MAX, SqsPoller
 from arcs.emulation.schedule import AsyncInvoker, EventBridgeRule
 from arcs.settings import ConfigError, Settings
+from arcs.streaming import QUERY_BUDGET_S, query_function_timeout_s
 
 if TYPE_CHECKING:
     from moto.server import ThreadedMotoServer
@@ -51,8 +52,7 @@ _RESOURCE_PREFIX = re.compile(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")
 
 #: Dummy credentials: moto accepts any, and real ones must never be needed (or sent) here.
 DUMMY_KEY = "testing"
-API_TIMEOUT_S = API_GATEWAY_TIMEOUT_S  # the stack's timeout of the HTTP functions
-QUERY_TIMEOUT_MARGIN_S = 4  # the stack's query budget: the function's timeout less this
+API_TIMEOUT_S = API_GATEWAY_TIMEOUT_S  # the stack's timeout of the edge function (buffered)
 COMPACT_FUNCTION = "arcs-compact"
 
 
@@ -240,28 +240,24 @@ def start_emulation(config: EmulationConfig, set_env: Callable[[str, str], Any] 
             set_env(envvars.EXPRESS_BUCKET, config.express_bucket)  # as the stack sets it on query, ingest, compact
         set_env(envvars.COMPACT_FUNCTION, COMPACT_FUNCTION)
         if not os.environ.get(envvars.QUERY_TIMEOUT_S):
-            # As the stack sets it: a query stops with its own clear 503 before the gateway's 504.
-            set_env(envvars.QUERY_TIMEOUT_S, str(int(API_TIMEOUT_S) - QUERY_TIMEOUT_MARGIN_S))
+            # As the stack sets it: a query stops with its own clear 503 before the stream idles out.
+            set_env(envvars.QUERY_TIMEOUT_S, str(QUERY_BUDGET_S))
         # The environment is final: now the functions may load, as in a fresh container.
         lambda_runtime.cache_clear()
         lambda_app.cache_clear()
         settings = Settings.from_env()
         authorizer = LambdaFunction("arcs-authorizer", load_handler("authorizer"), timeout_s=10, region=config.region)
-        # The write and query handlers share one resolver (``lambda_app``) in this process: one lock.
-        api_lock = threading.Lock()
+        # Each function has a container of its own, as on AWS: a query streaming for minutes holds
+        # the query function only (each resolver keeps its requests apart: arcs.api).
         writes = LambdaFunction(
-            "arcs-write",
-            load_handler("ingest", "edge.py"),
-            timeout_s=API_TIMEOUT_S,
-            region=config.region,
-            lock=api_lock,
+            "arcs-write", load_handler("ingest", "edge.py"), timeout_s=API_TIMEOUT_S, region=config.region
         )
+        # Invoked with a response stream, as the stack's STREAM integration invokes it.
         queries = LambdaFunction(
             "arcs-query",
-            load_handler("query"),
-            timeout_s=API_TIMEOUT_S,
+            load_handler("query", attribute="stream_handler"),
+            timeout_s=query_function_timeout_s(settings.query_max_result_bytes, settings.query_timeout_s),
             region=config.region,
-            lock=api_lock,
         )
         ingest = LambdaFunction(
             "arcs-ingest",

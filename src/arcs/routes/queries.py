@@ -11,10 +11,11 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
+from arcs.api import answer_streams, stream_answer
 from arcs.errors import BadRequest, NotFound
 from arcs.names import DEFAULT_DATABASE, check_database, check_measurement
 from arcs.query import QueryResult
-from arcs.results import to_arrow_stream, to_json_document
+from arcs.results import SizedBody, arrow_stream_body, json_document_body, to_arrow_stream, to_json_document
 from arcs.rewriter import quote_identifier
 from arcs.routes.request import RequestView
 from arcs.runtime import Runtime
@@ -34,11 +35,26 @@ def queries_router(runtime: Runtime) -> Router:
         database = request.database(str(document["database"]) if document.get("database") else None)
         return runtime.queries.run(document.get("sql"), database, caller)
 
+    def answer_streamed(body: SizedBody, content_type: str, extension: str, headers: dict[str, str]) -> Response[Any]:
+        """200 with the result streamed as it is written, or a 303 to it in storage past what Lambda
+        streams (200 MB)."""
+        if runtime.result_handoff is None or body.size <= runtime.settings.query_stream_max_bytes:
+            stream_answer(body.pieces)
+            return Response(200, content_type, "", headers)
+        return handed_off(b"".join(body.pieces), content_type, extension, headers)
+
     def answer(body: str | bytes, content_type: str, extension: str, headers: dict[str, str]) -> Response[Any]:
         """200 with the result, or a 303 to it in storage when a Lambda response cannot hold it."""
         handoff = runtime.result_handoff
         if handoff is None or not handoff.too_big_to_answer(body):
             return Response(200, content_type, body, headers)
+        return handed_off(body, content_type, extension, headers)
+
+    def handed_off(body: str | bytes, content_type: str, extension: str, headers: dict[str, str]) -> Response[Any]:
+        """303 to the result, stored for the caller to GET."""
+        handoff = runtime.result_handoff
+        if handoff is None:
+            raise RuntimeError("no storage to hand results off to")
         stored = handoff.hand_off(body, content_type, extension)
         explanation = {
             "success": True,
@@ -59,6 +75,9 @@ def queries_router(runtime: Runtime) -> Router:
         )
 
     def answer_json(result: QueryResult) -> Response[Any]:
+        if answer_streams():
+            body = json_document_body(result, runtime.settings.query_max_result_bytes)
+            return answer_streamed(body, "application/json", "json", {})
         # A str body: Powertools would send bytes base64-encoded, a third larger against Lambda's 6 MB.
         document = to_json_document(result, runtime.settings.query_max_result_bytes)
         return answer(document.decode(), "application/json", "json", {})
@@ -71,6 +90,8 @@ def queries_router(runtime: Runtime) -> Router:
     def query_arrow() -> Response[Any]:
         result = run_query()
         timing = {"X-Arc-Execution-Time-Ms": f"{result.execution_time_ms:.3f}"}
+        if answer_streams():
+            return answer_streamed(arrow_stream_body(result.table), ARROW_STREAM, "arrows", timing)
         return answer(to_arrow_stream(result.table), ARROW_STREAM, "arrows", timing)
 
     @router.post("/api/v1/query/estimate")
