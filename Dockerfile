@@ -45,4 +45,4 @@ ENV PYTHONPATH=${LAMBDA_TASK_ROOT}
 ENV ARROW_DEFAULT_MEMORY_POOL=system
 EXPOSE 8000
 ENTRYPOINT ["/usr/local/bin/arcs-entrypoint"]
-CMD ["functions.query.handler.handler"]
+CMD ["functions.query.handler.stream_handler"]

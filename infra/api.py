@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from aws_cdk import Duration
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -76,6 +77,7 @@ class ArcsApi(Construct):
         *,
         edge: lambda_.IFunction,
         query: lambda_.IFunction,
+        query_timeout: Duration,
         token_authorizer: apigw.IAuthorizer,
         request_authorizer: apigw.IAuthorizer,
         stage_name: str = "prod",
@@ -133,7 +135,14 @@ class ArcsApi(Construct):
         # One invoke permission per function for this API (any stage, method, path), not one per method:
         # the API has ~20 methods and a function's resource policy is capped at 20 KB.
         self._edge = apigw.LambdaIntegration(edge, scope_permission_to_method=False)
-        self._query = apigw.LambdaIntegration(query, scope_permission_to_method=False)
+        # The query function's answers stream (InvokeWithResponseStream): a query may run past the
+        # 29 s of a buffered integration, and a result may pass Lambda's 6 MB and the API's 10 MB.
+        self._query = apigw.LambdaIntegration(
+            query,
+            scope_permission_to_method=False,
+            response_transfer_mode=apigw.ResponseTransferMode.STREAM,
+            timeout=query_timeout,
+        )
         self._token_authorizer = token_authorizer
         self._request_authorizer = request_authorizer
         self._routed: set[str] = set()

@@ -1,4 +1,9 @@
-"""Queries and the rest of the HTTP API (everything but writes). Mirrors ``functions/query``."""
+"""Queries and the rest of the HTTP API (everything but writes). Mirrors ``functions/query``.
+
+API Gateway invokes the function with a response stream (``infra/api.py``): its handler is
+``stream_handler`` and Lambda starts it through ``arcs.runtime_api``, a runtime that streams
+(``AWS_LAMBDA_EXEC_WRAPPER``), since Lambda's own Python runtime answers buffered only.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,8 @@ from layers.build import FUNCTION_LAYERS
 
 from arcs import envvars
 from arcs.settings import default_duckdb_memory_limit, default_max_result_bytes
-from infra.function import API_TIMEOUT, ArcsFunction, FunctionDefaults
+from arcs.streaming import QUERY_BUDGET_S, TIMEOUT_MARGIN_S, query_function_timeout_s
+from infra.function import ArcsFunction, FunctionDefaults
 from infra.nag import acknowledge, logical_ref
 from infra.params import DEFAULT_MEMORY_MB, DEFAULT_QUERY_EPHEMERAL_MB
 from infra.storage import SYSTEM_DIR, ArcsStorage
@@ -43,7 +49,14 @@ def duckdb_threads(memory_size_mb: int) -> int:
     return 4 * vcpus
 
 
-QUERY_TIMEOUT_MARGIN_S = 4
+#: The wrapper Lambda runs the Python runtime's command through: the core layer's copy of
+#: ``src/arcs/lambda_streaming_runtime`` (layers land under /opt; a layer's ``python/`` is /opt/python).
+STREAMING_WRAPPER = "/opt/python/arcs/lambda_streaming_runtime"
+
+
+def query_timeout(memory_size_mb: int, budget_s: float = QUERY_BUDGET_S) -> Duration:
+    """The function's timeout: a query's budget, then time to stream the largest result it may answer."""
+    return Duration.seconds(query_function_timeout_s(default_max_result_bytes(memory_size_mb * 1024 * 1024), budget_s))
 
 
 class ArcsQuery(Construct):
@@ -57,16 +70,17 @@ class ArcsQuery(Construct):
         write_queue: sqs.IQueue,
         memory_size_mb: int = DEFAULT_MEMORY_MB["query"],
         ephemeral_storage_mb: int = DEFAULT_QUERY_EPHEMERAL_MB,
-        timeout: Duration = API_TIMEOUT,
+        timeout: Duration | None = None,
         from_image: bool = False,
         compact_function_name: str = "",
     ) -> None:
         super().__init__(scope, construct_id)
+        timeout = timeout or query_timeout(memory_size_mb)
         self.query = ArcsFunction(
             self,
             "Query",
             folder="query",
-            handler="handler.handler",
+            handler="handler.stream_handler",
             description="HTTP queries (DuckDB over Parquet) and the rest of the API but writes",
             defaults=defaults,
             memory_size_mb=memory_size_mb,
@@ -79,8 +93,12 @@ class ArcsQuery(Construct):
                 **query_memory_environment(memory_size_mb),
                 **spill_environment(ephemeral_storage_mb),
                 envvars.DUCKDB_THREADS: str(duckdb_threads(memory_size_mb)),
-                # Interrupt a query before the function itself is killed, so the caller gets a clear error.
-                envvars.QUERY_TIMEOUT_S: str(max(timeout.to_seconds() - QUERY_TIMEOUT_MARGIN_S, 1)),
+                # Interrupt a query before its stream idles out or the function is killed: the
+                # caller gets a clear error (the rest of the timeout streams a large result).
+                envvars.QUERY_TIMEOUT_S: str(min(QUERY_BUDGET_S, max(timeout.to_seconds() - TIMEOUT_MARGIN_S, 1))),
+                # Lambda starts the runtime through it: arcs.runtime_api, which streams (the image's
+                # entry point starts that runtime itself: container/entrypoint.sh).
+                **({} if from_image else {envvars.AWS_LAMBDA_EXEC_WRAPPER: STREAMING_WRAPPER}),
                 # POST /api/v1/compaction/trigger invokes it asynchronously.
                 **({envvars.COMPACT_FUNCTION: compact_function_name} if compact_function_name else {}),
                 # A continuous query's manual execute writes its results through the write path.

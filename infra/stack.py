@@ -125,6 +125,7 @@ class ArcsStack(Stack):
             "Http",
             edge=self.ingest.edge.function,
             query=self.query.query.function,
+            query_timeout=self.query.query.timeout,
             token_authorizer=self.authorizer.token_authorizer,
             request_authorizer=self.authorizer.request_authorizer,
         )

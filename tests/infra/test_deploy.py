@@ -772,11 +772,13 @@ def test_query_function_can_run_the_container_image(layers_dir: Path) -> None:
     assert "Layers" not in query
     assert "Runtime" not in query
     assert "Handler" not in query
-    assert query["ImageConfig"] == {"Command": ["functions.query.handler.handler"]}
+    assert query["ImageConfig"] == {"Command": ["functions.query.handler.stream_handler"]}
     assert query["Architectures"] == ["arm64"]
-    # The same environment and permissions as from layers.
+    # The same environment and permissions as from layers; the image's entry point starts the
+    # streaming runtime itself (container/entrypoint.sh), so no wrapper is named.
     env = query["Environment"]["Variables"]
     assert env[envvars.BACKEND] == "aws"
+    assert envvars.AWS_LAMBDA_EXEC_WRAPPER not in env
     assert envvars.DUCKDB_MEMORY_LIMIT in env
     assert _actions(image.statements(image.stack.query.query.role)) == EXPECTED_ACTIONS["query"]
     # The image asset is the repository's Dockerfile, built for the functions' architecture.

@@ -226,6 +226,9 @@ def test_entrypoint_hands_a_handler_to_lambdas_entrypoint(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "lambda entry: functions.query.handler.handler"
     assert os.access(ENTRYPOINT, os.X_OK)
+    # Outside Lambda (no Runtime API) a streaming handler goes to the base image's entry point too.
+    done = _run_entrypoint(["functions.query.handler.stream_handler"], tmp_path)
+    assert done.stdout.strip() == "lambda entry: functions.query.handler.stream_handler"
 
 
 def _container_engine() -> str:

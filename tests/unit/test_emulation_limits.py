@@ -14,12 +14,27 @@ import pytest
 
 from arcs import envvars
 from arcs.emulation import schedule
-from arcs.emulation.functions import ASYNC_PAYLOAD_LIMIT, LAMBDA_PAYLOAD_LIMIT, InvokeError, LambdaFunction
+from arcs.emulation.functions import (
+    ASYNC_PAYLOAD_LIMIT,
+    LAMBDA_PAYLOAD_LIMIT,
+    InvokeError,
+    LambdaFunction,
+    StreamCut,
+)
 from arcs.emulation.gateway import API_GATEWAY_TIMEOUT_S, ApiGateway
 from arcs.emulation.local import event_source_batch_size
 from arcs.emulation.poller import SqsPoller
 from arcs.emulation.schedule import AsyncInvoker, EventBridgeRule
 from arcs.settings import ConfigError, Settings
+from arcs.streaming import (
+    API_GATEWAY_STREAM_IDLE_S,
+    API_GATEWAY_STREAM_MAX_S,
+    LAMBDA_STREAM_BYTES_PER_S,
+    LAMBDA_STREAM_MAX_BYTES,
+    LAMBDA_STREAM_UNCAPPED_BYTES,
+    PRELUDE_MAX_BYTES,
+    StreamedResponse,
+)
 
 
 def function(handler: Any, timeout_s: float = 5, **options: Any) -> LambdaFunction:
@@ -225,3 +240,97 @@ def test_arcs_local_batches_10_with_a_short_window_unless_told_otherwise() -> No
     explicit = {**short, envvars.INGEST_BATCH_MESSAGES: "100"}
     with pytest.raises(ConfigError, match="at least 1"):
         event_source_batch_size(Settings.from_env(explicit), explicit)
+
+
+# --- Response streaming: Lambda's InvokeWithResponseStream behind API Gateway's STREAM mode ------------
+def streamed(*pieces: bytes, status: int = 200, pause_s: float = 0.0, fail: Exception | None = None) -> Any:
+    """A streaming handler answering ``pieces``, ``pause_s`` apart, then failing with ``fail`` if given."""
+
+    def body() -> Iterator[bytes]:
+        for piece in pieces:
+            time.sleep(pause_s)
+            yield piece
+        if fail is not None:
+            raise fail
+
+    return lambda event, context: StreamedResponse(status, {"Content-Type": "text/plain"}, body())
+
+
+def stream_gateway(queries: LambdaFunction, **options: Any) -> ApiGateway:
+    return ApiGateway(function(allow_all), function(echo), queries, **options)
+
+
+def ask(gateway: ApiGateway) -> Any:
+    return gateway.handle("POST", "/api/v1/query", "", {"authorization": "Bearer t"}, b"{}")
+
+
+def test_a_streamed_answer_reaches_the_client_as_it_is_written_past_29_s_and_6_mb() -> None:
+    # Timed on a shorter clock than AWS's: a buffered integration would give up after 0.2 s here.
+    queries = LambdaFunction("q", streamed(b"a" * 7 * 1024 * 1024, b"b", pause_s=0.3), timeout_s=5)
+    started = time.monotonic()
+    response = ask(stream_gateway(queries, integration_timeout_s=0.2))
+    assert response.status == 200 and response.headers == {"Content-Type": "text/plain"}
+    first = next(response.stream)
+    assert time.monotonic() - started < 1.5  # the first piece came before the rest was written
+    body = response.body + first + b"".join(response.stream)
+    assert body == b"a" * 7 * 1024 * 1024 + b"b"
+
+
+def test_lambda_streams_6_mb_at_full_speed_then_2_mb_a_second() -> None:
+    assert (LAMBDA_STREAM_UNCAPPED_BYTES, LAMBDA_STREAM_BYTES_PER_S) == (6 * 1024 * 1024, 2 * 1024 * 1024)
+    fast = LambdaFunction("q", streamed(b"x" * LAMBDA_STREAM_UNCAPPED_BYTES), timeout_s=5)
+    started = time.monotonic()
+    assert len(b"".join(fast.invoke_stream({}))) > LAMBDA_STREAM_UNCAPPED_BYTES
+    assert time.monotonic() - started < 1
+    capped = LambdaFunction("q", streamed(b"x" * (LAMBDA_STREAM_UNCAPPED_BYTES + 2 * 1024 * 1024)), timeout_s=5)
+    started = time.monotonic()
+    b"".join(capped.invoke_stream({}, bytes_per_s=4 * 1024 * 1024))  # 2 MiB past the first 6, at 4 MiB/s
+    assert 0.45 < time.monotonic() - started < 2
+
+
+def test_a_stream_past_lambdas_200_mb_is_cut_short() -> None:
+    assert LAMBDA_STREAM_MAX_BYTES == 200 * 1024 * 1024
+    mib = b"x" * 1024 * 1024
+    fn = LambdaFunction("q", streamed(*[mib] * 201), timeout_s=60)
+    received = 0
+    with pytest.raises(StreamCut, match="200"):
+        for piece in fn.invoke_stream({}, bytes_per_s=1e12):
+            received += len(piece)
+    assert received < LAMBDA_STREAM_MAX_BYTES
+
+
+def test_a_stream_is_cut_when_the_function_times_out_fails_midway_or_idles() -> None:
+    slow = LambdaFunction("q", streamed(b"a", b"b", pause_s=0.4), timeout_s=0.6)
+    response = ask(stream_gateway(slow))
+    with pytest.raises(StreamCut, match="timed out"):
+        b"".join(response.stream)
+    failing = LambdaFunction("q", streamed(b"a", fail=RuntimeError("disk gone")), timeout_s=5)
+    with pytest.raises(StreamCut, match="disk gone"):
+        b"".join(ask(stream_gateway(failing)).stream)
+    idle = LambdaFunction("q", streamed(b"a", b"b", pause_s=0.5), timeout_s=5)
+    with pytest.raises(StreamCut, match="idled out"):
+        b"".join(ask(stream_gateway(idle, stream_idle_s=0.3)).stream)
+    long = LambdaFunction("q", streamed(b"a", b"b", b"c", pause_s=0.2), timeout_s=5)
+    with pytest.raises(StreamCut, match="longer than"):
+        b"".join(ask(stream_gateway(long, stream_max_s=0.3)).stream)
+
+
+def test_a_stream_that_fails_before_its_metadata_is_a_502() -> None:
+    assert API_GATEWAY_STREAM_MAX_S == 900 and API_GATEWAY_STREAM_IDLE_S == 300
+    late = LambdaFunction("q", lambda e, c: time.sleep(1), timeout_s=0.3)
+    assert ask(stream_gateway(late)).status == 502  # Sandbox.Timedout before a byte
+    crashed = LambdaFunction("q", lambda e, c: 1 / 0, timeout_s=5)
+    assert ask(stream_gateway(crashed)).status == 502
+
+    garbage = LambdaFunction("q", lambda e, c: _RawStream([b"x" * (PRELUDE_MAX_BYTES + 1)]), timeout_s=5)
+    assert ask(stream_gateway(garbage)).status == 502
+
+
+class _RawStream(StreamedResponse):
+    """A stream without metadata: bytes as they are."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        super().__init__(200, {}, pieces)
+
+    def encoded(self) -> Iterator[bytes]:
+        yield from self.body
