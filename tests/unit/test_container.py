@@ -227,7 +227,8 @@ def test_entrypoint_hands_a_handler_to_lambdas_entrypoint(tmp_path: Path) -> Non
     assert done.stdout.strip() == "lambda entry: functions.query.handler.handler"
     assert os.access(ENTRYPOINT, os.X_OK)
     # Outside Lambda (no Runtime API) a streaming handler goes to the base image's entry point too.
-    done = _run_entrypoint(["functions.query.handler.stream_handler"], tmp_path)
+    (tmp_path / "stream").mkdir()
+    done = _run_entrypoint(["functions.query.handler.stream_handler"], tmp_path / "stream")
     assert done.stdout.strip() == "lambda entry: functions.query.handler.stream_handler"
 
 

@@ -17,7 +17,7 @@ from arcs.emulation.runtime_api import RuntimeApiServer
 from arcs.runtime_api import HTTP_INTEGRATION_RESPONSE, RuntimeApi, load_handler, serve
 from arcs.streaming import DELIMITER, StreamedResponse, read_prelude
 
-HANDLER = '''
+HANDLER = """
 from arcs.streaming import StreamedResponse
 
 def pieces(n):
@@ -34,7 +34,7 @@ def stream_handler(event, context):
         return {"statusCode": 404, "headers": {"Content-Type": "application/json"}, "body": '{"no": 1}'}
     body = [b"x" * 100_000 for _ in range(5)]
     return StreamedResponse(200, {"Content-Type": "application/json", "X-Request": context.aws_request_id}, body)
-'''
+"""
 
 
 @pytest.fixture

@@ -80,7 +80,7 @@ class RuntimeApiServer:
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
             def do_GET(self) -> None:
@@ -99,7 +99,7 @@ class RuntimeApiServer:
 
             def do_POST(self) -> None:
                 parts = self.path.removeprefix(f"{API_PREFIX}/").split("/")
-                headers = {key: value for key, value in self.headers.items()}
+                headers = dict(self.headers.items())
                 if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
                     body, trailers, chunks = self._read_chunked()
                 else:
