@@ -16,7 +16,12 @@ imported here. Against a moto server (``AWS_ENDPOINT_URL``) it runs each handler
   the compact function (``ARCS_COMPACT_FUNCTION``) goes to the server's Lambda API, which takes
   it without running code; the server's recorder keeps the request;
 - compact: each task of the schedules (compaction, continuous queries, retention), and the
-  payload of that recorded ``Invoke`` as its event.
+  payload of that recorded ``Invoke`` as its event;
+- the query function as the stack runs it, streaming: the core layer's wrapper
+  (``AWS_LAMBDA_EXEC_WRAPPER``) started as Lambda starts it, with the interpreter, on a Runtime
+  API over HTTP (``arcs.emulation.runtime_api``); its answers to queries (JSON, Arrow), to
+  another route and to a failing query must come back in Lambda's streaming mode, in chunks, in
+  API Gateway's streamed format.
 
 Usage: ``smoke.py FUNCTIONS_DIR LAYER_PYTHON_DIR...``; prints ``smoke ok: ...`` and exits 0.
 """
@@ -29,6 +34,7 @@ import importlib.util
 import io
 import json
 import os
+import subprocess
 import sys
 import threading
 import urllib.parse
@@ -441,6 +447,68 @@ def compact_every_task(compact: Handler, triggered_by: dict[str, Any]) -> list[s
     return ran
 
 
+def stream_queries(functions: Path, layer_dirs: list[str], caller: dict[str, Any]) -> int:
+    """The query function through its streaming runtime, started by the core layer's wrapper as
+    Lambda starts it; returns how many answers streamed."""
+    from arcs.emulation.runtime_api import RuntimeApiServer
+    from arcs.streaming import read_prelude
+
+    [wrapper] = [Path(d) / "arcs" / "lambda_streaming_runtime" for d in layer_dirs if (Path(d) / "arcs").is_dir()]
+    assert os.access(wrapper, os.X_OK), wrapper
+    sql = {"sql": "SELECT host, usage FROM cpu WHERE host IN ('a', 'b') ORDER BY host", "database": DATABASE}
+    json_type = {"Content-Type": "application/json"}
+    requests = [
+        http_event("POST", "/api/v1/query", json.dumps(sql).encode(), caller, json_type, {}),
+        http_event("POST", "/api/v1/query/arrow", json.dumps(sql).encode(), caller, json_type, {}),
+        http_event("GET", "/api/v1/databases", b"", caller, {}, {}),
+        http_event(
+            "POST",
+            "/api/v1/query",
+            json.dumps({**sql, "sql": "SELECT nothing FROM cpu"}).encode(),
+            caller,
+            json_type,
+            {},
+        ),
+    ]
+    with RuntimeApiServer() as api:
+        ids = [api.invoke(event) for event in requests]
+        env = {
+            **os.environ,
+            "AWS_LAMBDA_RUNTIME_API": api.address,
+            "_HANDLER": "handler.stream_handler",
+            "LAMBDA_TASK_ROOT": str(functions / "query"),
+            "AWS_LAMBDA_FUNCTION_NAME": "query",
+            "PYTHONPATH": os.pathsep.join(layer_dirs),  # where Lambda has /opt/python
+        }
+        # Lambda runs the wrapper with the runtime's own command: the interpreter, then its arguments.
+        runtime = subprocess.Popen([str(wrapper), sys.executable, "/var/runtime/bootstrap.py"], env=env)
+        try:
+            answers = [api.wait(request_id, timeout_s=120) for request_id in ids]
+        finally:
+            runtime.kill()
+            runtime.wait()
+    for posted in answers:
+        assert posted.kind == "response", posted
+        assert posted.headers["Lambda-Runtime-Function-Response-Mode"] == "streaming", posted.headers
+        assert posted.headers["Transfer-Encoding"] == "chunked", posted.headers
+        assert not posted.trailers, posted
+    (status, headers, body), (a_status, a_headers, arrow), (d_status, _, listed), (e_status, _, error) = [
+        read_prelude(iter([posted.body])) for posted in answers
+    ]
+    assert (status, headers["Content-Type"]) == (200, "application/json"), (status, headers)
+    assert json.loads(body)["data"] == [["a", 1.5], ["b", 2.5]], body
+    assert answers[0].chunks >= 3  # the metadata, then the document's pieces as they were written
+    import pyarrow.ipc
+
+    assert (a_status, a_headers["Content-Type"]) == (200, "application/vnd.apache.arrow.stream"), a_headers
+    assert pyarrow.ipc.open_stream(io.BytesIO(arrow)).read_all().num_rows == 2
+    assert d_status == 200, listed
+    assert DATABASE in {d["name"] for d in json.loads(listed)["databases"]}, listed
+    assert e_status == 400, error
+    assert json.loads(error)["success"] is False, error
+    return len(answers)
+
+
 def main() -> None:
     functions = Path(sys.argv[1])
     layer_dirs = [str(Path(p).resolve()) for p in sys.argv[2:]]
@@ -487,6 +555,7 @@ def main() -> None:
 
     trigger_event = query_everything(api)
     assert api.called == ROUTES, sorted(ROUTES - api.called)
+    streamed = stream_queries(functions, layer_dirs, caller)
     tasks = compact_every_task(compact, trigger_event)
 
     # httpfs was loaded from the duckdb layer's package, through the per-platform link in the work dir.
@@ -501,6 +570,7 @@ def main() -> None:
     assert any(str(native.LIBRARY_PATH).startswith(d) for d in layer_dirs), native.LIBRARY_PATH
     print(
         f"smoke ok: python {sys.version.split()[0]}, duckdb {duckdb.__version__}, {len(api.called)} routes, "
+        f"{streamed} answers streamed by the query function's runtime, "
         f"compact tasks {', '.join(tasks)} and the trigger's event, bootstrap, native library loaded"
     )
 

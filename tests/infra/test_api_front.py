@@ -371,3 +371,33 @@ def test_every_path_the_app_serves_without_a_token_has_its_gateway_answer() -> N
     from arcs.routes.health import PUBLIC_PATHS as RUNTIME_PUBLIC_PATHS
 
     assert set(PUBLIC_PATHS) == RUNTIME_PUBLIC_PATHS
+
+
+def test_the_query_function_streams_its_answers_and_the_edge_buffers(synth: Synth) -> None:
+    """Every method sent to the query function streams (InvokeWithResponseStream, for up to its
+    timeout), the writes stay buffered; the function runs the handler that streams, started by the
+    wrapper that runs the streaming runtime, its query budget inside the stream's idle timeout."""
+    from infra.query import STREAMING_WRAPPER
+
+    from arcs.streaming import API_GATEWAY_STREAM_IDLE_S, QUERY_BUDGET_S, query_function_timeout_s
+
+    query = synth.props(synth.stack.query.query.function)
+    edge_id = synth.logical_id(synth.stack.ingest.edge.function)
+    query_id = synth.logical_id(synth.stack.query.query.function)
+    modes: dict[str, set[Any]] = {"query": set(), "edge": set()}
+    for method in synth.of_type("AWS::ApiGateway::Method").values():
+        integration = method["Properties"]["Integration"]
+        if integration["Type"] != "AWS_PROXY":
+            continue
+        uri = json.dumps(integration["Uri"])
+        target = "query" if query_id in uri else "edge" if edge_id in uri else "other"
+        mode = integration.get("ResponseTransferMode", "BUFFERED")
+        streaming_uri = uri.endswith('"/response-streaming-invocations"]]}')
+        modes[target].add((mode, integration.get("TimeoutInMillis"), streaming_uri))
+    assert modes == {"query": {("STREAM", query["Timeout"] * 1000, True)}, "edge": {("BUFFERED", None, False)}}
+    assert query["Handler"] == "handler.stream_handler"
+    env = query["Environment"]["Variables"]
+    assert env["AWS_LAMBDA_EXEC_WRAPPER"] == STREAMING_WRAPPER
+    assert float(env["ARCS_QUERY_TIMEOUT_S"]) == QUERY_BUDGET_S < API_GATEWAY_STREAM_IDLE_S
+    # The rest of the timeout streams the largest result at Lambda's 2 MB/s: 343 s at 3,008 MB.
+    assert query["Timeout"] == query_function_timeout_s(int(env["ARCS_QUERY_MAX_RESULT_BYTES"])) == 343

@@ -31,6 +31,11 @@ class Posted:
     chunks: int = 0
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A runtime stopped while it waited for its next event: nothing to report."""
+
+
 class RuntimeApiServer:
     """A Runtime API on loopback; ``address`` is what ``AWS_LAMBDA_RUNTIME_API`` takes."""
 
@@ -39,7 +44,7 @@ class RuntimeApiServer:
         self.events: queue.Queue[tuple[str, bytes]] = queue.Queue()
         self.posted: dict[str, Posted] = {}
         self._done = threading.Condition()
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server = _Server(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.address = f"127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, name="runtime-api", daemon=True)
