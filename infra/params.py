@@ -21,6 +21,8 @@ from typing import Any
 
 from layers.build import ARCHITECTURES, DEFAULT_ARCH
 
+from arcs.streaming import QUERY_BUDGET_S
+
 #: The stack's functions, as the ``<function>_memory_mb`` and ``<function>_reserved_concurrency`` keys name them.
 FUNCTIONS = ("edge", "ingest", "query", "authorizer", "compact", "bootstrap")
 #: Fits a new account's memory quota (3,008 MB); raise it with ``-c <function>_memory_mb=``.
@@ -52,6 +54,9 @@ DEFAULT_BATCH_WINDOW_S = 5
 #: Lambda's longest run is 15 minutes.
 TIMEOUT_RANGE_S = (1, 900)
 DEFAULT_INGEST_TIMEOUT_S = 180
+#: A query computes before the first byte of its streamed answer, and API Gateway closes a stream
+#: idle for 5 minutes: at most 295 s (arcs.streaming).
+QUERY_TIMEOUT_RANGE_S = (1, QUERY_BUDGET_S)
 #: A compaction run stops starting jobs 5 minutes before its timeout and gives itself at least a minute.
 COMPACT_TIMEOUT_RANGE_S = (360, 900)
 DEFAULT_COMPACT_TIMEOUT_S = 900
@@ -112,6 +117,7 @@ PARAMETERS: tuple[Parameter, ...] = (
     Parameter("ingest_batch_size", "SQS messages per ingest invocation (1-10,000)", f"`{DEFAULT_BATCH_SIZE}`"),
     Parameter("ingest_batch_window_s", "how long SQS gathers a batch (0-300 s)", f"`{DEFAULT_BATCH_WINDOW_S}`"),
     Parameter("ingest_timeout_s", "the ingest function's timeout (1-900 s)", f"`{DEFAULT_INGEST_TIMEOUT_S}`"),
+    Parameter("query_timeout_s", "how long a query may compute (1-295 s)", f"`{QUERY_BUDGET_S}`"),
     Parameter("compact_timeout_s", "the compact function's timeout (360-900 s)", f"`{DEFAULT_COMPACT_TIMEOUT_S}`"),
     Parameter("glue_database", "the Glue database for Athena", "the stack name, lower case"),
     Parameter("athena_tables", 'JSON `{"db.measurement": {"column": "type"}}`', "none"),
@@ -136,6 +142,7 @@ class Parameters:
     ingest_batch_size: int = DEFAULT_BATCH_SIZE
     ingest_batch_window_s: int = DEFAULT_BATCH_WINDOW_S
     ingest_timeout_s: int = DEFAULT_INGEST_TIMEOUT_S
+    query_timeout_s: int = QUERY_BUDGET_S
     compact_timeout_s: int = DEFAULT_COMPACT_TIMEOUT_S
     glue_database: str | None = None
     athena_tables: Mapping[str, Mapping[str, str]] | None = None
@@ -252,6 +259,7 @@ def read(context: Mapping[str, Any]) -> Parameters:
         ingest_batch_size=batch_size,
         ingest_batch_window_s=window,
         ingest_timeout_s=take("ingest_timeout_s", _ranged(*TIMEOUT_RANGE_S, " s"), DEFAULT_INGEST_TIMEOUT_S),
+        query_timeout_s=take("query_timeout_s", _ranged(*QUERY_TIMEOUT_RANGE_S, " s"), QUERY_BUDGET_S),
         compact_timeout_s=take("compact_timeout_s", _ranged(*COMPACT_TIMEOUT_RANGE_S, " s"), DEFAULT_COMPACT_TIMEOUT_S),
         glue_database=take(
             "glue_database", _pattern(_GLUE_DATABASE, "lower-case letters, digits and '_' (255 at most)"), None

@@ -70,12 +70,13 @@ class ArcsQuery(Construct):
         write_queue: sqs.IQueue,
         memory_size_mb: int = DEFAULT_MEMORY_MB["query"],
         ephemeral_storage_mb: int = DEFAULT_QUERY_EPHEMERAL_MB,
+        query_budget_s: int = QUERY_BUDGET_S,
         timeout: Duration | None = None,
         from_image: bool = False,
         compact_function_name: str = "",
     ) -> None:
         super().__init__(scope, construct_id)
-        timeout = timeout or query_timeout(memory_size_mb)
+        timeout = timeout or query_timeout(memory_size_mb, query_budget_s)
         self.query = ArcsFunction(
             self,
             "Query",
@@ -95,7 +96,7 @@ class ArcsQuery(Construct):
                 envvars.DUCKDB_THREADS: str(duckdb_threads(memory_size_mb)),
                 # Interrupt a query before its stream idles out or the function is killed: the
                 # caller gets a clear error (the rest of the timeout streams a large result).
-                envvars.QUERY_TIMEOUT_S: str(min(QUERY_BUDGET_S, max(timeout.to_seconds() - TIMEOUT_MARGIN_S, 1))),
+                envvars.QUERY_TIMEOUT_S: str(min(query_budget_s, max(timeout.to_seconds() - TIMEOUT_MARGIN_S, 1))),
                 # Lambda starts the runtime through it: arcs.runtime_api, which streams (the image's
                 # entry point starts that runtime itself: container/entrypoint.sh).
                 **({} if from_image else {envvars.AWS_LAMBDA_EXEC_WRAPPER: STREAMING_WRAPPER}),

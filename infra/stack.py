@@ -87,6 +87,7 @@ class ArcsStack(Stack):
             write_queue=self.ingest.queue,
             memory_size_mb=memory["query"],
             ephemeral_storage_mb=params.query_ephemeral_storage_mb,
+            query_budget_s=params.query_timeout_s,
             from_image=params.query_image,
             compact_function_name=self.compact.compact.function.function_name,
         )

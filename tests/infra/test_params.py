@@ -94,7 +94,12 @@ def test_memory_concurrency_storage_and_timeouts_reach_the_template(layers_dir: 
     for i, name in enumerate(params.FUNCTIONS):
         context[f"{name}_memory_mb"] = str(1024 + 128 * i)
         context[f"{name}_reserved_concurrency"] = str(5 + i)
-    context |= {"query_ephemeral_storage_mb": "8192", "ingest_timeout_s": "120", "compact_timeout_s": "600"}
+    context |= {
+        "query_ephemeral_storage_mb": "8192",
+        "ingest_timeout_s": "120",
+        "compact_timeout_s": "600",
+        "query_timeout_s": "60",
+    }
     stack, template = _template(context)
     functions = _functions(stack, template)
     for i, name in enumerate(params.FUNCTIONS):
@@ -106,6 +111,9 @@ def test_memory_concurrency_storage_and_timeouts_reach_the_template(layers_dir: 
     assert query_env[envvars.DUCKDB_MAX_TEMP_SIZE] == "6144MiB"
     assert functions["ingest"]["Timeout"] == 120
     assert functions["compact"]["Timeout"] == 600
+    # A query's 60 s, the margin, and 1,280 MB's largest result (40 MiB) streamed at 2 MiB/s past 6 MiB.
+    assert query_env[envvars.QUERY_TIMEOUT_S] == "60"
+    assert functions["query"]["Timeout"] == 60 + 4 + 17
     compact_env = functions["compact"]["Environment"]["Variables"]
     assert compact_env[envvars.COMPACTION_TIME_BUDGET_S] == "300"  # stops starting jobs 5 minutes before
     # The write queue's visibility follows the ingest timeout (6 x, plus the batching window).
@@ -134,6 +142,7 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"ingest_reserved_concurrency": "2"}, "ingest_reserved_concurrency must be 5 to 100000, got 2"),
     ({"query_ephemeral_storage_mb": "256"}, "query_ephemeral_storage_mb must be 512 to 10240 MB, got 256"),
     ({"ingest_timeout_s": "901"}, "ingest_timeout_s must be 1 to 900 s, got 901"),
+    ({"query_timeout_s": "296"}, "query_timeout_s must be 1 to 295 s, got 296"),
     ({"compact_timeout_s": "300"}, "compact_timeout_s must be 360 to 900 s, got 300"),
     ({"ingest_batch_size": "10001"}, "ingest_batch_size must be 1 to 10000, got 10001"),
     ({"ingest_batch_size": "0"}, "ingest_batch_size must be 1 to 10000, got 0"),
