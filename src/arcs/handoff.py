@@ -7,7 +7,9 @@ than the configured limit there is written under ``{prefix}/_arcs/results/`` and
 ``303 See Other`` to a presigned URL: curl -L (without ``-X POST``, which would POST there too),
 Python requests, httpx with ``follow_redirects=True``, Go's net/http and the browsers follow it
 with a GET and receive the whole result. Only the AWS runtime needs this: the
-standalone server has no such limit and answers inline.
+standalone server has no such limit and answers inline. On AWS the query function streams its
+answers (``arcs.streaming``), up to 200 MB: there a result is handed off only past that
+(``ARCS_QUERY_STREAM_MAX_BYTES``); the limit above is the buffered answer's.
 """
 
 from __future__ import annotations
