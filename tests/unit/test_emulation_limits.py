@@ -1,6 +1,7 @@
 """The emulation enforces AWS's limits (docs/aws-limits.md): Lambda's payloads, configuration
 ranges and timeout, API Gateway's integration timeout, Lambda's asynchronous invocation (its
-payload, retries, event age and on-failure destination), and the SQS event source's batch rules."""
+payload, retries, event age and on-failure destination), the SQS event source's batch rules, and
+a streamed response's (Lambda's 200 MB and bandwidth, API Gateway's 15 minutes and idle timeout)."""
 
 from __future__ import annotations
 
