@@ -322,8 +322,10 @@ def test_a_stream_that_fails_before_its_metadata_is_a_502() -> None:
     crashed = LambdaFunction("q", lambda e, c: 1 / 0, timeout_s=5)
     assert ask(stream_gateway(crashed)).status == 502
 
-    garbage = LambdaFunction("q", lambda e, c: _RawStream([b"x" * (PRELUDE_MAX_BYTES + 1)]), timeout_s=5)
+    garbage = LambdaFunction("q", lambda e, c: _RawStream([b"x" * (PRELUDE_MAX_BYTES + 1)] * 20), timeout_s=5)
     assert ask(stream_gateway(garbage)).status == 502
+    # What the function wrote past it is not read: its container is free for the next invocation.
+    assert garbage.lock.acquire(timeout=2)
 
 
 class _RawStream(StreamedResponse):

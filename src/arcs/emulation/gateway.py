@@ -191,7 +191,11 @@ class ApiGateway:
         then the body as it comes, within the stream's 15 minutes and 5 minutes of idleness."""
         started = time.monotonic()
         pieces = function.invoke_stream(event, idle_s=self.stream_idle_s)
-        status, headers, first = read_prelude(pieces)
+        try:
+            status, headers, first = read_prelude(pieces)
+        except BaseException:
+            pieces.close()  # nobody reads the rest: the function's container is let go
+            raise
         return HttpResponse(status, headers, first, self._within_limits(pieces, started, function.name))
 
     def _within_limits(self, pieces: Iterator[bytes], started: float, name: str) -> Iterator[bytes]:
