@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -164,7 +164,7 @@ class LambdaFunction:
         event: dict[str, Any],
         idle_s: float | None = None,
         bytes_per_s: float = LAMBDA_STREAM_BYTES_PER_S,
-    ) -> Iterator[bytes]:
+    ) -> Generator[bytes, None, None]:
         """``InvokeWithResponseStream``: the bytes the handler writes, as it writes them.
 
         An error before the first byte (the event too large, the handler failing, the timeout) is an
@@ -209,7 +209,7 @@ class LambdaFunction:
         started: float,
         idle_s: float | None,
         bytes_per_s: float,
-    ) -> Iterator[bytes]:
+    ) -> Generator[bytes, None, None]:
         sent = 0
         capped_since: float | None = None
         capped_from = LAMBDA_STREAM_UNCAPPED_BYTES
