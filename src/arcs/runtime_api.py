@@ -115,7 +115,8 @@ class RuntimeApi:
             connection.close()
 
     def post_stream(self, request_id: str, pieces: Iterator[bytes]) -> None:
-        """The answer in chunks as they come; an error midway ends it with the error trailers."""
+        """The answer in chunks as they come; an error midway ends it with the error trailers. A
+        connection that breaks loses this answer only: the runtime goes on with the next event."""
         connection = self._connection()
         try:
             connection.putrequest("POST", f"{self.base}/invocation/{request_id}/response", skip_accept_encoding=True)
@@ -125,22 +126,28 @@ class RuntimeApi:
             connection.putheader("Trailer", f"{ERROR_TYPE_TRAILER}, {ERROR_BODY_TRAILER}")
             connection.endheaders()
             trailers = b""
-            try:
-                for piece in pieces:
-                    if piece:
-                        connection.send(b"%x\r\n" % len(piece) + piece + b"\r\n")
-            except Exception as exc:
-                logger.exception("the response failed after it started")
-                detail = json.dumps({"errorMessage": str(exc), "errorType": type(exc).__name__}).encode()
-                trailers = (
-                    f"{ERROR_TYPE_TRAILER}: Function.{type(exc).__name__}\r\n"
-                    f"{ERROR_BODY_TRAILER}: {base64.b64encode(detail).decode()}\r\n"
-                ).encode()
+            while True:
+                try:
+                    piece = next(pieces)
+                except StopIteration:
+                    break
+                except Exception as exc:
+                    logger.exception("the response failed after it started")
+                    detail = json.dumps({"errorMessage": str(exc), "errorType": type(exc).__name__}).encode()
+                    trailers = (
+                        f"{ERROR_TYPE_TRAILER}: Function.{type(exc).__name__}\r\n"
+                        f"{ERROR_BODY_TRAILER}: {base64.b64encode(detail).decode()}\r\n"
+                    ).encode()
+                    break
+                if piece:
+                    connection.send(b"%x\r\n" % len(piece) + piece + b"\r\n")
             connection.send(b"0\r\n" + trailers + b"\r\n")
             response = connection.getresponse()
             answer = response.read()
             if response.status >= 300:
                 logger.error("the Runtime API refused the response (%d): %r", response.status, answer[:200])
+        except (OSError, http.client.HTTPException) as exc:
+            logger.error("the response to %s broke off: %s", request_id, exc)
         finally:
             connection.close()  # as the streaming mode asks, once the response is written
 

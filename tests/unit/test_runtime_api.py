@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -98,3 +99,33 @@ def test_a_failure_before_the_answer_is_the_invocations_error_and_one_midway_its
 def test_metadata_past_16_kb_is_refused() -> None:
     with pytest.raises(ValueError, match="16384"):
         StreamedResponse(200, {"X-Big": "x" * 16_384}, []).prelude()
+
+
+def test_a_response_whose_connection_breaks_loses_that_answer_only(runtime: tuple[RuntimeApiServer, Any]) -> None:
+    server, handler = runtime
+
+    class Breaking(RuntimeApi):
+        """Posts its first response to a port where nothing listens."""
+
+        posts = 0
+
+        def post_stream(self, request_id: str, pieces: Iterator[bytes]) -> None:
+            self.posts += 1
+            if self.posts == 1:
+                dead = RuntimeApi(f"127.0.0.1:{_closed_port()}")
+                dead.post_stream(request_id, pieces)
+            else:
+                super().post_stream(request_id, pieces)
+
+    lost, kept = server.invoke({}), server.invoke({"proxy": True})
+    worker = threading.Thread(target=serve, args=(Breaking(server.address), handler, 2), daemon=True)
+    worker.start()
+    assert server.wait(kept, timeout_s=30).kind == "response"
+    worker.join(30)
+    assert not worker.is_alive() and lost not in server.posted
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
