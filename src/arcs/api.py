@@ -42,9 +42,10 @@ def routers(part: ApiPart = "all") -> list[RouterFactory]:
     edge function never loads DuckDB, the query function never loads the write decoders."""
     found: list[RouterFactory] = [health_router] if part != "writes" else []
     if part != "query":
+        from arcs.routes.imports import imports_router
         from arcs.routes.writes import writes_router
 
-        found.append(writes_router)
+        found += [writes_router, imports_router]
     if part != "writes":
         from arcs.routes.auth import auth_router
         from arcs.routes.compaction import compaction_router

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from arcs.deletion import Deleter
     from arcs.engine import Engine, S3Access
     from arcs.handoff import ResultHandoff
+    from arcs.imports import Importer
     from arcs.ingest import Ingestor
     from arcs.query import QueryService
     from arcs.retention import Retention
@@ -120,6 +121,17 @@ class Runtime:
         settings = self.settings
         return ResultHandoff(
             self._downloads, settings.prefix, settings.query_inline_max_bytes, settings.query_result_url_expiry_s
+        )
+
+    @functools.cached_property
+    def importer(self) -> Importer:
+        from arcs.imports import Importer, ImportLedger  # lazy: with the decoders, for the routes that import
+
+        return Importer(
+            self.writes.schemas,
+            self.ingestor(),
+            ImportLedger(self.store, self.settings.prefix),
+            self.settings.import_max_bytes,
         )
 
     def ingestor(self) -> Ingestor:
@@ -234,6 +246,11 @@ class LocalRuntime(Runtime):
             logger.info("reclaimed %d compaction leases of this data directory's last run", len(reclaimed))
             threading.Thread(target=self.compactor.recover_now, name="arcs-compaction-recovery", daemon=True).start()
         return reclaimed
+
+    @property
+    def upload_dir(self) -> Path:
+        """Where import files wait while they are imported (outside the storage root)."""
+        return self.settings.data_dir.resolve() / "imports"
 
     def ready(self) -> bool:
         # Not ready while a write could not be made durable (a full disk): writes would get 503.

@@ -1,0 +1,746 @@
+"""Bulk import: a file of line protocol, MessagePack, CSV or Parquet, stored as writes are.
+
+A file of any size is read in bounded chunks, twice. The first pass decodes every chunk and checks
+it against the stored schemas (planned as if the chunks before it were stored) and stores nothing:
+a file that is wrong anywhere is a 4xx naming the lines or rows, and changes nothing. Then the
+columns the file adds are recorded in one catalog write, and the second pass decodes the chunks
+again and stores them through the ingest protocol (``arcs.ingest``), a group of chunks per
+attempt, each chunk a write whose id is derived from the database, the import id and the chunk's
+number. A retried import (the same id), or one resumed after a crash, stores every chunk once:
+the write markers say which chunks a previous run committed.
+
+What one import holds at once is a chunk being decoded and a group of decoded chunks being
+written (``GROUP_BYTES``), whatever the file's size. Its progress is a small JSON record under
+``{prefix}/_arcs/imports/{database}/{id}.json``, updated as it runs (docs/import.md).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import logging
+import re
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import suppress
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import IO, Any
+
+import msgpack
+import pyarrow as pa
+import pyarrow.compute as pc
+import zstandard
+
+from arcs import layout
+from arcs.batch import MeasurementRows, WriteBatch
+from arcs.decoders import WireFormat, decode
+from arcs.decoders.columns import build_rows, check_precision, shorten
+from arcs.decoders.compression import GZIP_MAGIC, ZSTD_MAGIC
+from arcs.errors import ArcsError, BadRequest, Conflict, NotFound, PayloadTooLarge, ServiceUnavailable
+from arcs.ingest import Ingestor, QueuedWrite, decoded_bytes
+from arcs.names import TIME_COLUMN, check_database, check_measurement
+from arcs.ports import ObjectStore
+from arcs.schema import SchemaPlan, SchemaRegistry
+
+logger = logging.getLogger(__name__)
+
+#: Decompressed bytes of line protocol or MessagePack decoded at a time (rows of CSV and Parquet:
+#: ``CHUNK_ROWS``). Fixed, not a setting: a retried import must cut its file where the first run did.
+CHUNK_BYTES = 8 << 20
+CHUNK_ROWS = 100_000
+#: A line of line protocol (or one MessagePack object) longer than this is refused.
+MAX_LINE_BYTES = 64 << 20
+#: Decoded bytes stored in one ingest attempt.
+GROUP_BYTES = 64 << 20
+#: Arc's import limit, and ours unless ``ARCS_IMPORT_MAX_BYTES`` says otherwise; it applies to the
+#: file as sent and as decompressed.
+DEFAULT_MAX_BYTES = 500 * 1024 * 1024
+_IMPORT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_LINE = re.compile(r"\bline (\d+)")
+_READ = 1 << 20
+_PROGRESS_EVERY_S = 1.0
+
+
+class ImportFormat(Enum):
+    LINE_PROTOCOL = "lp"
+    MSGPACK = "msgpack"
+    CSV = "csv"
+    PARQUET = "parquet"
+
+
+_TIME_FORMATS = {"epoch_s": "s", "epoch_ms": "ms", "epoch_us": "us", "epoch_ns": "ns"}
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """What an import is asked to do: Arc's query parameters, and ``tag_columns`` of ours."""
+
+    format: ImportFormat
+    database: str
+    measurement: str | None = None  # line protocol / MessagePack: a filter; CSV / Parquet: required
+    precision: str | None = None
+    time_column: str = TIME_COLUMN
+    time_format: str | None = None  # epoch_s|ms|us|ns; None: by magnitude, or timestamps
+    delimiter: str = ","
+    skip_rows: int = 0
+    tag_columns: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, kind: str, database: str | None, param: Callable[[str], str | None]) -> ImportOptions:
+        """The options a request's parameters give, or a 400 naming the one that is wrong."""
+        try:
+            fmt = ImportFormat(kind)
+        except ValueError:
+            raise NotFound(f"no import format {kind!r}: use lp, msgpack, csv or parquet") from None
+        if not database:
+            raise BadRequest("database is required (set the x-arc-database header or the db query parameter)")
+        measurement = param("measurement") or None
+        if measurement is not None:
+            check_measurement(measurement)
+        elif fmt in (ImportFormat.CSV, ImportFormat.PARQUET):
+            raise BadRequest("measurement query parameter is required")
+        time_format = param("time_format") or None
+        if time_format is not None and time_format not in _TIME_FORMATS:
+            raise BadRequest(
+                f"invalid time_format {shorten(repr(time_format), 40)}: use epoch_s, epoch_ms, epoch_us or epoch_ns"
+            )
+        delimiter = param("delimiter") or ","
+        if len(delimiter) != 1 or delimiter in '\r\n"':
+            raise BadRequest(f"delimiter must be a single character, got {shorten(repr(delimiter), 40)}")
+        skip = param("skip_rows") or "0"
+        if not skip.isascii() or not skip.isdigit() or int(skip) > 1_000_000:
+            raise BadRequest(f"skip_rows must be a whole number up to 1000000, got {shorten(repr(skip), 40)}")
+        tags = tuple(t.strip() for t in (param("tag_columns") or "").split(",") if t.strip())
+        time_column = param("time_column") or TIME_COLUMN
+        if time_column in tags:
+            raise BadRequest(f"the time column {time_column!r} cannot be a tag column")
+        return cls(
+            fmt,
+            check_database(database),
+            measurement,
+            check_precision(param("precision")),
+            time_column,
+            time_format,
+            delimiter,
+            int(skip),
+            tags,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "format": self.format.value, "tag_columns": list(self.tag_columns)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ImportOptions:
+        return cls(**{**data, "format": ImportFormat(data["format"]), "tag_columns": tuple(data["tag_columns"])})
+
+
+def check_import_id(value: str) -> str:
+    if not _IMPORT_ID.fullmatch(value):
+        raise BadRequest(
+            f"invalid import id {shorten(repr(value), 60)}: 1 to 128 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return value
+
+
+def chunk_write_id(database: str, import_id: str, number: int) -> str:
+    """The write id of an import's chunk: the same in every run of the import, so stored once."""
+    return hashlib.sha256(f"import\0{database}\0{import_id}\0{number}".encode()).hexdigest()[:32]
+
+
+@dataclass
+class ImportStatus:
+    """An import's progress and outcome, as the status route answers it."""
+
+    import_id: str
+    database: str
+    format: str
+    options: dict[str, Any]
+    state: str = "validating"  # validating -> storing -> done | failed
+    sha256: str | None = None  # of the file as received: an id reused for another file is a 409
+    bytes_total: int = 0
+    bytes_read: int = 0  # decompressed bytes read by the current pass
+    rows_checked: int = 0
+    rows_imported: int = 0  # rows stored (committed) so far
+    chunks: int = 0
+    chunks_stored: int = 0
+    measurements: list[str] = field(default_factory=list)
+    columns: list[str] = field(default_factory=list)
+    time_min_ns: int | None = None
+    time_max_ns: int | None = None
+    hours: int = 0
+    error: str | None = None
+    error_status: int | None = None
+    now_micros: int = 0  # lines without a timestamp take this time, in every run
+    started_at: float = 0.0
+    updated_at: float = 0.0
+    finished_at: float | None = None
+    upload: str | None = None  # where the file waits while the import is not finished
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(asdict(self), separators=(",", ":")).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> ImportStatus:
+        return cls(**json.loads(data))
+
+    def public(self) -> dict[str, Any]:
+        """What the status route shows."""
+        shown = {k: v for k, v in asdict(self).items() if k not in ("now_micros", "upload", "options")}
+        shown["options"] = {k: v for k, v in self.options.items() if k != "database"}
+        shown["time_range_min"] = _rfc3339(self.time_min_ns)
+        shown["time_range_max"] = _rfc3339(self.time_max_ns)
+        return shown
+
+    def result(self, duration_ms: int) -> dict[str, Any]:
+        """Arc's answer to an import: its fields for line protocol, or for CSV and Parquet."""
+        if self.format in (ImportFormat.LINE_PROTOCOL.value, ImportFormat.MSGPACK.value):
+            body: dict[str, Any] = {
+                "database": self.database,
+                "measurements": self.measurements,
+                "rows_imported": self.rows_imported,
+                "precision": self.options.get("precision") or "ns",
+            }
+        else:
+            body = {
+                "database": self.database,
+                "measurement": self.options.get("measurement"),
+                "rows_imported": self.rows_imported,
+                "partitions_created": self.hours,
+                "time_range_min": _rfc3339(self.time_min_ns),
+                "time_range_max": _rfc3339(self.time_max_ns),
+                "columns": self.columns,
+            }
+        return {**body, "duration_ms": duration_ms, "import_id": self.import_id}
+
+
+def _rfc3339(nanos: int | None) -> str | None:
+    if nanos is None:
+        return None
+    seconds, fraction = divmod(nanos, 1_000_000_000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{fraction:09d}Z"
+
+
+class ImportLedger:
+    """The imports' status records, in the object store beside the data's other system keys."""
+
+    def __init__(self, store: ObjectStore, prefix: str) -> None:
+        self.store = store
+        self.prefix = prefix
+
+    def key(self, database: str, import_id: str) -> str:
+        return layout.system_key(self.prefix, "imports", database, f"{import_id}.json")
+
+    def get(self, database: str, import_id: str) -> ImportStatus | None:
+        try:
+            return ImportStatus.from_bytes(self.store.get(self.key(database, import_id)))
+        except NotFound:
+            return None
+
+    def put(self, status: ImportStatus) -> None:
+        status.updated_at = time.time()
+        self.store.put(self.key(status.database, status.import_id), status.to_bytes())
+
+    def unfinished(self) -> Iterator[ImportStatus]:
+        for info in self.store.list(layout.system_key(self.prefix, "imports") + "/"):
+            if info.key.endswith(".json"):
+                with suppress(NotFound, ValueError, TypeError):
+                    status = ImportStatus.from_bytes(self.store.get(info.key))
+                    if status.state in ("validating", "storing"):
+                        yield status
+
+
+# -- reading a file ------------------------------------------------------------------------------
+
+
+class _Capped(io.RawIOBase):
+    """A stream that refuses to give more than ``limit`` bytes (a decompression bomb stops there)."""
+
+    def __init__(self, inner: IO[bytes], limit: int, on_read: Callable[[int], None]) -> None:
+        self.inner = inner
+        self.limit = limit
+        self.count = 0
+        self.on_read = on_read
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer)
+        try:
+            data = self.inner.read(len(view))
+        except (OSError, EOFError, zlib.error, zstandard.ZstdError) as exc:
+            raise BadRequest(f"the file's compression is corrupt or truncated: {exc}") from exc
+        n = len(data)
+        self.count += n
+        if self.count > self.limit:
+            raise PayloadTooLarge(f"the file exceeds the import limit of {self.limit} bytes (decompressed)")
+        view[:n] = data
+        self.on_read(self.count)
+        return n
+
+
+def open_decompressed(raw: IO[bytes], limit: int, on_read: Callable[[int], None]) -> IO[bytes]:
+    """``raw`` undone of gzip or zstd (found by their magic bytes), capped at ``limit`` bytes."""
+    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(_Plain(raw), _READ)
+    magic = buffered.peek(4)[:4]
+    inner: Any
+    if magic.startswith(GZIP_MAGIC):
+        inner = gzip.GzipFile(fileobj=buffered, mode="rb")
+    elif magic.startswith(ZSTD_MAGIC):
+        inner = zstandard.ZstdDecompressor().stream_reader(buffered, read_across_frames=True)
+    else:
+        inner = buffered
+    return io.BufferedReader(_Capped(inner, limit, on_read), _READ)
+
+
+class _Plain(io.RawIOBase):
+    def __init__(self, inner: IO[bytes]) -> None:
+        self.inner = inner
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.inner.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+@dataclass
+class Chunk:
+    number: int
+    parts: list[MeasurementRows]
+
+    @property
+    def rows(self) -> int:
+        return sum(part.table.num_rows for part in self.parts)
+
+
+def _renumbered(exc: BadRequest, first_line: int) -> BadRequest:
+    """A decoder's message about lines of a chunk, with the lines counted from the file's start."""
+    if first_line == 1:
+        return exc
+    return BadRequest(_LINE.sub(lambda m: f"line {int(m[1]) + first_line - 1}", exc.message))
+
+
+def _lp_chunks(stream: IO[bytes], options: ImportOptions, now_micros: int) -> Iterator[Chunk]:
+    """Pieces of whole lines of about ``CHUNK_BYTES``, decoded one at a time."""
+    first_line = 1
+    number = 0
+    pending = b""
+    while True:
+        data = stream.read(CHUNK_BYTES)
+        if data:
+            pending += data
+            cut = pending.rfind(b"\n")
+            if cut < 0:
+                if len(pending) > MAX_LINE_BYTES:
+                    raise BadRequest(f"line {first_line}: longer than {MAX_LINE_BYTES} bytes")
+                continue
+            piece, pending = pending[: cut + 1], pending[cut + 1 :]
+        elif pending:
+            piece, pending = pending, b""
+        else:
+            return
+        parts: list[MeasurementRows] = []
+        if piece.strip():
+            try:
+                parts = decode(WireFormat.LINE_PROTOCOL, piece, now_micros, options.precision)
+            except BadRequest as exc:
+                if exc.message != "the request holds no lines":  # a chunk of comments only
+                    raise _renumbered(exc, first_line) from None
+        yield Chunk(number, _only(parts, options.measurement))
+        number += 1
+        first_line += piece.count(b"\n")
+
+
+def _msgpack_chunks(stream: IO[bytes], options: ImportOptions, now_micros: int) -> Iterator[Chunk]:
+    """A MessagePack file is a sequence of bodies as the write route takes them, one after another."""
+    unpacker = msgpack.Unpacker(max_buffer_size=MAX_LINE_BYTES + CHUNK_BYTES)
+    held = bytearray()  # the bytes fed but not yet cut into whole objects
+    start = 0  # where ``held`` begins in the file
+    number = 0
+    objects = 0
+    while True:
+        data = stream.read(CHUNK_BYTES)
+        if data:
+            try:
+                unpacker.feed(data)
+            except msgpack.BufferFull:
+                raise BadRequest(f"MessagePack object {objects + 1} is longer than {MAX_LINE_BYTES} bytes") from None
+            held += data
+        ends: list[int] = []
+        while True:
+            try:
+                unpacker.skip()
+            except msgpack.OutOfData:
+                break
+            except (ValueError, msgpack.UnpackException) as exc:
+                raise BadRequest(f"MessagePack object {objects + len(ends) + 1} is not valid: {exc}") from None
+            ends.append(unpacker.tell() - start)
+        parts: list[MeasurementRows] = []
+        begin = 0
+        for end in ends:
+            objects += 1
+            try:
+                parts += decode(WireFormat.MSGPACK, bytes(held[begin:end]), now_micros, options.precision)
+            except BadRequest as exc:
+                raise BadRequest(f"MessagePack object {objects}: {exc.message}") from None
+            begin = end
+        del held[:begin]
+        start += begin
+        if parts:
+            yield Chunk(number, _only(parts, options.measurement))
+            number += 1
+        if not data:
+            if held:
+                raise BadRequest(f"the file ends inside MessagePack object {objects + 1} (truncated)")
+            return
+
+
+def _only(parts: list[MeasurementRows], measurement: str | None) -> list[MeasurementRows]:
+    return parts if measurement is None else [p for p in parts if p.measurement == measurement]
+
+
+def _table_rows(
+    table: pa.Table, options: ImportOptions, measurement: str, now_micros: int, first_row: int
+) -> MeasurementRows:
+    """Rows of a CSV or Parquet file -> one measurement's rows, checked as a write's are."""
+    names = table.column_names
+    if options.time_column not in names:
+        raise BadRequest(
+            f"time column {options.time_column!r} not found in file; available columns: {shorten(', '.join(names))}"
+        )
+    if options.time_column != TIME_COLUMN and TIME_COLUMN in names:
+        raise BadRequest(
+            f"cannot rename time column {options.time_column!r} to 'time': a column named 'time' already exists"
+        )
+    missing = [tag for tag in options.tag_columns if tag not in names]
+    if missing:
+        raise BadRequest(f"tag columns {shorten(repr(missing))} not found in file")
+    columns: dict[str, Any] = {}
+    for name in names:
+        values = table.column(name).combine_chunks()
+        if pa.types.is_dictionary(values.type):
+            values = values.dictionary_decode()
+        if name == options.time_column:
+            if pa.types.is_string(values.type) and options.time_format is None:
+                with suppress(pa.ArrowInvalid):
+                    values = values.cast(pa.timestamp("ns"))  # "2024-01-01 00:00:00": UTC, as Arc reads it
+            columns[TIME_COLUMN] = values
+        elif name in options.tag_columns:
+            columns[name] = values.cast(pa.string()) if not pa.types.is_string(values.type) else values
+        else:
+            columns[name] = _field_values(values, measurement, name)
+    precision = _TIME_FORMATS.get(options.time_format or "") or options.precision
+    return build_rows(
+        measurement,
+        columns,
+        list(options.tag_columns),
+        precision,
+        now_micros,
+        label=lambda row: f"row {first_row + row}",
+    )
+
+
+def _field_values(values: pa.Array, measurement: str, name: str) -> pa.Array:
+    kind = values.type
+    if kind == pa.uint64() and (pc.max(values).as_py() or 0) > (1 << 63) - 1:
+        raise BadRequest(f"measurement {measurement!r}, column {name!r}: integer out of the int64 range")
+    if pa.types.is_integer(kind):
+        return values.cast(pa.int64())
+    if pa.types.is_floating(kind) or pa.types.is_decimal(kind):
+        return values.cast(pa.float64())
+    if pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
+        return values.cast(pa.string())
+    if pa.types.is_date(kind):
+        return values.cast(pa.timestamp("ns"))
+    return values  # column_array judges the rest (strings, booleans, timestamps; others are a 400)
+
+
+def _csv_chunks(stream: IO[bytes], options: ImportOptions, now_micros: int) -> Iterator[Chunk]:
+    from pyarrow import csv
+
+    measurement = options.measurement or ""
+    try:
+        reader = csv.open_csv(
+            stream,
+            read_options=csv.ReadOptions(block_size=CHUNK_BYTES, skip_rows=options.skip_rows),
+            parse_options=csv.ParseOptions(delimiter=options.delimiter),
+            # Tags are text whatever they look like; times are read as text when a format names them.
+            convert_options=csv.ConvertOptions(
+                column_types={
+                    **{tag: pa.string() for tag in options.tag_columns},
+                    **({options.time_column: pa.string()} if options.time_format else {}),
+                },
+                strings_can_be_null=False,
+            ),
+        )
+    except pa.ArrowInvalid as exc:
+        raise BadRequest(f"the CSV file cannot be read: {_arrow_message(exc)}") from None
+    except StopIteration:
+        raise BadRequest("the file is empty") from None
+    first_row = 1
+    number = 0
+    while True:
+        try:
+            batch = reader.read_next_batch()
+        except StopIteration:
+            return
+        except pa.ArrowInvalid as exc:
+            raise BadRequest(f"CSV rows from {first_row}: {_arrow_message(exc)}") from None
+        if batch.num_rows == 0:
+            continue
+        table = pa.Table.from_batches([batch])
+        if options.time_format is not None:
+            table = _time_text_as_numbers(table, options.time_column, first_row)
+        yield Chunk(number, [_table_rows(table, options, measurement, now_micros, first_row)])
+        number += 1
+        first_row += batch.num_rows
+
+
+def _time_text_as_numbers(table: pa.Table, column: str, first_row: int) -> pa.Table:
+    if column not in table.column_names:
+        return table
+    index = table.column_names.index(column)
+    text = table.column(index)
+    for kind in (pa.int64(), pa.float64()):
+        try:
+            return table.set_column(index, column, text.cast(kind))
+        except pa.ArrowInvalid:
+            continue
+    raise BadRequest(f"rows from {first_row}: time column {column!r} holds values that are not epoch numbers")
+
+
+def _arrow_message(exc: Exception) -> str:
+    return shorten(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 300)
+
+
+def _parquet_chunks(stream: IO[bytes], options: ImportOptions, now_micros: int) -> Iterator[Chunk]:
+    import pyarrow.parquet as pq
+
+    measurement = options.measurement or ""
+    try:
+        parquet = pq.ParquetFile(stream)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise BadRequest(f"not a Parquet file: {_arrow_message(exc)}") from None
+    first_row = 1
+    number = 0
+    try:
+        for batch in parquet.iter_batches(batch_size=CHUNK_ROWS):
+            if batch.num_rows == 0:
+                continue
+            table = pa.Table.from_batches([batch])
+            yield Chunk(number, [_table_rows(table, options, measurement, now_micros, first_row)])
+            number += 1
+            first_row += batch.num_rows
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
+        raise BadRequest(f"Parquet rows from {first_row}: {_arrow_message(exc)}") from None
+
+
+_READERS: dict[ImportFormat, Callable[[IO[bytes], ImportOptions, int], Iterator[Chunk]]] = {
+    ImportFormat.LINE_PROTOCOL: _lp_chunks,
+    ImportFormat.MSGPACK: _msgpack_chunks,
+    ImportFormat.CSV: _csv_chunks,
+    ImportFormat.PARQUET: _parquet_chunks,
+}
+
+
+#: Opens the file as it was sent (from its start), each time it is called.
+Opener = Callable[[], IO[bytes]]
+
+
+def file_opener(path: str) -> Opener:
+    def opener() -> IO[bytes]:
+        return open(path, "rb")
+
+    return opener
+
+
+class Importer:
+    """Runs imports: checks a whole file, then stores it chunk group by chunk group, exactly once."""
+
+    def __init__(
+        self,
+        registry: SchemaRegistry,
+        ingestor: Ingestor,
+        ledger: ImportLedger,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        group_bytes: int = GROUP_BYTES,
+    ) -> None:
+        self.registry = registry
+        self.ingestor = ingestor
+        self.ledger = ledger
+        self.max_bytes = max_bytes
+        self.group_bytes = group_bytes
+        self._running: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+        self.totals = {"total_requests": 0, "total_records": 0, "total_errors": 0}
+
+    def begin(
+        self, import_id: str, options: ImportOptions, sha256: str | None, size: int, upload: str | None = None
+    ) -> ImportStatus:
+        """The status record of a new run of ``import_id``, or the finished one when it already ran
+        on this same file (sha256); a 409 when it runs now or ran on another file."""
+        key = (options.database, import_id)
+        with self._lock:
+            self.totals["total_requests"] += 1
+            if key in self._running:
+                raise Conflict(f"import {import_id!r} is running; see /api/v1/import/status/{import_id}")
+            previous = self.ledger.get(options.database, import_id)
+            if previous is not None and previous.sha256 and sha256 and previous.sha256 != sha256:
+                raise Conflict(f"import id {import_id!r} was used for another file; choose a new id")
+            if previous is not None and previous.state == "done":
+                return previous
+            now = time.time()
+            status = ImportStatus(
+                import_id,
+                options.database,
+                options.format.value,
+                options.to_json(),
+                sha256=sha256,
+                bytes_total=size,
+                # Resumed runs keep the first run's clock: lines without a time land where they did.
+                now_micros=previous.now_micros
+                if previous is not None and previous.now_micros
+                else time.time_ns() // 1000,
+                started_at=now,
+                upload=upload,
+            )
+            self._running.add(key)
+        return status
+
+    def resume(self, status: ImportStatus, opener: Opener) -> ImportStatus:
+        """Run again an import a crash stopped (its chunks already stored are stored once)."""
+        with self._lock:
+            key = (status.database, status.import_id)
+            if key in self._running:
+                raise Conflict(f"import {status.import_id!r} is running")
+            self._running.add(key)
+        status.state, status.error, status.error_status = "validating", None, None
+        status.rows_checked = 0
+        return self.run(status, opener)
+
+    def run(self, status: ImportStatus, opener: Opener) -> ImportStatus:
+        """Check then store the file; returns the finished status (raises with it recorded as failed)."""
+        key = (status.database, status.import_id)
+        if status.state == "done":
+            return status
+        options = ImportOptions.from_json(status.options)
+        try:
+            self.ledger.put(status)
+            self._check(status, options, opener)
+            status.state = "storing"
+            status.bytes_read = 0
+            self.ledger.put(status)
+            self._store(status, options, opener)
+            status.state = "done"
+            status.finished_at = time.time()
+            status.upload = None
+            self.ledger.put(status)
+            with self._lock:
+                self.totals["total_records"] += status.rows_imported
+            return status
+        except ArcsError as exc:
+            status.error = exc.message
+            status.error_status = exc.status
+            status.finished_at = time.time()
+            if status.state == "validating" or exc.client_error:
+                # Nothing was stored (a client error can only come from the check).
+                status.state = "failed"
+                status.upload = None
+            self.ledger.put(status)
+            with self._lock:
+                self.totals["total_errors"] += 1
+            raise
+        finally:
+            with self._lock:
+                self._running.discard(key)
+
+    def _chunks(self, status: ImportStatus, options: ImportOptions, opener: Opener) -> Iterator[Chunk]:
+        last = [0.0]
+
+        def progress(count: int) -> None:
+            status.bytes_read = count
+            now = time.monotonic()
+            if now - last[0] >= _PROGRESS_EVERY_S:
+                last[0] = now
+                self.ledger.put(status)
+
+        with opener() as raw:
+            stream = open_decompressed(raw, self.max_bytes, progress)
+            yield from _READERS[options.format](stream, options, status.now_micros)
+
+    def _check(self, status: ImportStatus, options: ImportOptions, opener: Opener) -> None:
+        plan = SchemaPlan(self.registry, options.database)
+        measurements: dict[str, None] = {}
+        columns: dict[str, None] = {}
+        hours: set[int] = set()
+        low: int | None = None
+        high: int | None = None
+        chunks = 0
+        for chunk in self._chunks(status, options, opener):
+            plan.check(chunk.parts)
+            for part in chunk.parts:
+                measurements.setdefault(part.measurement)
+                columns.update(dict.fromkeys(part.table.column_names))
+                times = part.table.column(TIME_COLUMN).cast(pa.int64())
+                bounds = pc.min_max(times).as_py()
+                low = bounds["min"] if low is None else min(low, bounds["min"])
+                high = bounds["max"] if high is None else max(high, bounds["max"])
+                hours.update(pc.unique(pc.divide(times, 3_600_000_000_000)).to_pylist())
+            status.rows_checked += chunk.rows
+            chunks += 1
+        if status.rows_checked == 0:
+            if options.measurement is not None:
+                raise BadRequest(f"no records found for measurement {options.measurement!r}")
+            raise BadRequest("the file holds no rows")
+        plan.reserve()
+        status.chunks = chunks
+        status.measurements = list(measurements)
+        status.columns = list(columns)
+        status.time_min_ns, status.time_max_ns, status.hours = low, high, len(hours)
+
+    def _store(self, status: ImportStatus, options: ImportOptions, opener: Opener) -> None:
+        group: list[tuple[QueuedWrite, int]] = []
+        held = 0
+        status.rows_imported = 0
+        status.chunks_stored = 0
+        for chunk in self._chunks(status, options, opener):
+            if not chunk.parts:
+                continue
+            parts = self.registry.apply(options.database, chunk.parts)
+            write_id = chunk_write_id(options.database, status.import_id, chunk.number)
+            batch = WriteBatch(write_id, options.database, tuple(parts))
+            group.append((QueuedWrite(f"chunk-{chunk.number}", write_id, _no_envelope, batch=batch), batch.row_count))
+            held += decoded_bytes(batch)
+            if held >= self.group_bytes:
+                self._commit(status, group)
+                group, held = [], 0
+        if group:
+            self._commit(status, group)
+
+    def _commit(self, status: ImportStatus, group: list[tuple[QueuedWrite, int]]) -> None:
+        writes = [write for write, _rows in group]
+        for attempt in range(5):
+            result = self.ingestor.ingest(writes)
+            if not result.failed and not result.poison:
+                break
+            writes = [w for w in writes if w.handle in result.failed]
+            if result.poison or attempt == 4:
+                reason = next(iter({**result.poison, **result.failed}.values()))
+                raise ServiceUnavailable(f"storing the import failed ({reason}); retry it with the same import id")
+            time.sleep(0.2 * (attempt + 1))
+        status.rows_imported += sum(rows for _write, rows in group)
+        status.chunks_stored += len(group)
+        self.ledger.put(status)
+
+
+def _no_envelope() -> bytes:
+    raise AssertionError("an import's chunks are handed to ingest decoded")
