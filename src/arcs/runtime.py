@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from arcs.deletion import Deleter
     from arcs.engine import Engine, S3Access
     from arcs.handoff import ResultHandoff
+    from arcs.import_status import ImportLedger
     from arcs.imports import Importer
     from arcs.ingest import Ingestor
     from arcs.query import QueryService
@@ -125,14 +126,15 @@ class Runtime:
 
     @functools.cached_property
     def importer(self) -> Importer:
-        from arcs.imports import Importer, ImportLedger  # lazy: with the decoders, for the routes that import
+        from arcs.imports import Importer  # lazy: with the decoders, for the routes that import
 
-        return Importer(
-            self.writes.schemas,
-            self.ingestor(),
-            ImportLedger(self.store, self.settings.prefix),
-            self.settings.import_max_bytes,
-        )
+        return Importer(self.writes.schemas, self.ingestor(), self.import_ledger, self.settings.import_max_bytes)
+
+    @functools.cached_property
+    def import_ledger(self) -> ImportLedger:
+        from arcs.import_status import ImportLedger
+
+        return ImportLedger(self.store, self.settings.prefix)
 
     def ingestor(self) -> Ingestor:
         from arcs.ingest import Ingestor  # lazy: Parquet writing is the ingest function's alone

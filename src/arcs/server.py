@@ -366,8 +366,8 @@ class AsgiApp:
         target = directory / f"{os.urandom(12).hex()}.upload"
         try:
             with open(target, "wb") as sink:
-                body = FileBody(headers.get("content-type"), sink.write, self.uploads.max_bytes)  # type: ignore[arg-type]
                 try:
+                    body = FileBody(headers.get("content-type"), sink.write, self.uploads.max_bytes)  # type: ignore[arg-type]
                     await self._stream_body(receive, body)
                     body.finish()
                     await loop.run_in_executor(self.executor, os.fsync, sink.fileno())
@@ -676,7 +676,7 @@ def resume_imports(runtime: LocalRuntime) -> threading.Thread | None:
     """Finish, in the background, the imports a crash stopped while they stored their chunks (their
     files wait in the upload directory); uploads no import holds any more are removed."""
     directory = runtime.upload_dir
-    unfinished = [s for s in runtime.importer.ledger.unfinished() if s.upload and Path(s.upload).is_file()]
+    unfinished = [s for s in runtime.import_ledger.unfinished() if s.upload and Path(s.upload).is_file()]
     keep = {Path(s.upload).name for s in unfinished if s.upload}
     if directory.is_dir():
         for leftover in directory.iterdir():

@@ -12,10 +12,9 @@ from typing import IO, Any
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from arcs.errors import BadRequest, NotFound
-from arcs.imports import ImportOptions, check_import_id, file_opener
+from arcs.import_status import check_import_id
 from arcs.routes.request import RequestView
 from arcs.runtime import Runtime
-from arcs.uploads import FileBody
 from arcs.write_paths import IMPORT_PREFIX
 
 #: Where the standalone server's HTTP front tells the route it streamed the file to disk; API
@@ -38,6 +37,9 @@ def imports_router(runtime: Runtime) -> Router:
 
     def upload() -> tuple[Callable[[], IO[bytes]], str, int, str | None]:
         """Opens the file (the one streamed to disk, or the request's body); its SHA-256, size, path."""
+        from arcs.imports import file_opener
+        from arcs.uploads import FileBody
+
         context = (router.current_event.raw_event.get("requestContext") or {}).get(UPLOAD_CONTEXT)
         if context:
             path = str(context["path"])
@@ -51,6 +53,8 @@ def imports_router(runtime: Runtime) -> Router:
 
     @router.post(f"{IMPORT_PREFIX}<kind>")
     def import_file(kind: str) -> dict[str, Any]:
+        from arcs.imports import ImportOptions  # lazy: the decoders, for the functions that import
+
         caller = request.caller("write")
         database = import_database(request.header, request.param)
         options = ImportOptions.parse(kind, database, request.param)
@@ -64,6 +68,14 @@ def imports_router(runtime: Runtime) -> Router:
         took = int((time.monotonic() - started) * 1000)
         return {"status": "ok", "result": status.result(took)}
 
+    return router
+
+
+def import_status_router(runtime: Runtime) -> Router:
+    """The progress of imports, read from their status records (the query function's on AWS)."""
+    router = Router()
+    request = RequestView(router)
+
     @router.get(f"{IMPORT_PREFIX}status/<ident>")
     def import_status(ident: str) -> dict[str, Any]:
         caller = request.caller("write")
@@ -71,7 +83,7 @@ def imports_router(runtime: Runtime) -> Router:
         if not database:
             raise BadRequest("database is required (set the x-arc-database header or the db query parameter)")
         caller.require_database(database)
-        status = runtime.importer.ledger.get(database, check_import_id(ident))
+        status = runtime.import_ledger.get(database, check_import_id(ident))
         if status is None:
             raise NotFound(f"no import {ident!r} in database {database!r}")
         return {"status": "ok", "import": status.public()}
@@ -79,6 +91,6 @@ def imports_router(runtime: Runtime) -> Router:
     @router.get(f"{IMPORT_PREFIX}stats")
     def import_stats() -> dict[str, Any]:
         request.principal()
-        return {"status": "success", "stats": dict(runtime.importer.totals)}
+        return {"status": "success", "stats": runtime.import_ledger.totals()}
 
     return router
