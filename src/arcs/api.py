@@ -52,7 +52,7 @@ def routers(part: ApiPart = "all") -> list[RouterFactory]:
         from arcs.routes.continuous_queries import continuous_queries_router
         from arcs.routes.databases import databases_router
         from arcs.routes.delete import delete_router
-        from arcs.routes.imports import import_status_router
+        from arcs.routes.imports import import_status_router, import_uploads_router
         from arcs.routes.queries import queries_router
         from arcs.routes.retention import retention_router
 
@@ -65,6 +65,7 @@ def routers(part: ApiPart = "all") -> list[RouterFactory]:
             retention_router,
             delete_router,
             import_status_router,
+            import_uploads_router,
         ]
     return found
 

@@ -68,6 +68,7 @@ class ImportStatus:
     updated_at: float = 0.0
     finished_at: float | None = None
     upload: str | None = None  # where the file waits while the import is not finished
+    upload_id: str | None = None  # the multipart upload the client puts it with, if it was split
 
     def to_bytes(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":")).encode()
@@ -78,7 +79,7 @@ class ImportStatus:
 
     def public(self) -> dict[str, Any]:
         """What the status route shows."""
-        shown = {k: v for k, v in asdict(self).items() if k not in ("now_micros", "upload", "options")}
+        shown = {k: v for k, v in asdict(self).items() if k not in ("now_micros", "upload", "upload_id", "options")}
         shown["options"] = {k: v for k, v in self.options.items() if k != "database"}
         shown["time_range_min"] = _rfc3339(self.time_min_ns)
         shown["time_range_max"] = _rfc3339(self.time_max_ns)
@@ -136,6 +137,10 @@ class ImportLedger:
     def key(self, database: str, import_id: str) -> str:
         return layout.system_key(self.prefix, "imports", database, f"{import_id}.json")
 
+    def upload_key(self, database: str, import_id: str) -> str:
+        """Where a client uploads the file of an import (S3), beside its status record."""
+        return layout.system_key(self.prefix, "imports", database, f"{import_id}.upload")
+
     def get(self, database: str, import_id: str) -> ImportStatus | None:
         try:
             return ImportStatus.from_bytes(self.store.get(self.key(database, import_id)))
@@ -151,5 +156,5 @@ class ImportLedger:
             if info.key.endswith(".json"):
                 with suppress(NotFound, ValueError, TypeError):
                     status = ImportStatus.from_bytes(self.store.get(info.key))
-                    if status.state in ("validating", "storing"):
+                    if status.state in ("validating", "storing") and status.upload_id is None:
                         yield status

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import asdict, dataclass
 from enum import Enum
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import msgpack
 import pyarrow as pa
@@ -43,6 +43,9 @@ from arcs.import_status import ImportLedger, ImportStatus, chunk_write_id
 from arcs.ingest import Ingestor, QueuedWrite, decoded_bytes
 from arcs.names import TIME_COLUMN, check_database, check_measurement
 from arcs.schema import SchemaPlan, SchemaRegistry
+
+if TYPE_CHECKING:
+    from arcs.runtime import Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -630,3 +633,32 @@ class Importer:
 
 def _no_envelope() -> bytes:
     raise AssertionError("an import's chunks are handed to ingest decoded")
+
+
+def run_uploaded(runtime: Runtime, database: str, import_id: str) -> ImportStatus | None:
+    """Import a file a client uploaded to the bucket (the compact function's ``import`` task).
+
+    Runs again after a failed or cut-short invocation (Lambda retries an event invocation twice):
+    the chunks an earlier run stored are stored once. A file refused for what it holds is not
+    retried; its status says why. The uploaded object is deleted once the import is over."""
+    ledger = runtime.import_ledger
+    status = ledger.get(database, import_id)
+    if status is None or status.state in ("done", "failed", "awaiting_upload") or status.upload is None:
+        return status
+    uploads = runtime.uploads
+    if uploads is None:
+        raise ServiceUnavailable("this deployment has no upload store")
+    key = status.upload
+    size = status.bytes_total
+
+    def opener() -> IO[bytes]:
+        return uploads.open_ranges(key, size)
+
+    try:
+        status = runtime.importer.resume(status, opener)
+    except ArcsError as exc:
+        if not exc.client_error:
+            raise
+        logger.warning("import %s of database %s refused: %s", import_id, database, exc.message)
+    runtime.store.delete(key)
+    return status

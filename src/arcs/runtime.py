@@ -8,6 +8,7 @@ edge and the authorizer never load DuckDB. Cold starts pay only for what their f
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import tempfile
 import threading
@@ -17,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from arcs.allocator import keep_large_blocks_on_heap
 from arcs.auth_failures import AuthFailures
-from arcs.ports import Catalog, DownloadStore, ObjectStore, TokenStore, WriteQueue
+from arcs.errors import ServiceUnavailable, StorageFault
+from arcs.ports import Catalog, DownloadStore, ObjectStore, TokenStore, UploadStore, WriteQueue
 from arcs.settings import Settings
 from arcs.tokens import TokenService
 
@@ -59,6 +61,7 @@ class Runtime:
         s3_access: Callable[[], S3Access] | None = None,
         downloads: DownloadStore | None = None,
         invoke: Callable[[str, bytes], None] | None = None,
+        uploads: UploadStore | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -70,6 +73,8 @@ class Runtime:
         self._s3_access = s3_access
         self._downloads = downloads
         self._invoke = invoke
+        #: Where clients put import files themselves (presigned URLs); None on the standalone server.
+        self.uploads = uploads
         #: Who holds this process's compaction leases (None: a name of its own, never reclaimed).
         self.holder: str | None = None
 
@@ -205,6 +210,18 @@ class Runtime:
             return CompactionTimer(lambda: self.compactor, self.settings.compaction.interval_s)
         return LambdaCompactionTrigger(self._invoke, self.settings.compaction.function_name)
 
+    def start_import(self, database: str, import_id: str) -> None:
+        """Have the compact function import an uploaded file, asynchronously (Lambda's event
+        invocation: retried twice on failure, which stores each chunk once all the same)."""
+        function = self.settings.compaction.function_name
+        if self._invoke is None or not function:
+            raise ServiceUnavailable("no compact function is configured to import uploaded files")
+        payload = {"task": "import", "database": database, "import_id": import_id}
+        try:
+            self._invoke(function, json.dumps(payload).encode())
+        except Exception as exc:
+            raise StorageFault(f"could not start the import: {exc}") from exc
+
     def use_invoker(self, invoke: Callable[[str, bytes], None]) -> None:
         """Invoke functions asynchronously through ``invoke``: where the local emulation stands in
         for the Lambda service (the compaction trigger invokes the compact function)."""
@@ -229,7 +246,12 @@ class Runtime:
 
         store, catalog, token_store, queue, roots, s3_access, invoke = aws_runtime_parts(settings)
         # Lambda answers at most 6 MiB: bigger results are handed off through the bucket.
-        return cls(settings, store, catalog, token_store, queue, roots, s3_access, downloads=store, invoke=invoke)
+        from arcs.adapters.aws_express import ExpressStore
+
+        # Import files are system keys: with S3 Express, they go to the general-purpose bucket.
+        uploads = store.general if isinstance(store, ExpressStore) else store
+        parts = (settings, store, catalog, token_store, queue, roots, s3_access)
+        return cls(*parts, downloads=store, invoke=invoke, uploads=uploads)
 
 
 class LocalRuntime(Runtime):

@@ -260,3 +260,89 @@ def test_a_decompression_bomb_stops_at_the_import_limit(server_dir: Path) -> Non
     finally:
         client.http.close()
         process.stop()
+
+
+# -- AWS (arcs local): the file goes to the bucket through presigned URLs ---------------------------
+
+
+def wait_done(client: Client, database: str, import_id: str) -> dict[str, object]:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        shown = client.http.get(f"/api/v1/import/status/{import_id}", headers={"x-arc-database": database})
+        assert shown.status_code == 200, shown.text
+        status: dict[str, object] = shown.json()["import"]
+        if status["state"] in ("done", "failed"):
+            return status
+        time.sleep(0.1)
+    raise AssertionError(f"import {import_id} did not finish")
+
+
+def test_an_upload_through_a_presigned_url_is_imported_by_the_compact_function(server: ServerProcess) -> None:
+    client = Client(server.url)
+    try:
+        created = client.http.post(
+            "/api/v1/import/uploads",
+            params={"format": "lp", "import_id": "up-1"},
+            headers={"x-arc-database": "upl"},
+        )
+        if server.args[0] == "serve":
+            assert created.status_code == 400 and "POST it to /api/v1/import" in created.text
+            return
+        assert created.status_code == 200, created.text
+        answer = created.json()
+        data = lp(3000)
+        put = httpx.put(answer["upload"]["url"], content=gzip.compress(data), timeout=60)
+        assert put.status_code == 200, put.text
+        completed = client.http.post(answer["complete"], headers={"x-arc-database": "upl"})
+        assert completed.status_code == 202, completed.text
+        status = wait_done(client, "upl", "up-1")
+        assert (status["state"], status["rows_imported"]) == ("done", 3000)
+        assert count(client, "upl") == 3000
+        # Completing again, or asking for the same upload again, changes nothing.
+        assert client.http.post(answer["complete"], headers={"x-arc-database": "upl"}).status_code == 202
+        again = client.http.post(
+            "/api/v1/import/uploads", params={"format": "lp", "import_id": "up-1"}, headers={"x-arc-database": "upl"}
+        )
+        assert again.status_code == 409
+        assert count(client, "upl") == 3000
+    finally:
+        client.http.close()
+
+
+def test_a_multipart_upload_and_a_refused_file_through_arcs_local(server: ServerProcess) -> None:
+    if server.args[0] == "serve":
+        pytest.skip("uploads through presigned URLs are the AWS deployment's")
+    client = Client(server.url)
+    try:
+        data = lp(120_000)  # about 7 MB: a part of 5 MiB (S3's least but for the last) and the rest
+        created = client.http.post(
+            "/api/v1/import/uploads",
+            params={"format": "lp", "import_id": "up-2", "parts": "2", "size": str(len(data))},
+            headers={"x-arc-database": "upl2"},
+        ).json()
+        cut = 5 * 1024 * 1024
+        etags = []
+        for part, piece in zip(created["parts"], (data[:cut], data[cut:]), strict=True):
+            put = httpx.put(part["url"], content=piece, timeout=60)
+            assert put.status_code == 200, put.text
+            etags.append({"part_number": part["part_number"], "etag": put.headers["ETag"]})
+        done = client.http.post(created["complete"], json={"parts": etags}, headers={"x-arc-database": "upl2"})
+        assert done.status_code == 202, done.text
+        status = wait_done(client, "upl2", "up-2")
+        assert (status["state"], status["rows_imported"]) == ("done", 120_000)
+        bad = client.http.post(
+            "/api/v1/import/uploads", params={"format": "lp", "import_id": "up-3"}, headers={"x-arc-database": "upl2"}
+        ).json()
+        httpx.put(bad["upload"]["url"], content=lp(10) + b"cpu,host=a v=bad 1\n", timeout=60)
+        assert client.http.post(bad["complete"], headers={"x-arc-database": "upl2"}).status_code == 202
+        refused = wait_done(client, "upl2", "up-3")
+        assert refused["state"] == "failed" and "line 11" in str(refused["error"])
+        assert count(client, "upl2") == 120_000
+        too_big = client.http.post(
+            "/api/v1/import/uploads",
+            params={"format": "lp", "size": str(6 * 1024**3)},
+            headers={"x-arc-database": "upl2"},
+        )
+        assert too_big.status_code == 413, too_big.text
+    finally:
+        client.http.close()
