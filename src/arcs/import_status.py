@@ -135,11 +135,11 @@ class ImportLedger:
             return dict(self._totals)
 
     def key(self, database: str, import_id: str) -> str:
-        return layout.system_key(self.prefix, "imports", database, f"{import_id}.json")
+        return layout.system_key(self.prefix, layout.IMPORTS_DIR, database, f"{import_id}.json")
 
     def upload_key(self, database: str, import_id: str) -> str:
         """Where a client uploads the file of an import (S3), beside its status record."""
-        return layout.system_key(self.prefix, "imports", database, f"{import_id}.upload")
+        return layout.system_key(self.prefix, layout.IMPORTS_DIR, database, f"{import_id}.upload")
 
     def get(self, database: str, import_id: str) -> ImportStatus | None:
         try:
@@ -152,7 +152,7 @@ class ImportLedger:
         self.store.put(self.key(status.database, status.import_id), status.to_bytes())
 
     def unfinished(self) -> Iterator[ImportStatus]:
-        for info in self.store.list(layout.system_key(self.prefix, "imports") + "/"):
+        for info in self.store.list(layout.system_key(self.prefix, layout.IMPORTS_DIR) + "/"):
             if info.key.endswith(".json"):
                 with suppress(NotFound, ValueError, TypeError):
                     status = ImportStatus.from_bytes(self.store.get(info.key))

@@ -42,6 +42,7 @@ from arcs.errors import ArcsError, BadRequest, Conflict, NotFound, PayloadTooLar
 from arcs.import_status import ImportLedger, ImportStatus, chunk_write_id
 from arcs.ingest import Ingestor, QueuedWrite, decoded_bytes
 from arcs.names import TIME_COLUMN, check_database, check_measurement
+from arcs.ports import WriteQueue
 from arcs.schema import SchemaPlan, SchemaRegistry
 
 if TYPE_CHECKING:
@@ -448,19 +449,56 @@ def file_opener(path: str) -> Opener:
     return opener
 
 
+#: Where checked chunks go: stored at once, or queued as writes; returns once they are durable.
+ChunkSink = Callable[[list[QueuedWrite]], None]
+
+
+class IngestSink:
+    """Chunks stored through the ingest protocol, here and now: the standalone server, and the
+    compact function on AWS. The import's answer comes once every row is queryable."""
+
+    def __init__(self, ingestor: Ingestor) -> None:
+        self.ingestor = ingestor
+
+    def __call__(self, writes: list[QueuedWrite]) -> None:
+        for attempt in range(5):
+            result = self.ingestor.ingest(writes)
+            if not result.failed and not result.poison:
+                return
+            writes = [w for w in writes if w.handle in result.failed]
+            if result.poison or attempt == 4:
+                reason = next(iter({**result.poison, **result.failed}.values()))
+                raise ServiceUnavailable(f"storing the import failed ({reason}); retry it with the same import id")
+            time.sleep(0.2 * (attempt + 1))
+
+
+class QueueSink:
+    """Chunks queued as writes (SQS on AWS: the edge function, which stores no data itself); the
+    ingest function stores them, each once, by its write id. Durable, as a write's 204 is."""
+
+    def __init__(self, queue: WriteQueue, compression: str | None) -> None:
+        self.queue = queue
+        self.compression = compression
+
+    def __call__(self, writes: list[QueuedWrite]) -> None:
+        for write in writes:
+            assert write.batch is not None
+            self.queue.enqueue(write.write_id, write.batch.to_bytes(self.compression))
+
+
 class Importer:
     """Runs imports: checks a whole file, then stores it chunk group by chunk group, exactly once."""
 
     def __init__(
         self,
         registry: SchemaRegistry,
-        ingestor: Ingestor,
+        sink: ChunkSink,
         ledger: ImportLedger,
         max_bytes: int = DEFAULT_MAX_BYTES,
         group_bytes: int = GROUP_BYTES,
     ) -> None:
         self.registry = registry
-        self.ingestor = ingestor
+        self.sink = sink
         self.ledger = ledger
         self.max_bytes = max_bytes
         self.group_bytes = group_bytes
@@ -616,16 +654,7 @@ class Importer:
             self._commit(status, group)
 
     def _commit(self, status: ImportStatus, group: list[tuple[QueuedWrite, int]]) -> None:
-        writes = [write for write, _rows in group]
-        for attempt in range(5):
-            result = self.ingestor.ingest(writes)
-            if not result.failed and not result.poison:
-                break
-            writes = [w for w in writes if w.handle in result.failed]
-            if result.poison or attempt == 4:
-                reason = next(iter({**result.poison, **result.failed}.values()))
-                raise ServiceUnavailable(f"storing the import failed ({reason}); retry it with the same import id")
-            time.sleep(0.2 * (attempt + 1))
+        self.sink([write for write, _rows in group])
         status.rows_imported += sum(rows for _write, rows in group)
         status.chunks_stored += len(group)
         self.ledger.put(status)

@@ -131,9 +131,22 @@ class Runtime:
 
     @functools.cached_property
     def importer(self) -> Importer:
-        from arcs.imports import Importer  # lazy: with the decoders, for the routes that import
+        from arcs.imports import Importer, IngestSink  # lazy: with the decoders, for the routes that import
 
-        return Importer(self.writes.schemas, self.ingestor(), self.import_ledger, self.settings.import_max_bytes)
+        sink = IngestSink(self.ingestor())
+        return Importer(self.writes.schemas, sink, self.import_ledger, self.settings.import_max_bytes)
+
+    @functools.cached_property
+    def edge_importer(self) -> Importer:
+        """The import route's: on AWS the edge function queues the chunks as writes (it stores no
+        data itself), so its answer means queued, as a write's; the standalone server stores them."""
+        if self.settings.backend == "local":
+            return self.importer
+        from arcs.imports import Importer, QueueSink
+
+        writes = self.writes
+        sink = QueueSink(writes.queue, writes.envelope_compression)
+        return Importer(writes.schemas, sink, self.import_ledger, self.settings.import_max_bytes)
 
     @functools.cached_property
     def import_ledger(self) -> ImportLedger:

@@ -18,7 +18,7 @@ import zstandard
 from arcs import imports
 from arcs.errors import BadRequest, Conflict, PayloadTooLarge
 from arcs.import_status import ImportLedger, chunk_write_id
-from arcs.imports import Importer, ImportFormat, ImportOptions
+from arcs.imports import Importer, ImportFormat, ImportOptions, IngestSink
 from arcs.ingest import Ingestor
 from arcs.ports import Catalog, ObjectStore
 from arcs.schema import SchemaRegistry
@@ -54,7 +54,7 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def importer(ports: tuple[ObjectStore, Catalog], max_bytes: int = 1 << 30) -> Importer:
     store, catalog = ports
-    return Importer(SchemaRegistry(catalog), Ingestor(catalog, store), ImportLedger(store, ""), max_bytes)
+    return Importer(SchemaRegistry(catalog), IngestSink(Ingestor(catalog, store)), ImportLedger(store, ""), max_bytes)
 
 
 def run(imp: Importer, data: bytes, options: ImportOptions, import_id: str = "imp-1") -> imports.ImportStatus:
@@ -127,7 +127,9 @@ def test_a_crash_while_storing_is_finished_by_resuming_and_duplicates_nothing(po
     imp = importer(ports)
     imp.group_bytes = 1  # every chunk an attempt of its own
     calls = {"n": 0}
-    real = imp.ingestor.ingest
+    sink = imp.sink
+    assert isinstance(sink, IngestSink)
+    real = sink.ingestor.ingest
 
     def dies_on_the_fourth(writes):  # type: ignore[no-untyped-def]
         calls["n"] += 1
@@ -135,7 +137,7 @@ def test_a_crash_while_storing_is_finished_by_resuming_and_duplicates_nothing(po
             raise Crash("killed")
         return real(writes)
 
-    imp.ingestor.ingest = dies_on_the_fourth  # type: ignore[method-assign]
+    sink.ingestor.ingest = dies_on_the_fourth  # type: ignore[method-assign]
     data = lines(120)
     with pytest.raises(Crash):
         run(imp, data, LP)

@@ -67,7 +67,7 @@ def imports_router(runtime: Runtime) -> Router:
         ident = requested_import_id(request)
         opener, sha256, size, path = upload()
         started = time.monotonic()
-        importer = runtime.importer
+        importer = runtime.edge_importer
         status = importer.begin(ident, options, sha256, size, path)
         status = importer.run(status, opener)
         took = int((time.monotonic() - started) * 1000)
