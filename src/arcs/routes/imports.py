@@ -95,7 +95,9 @@ def import_status_router(runtime: Runtime) -> Router:
 
     @router.get(f"{IMPORT_PREFIX}stats")
     def import_stats() -> dict[str, Any]:
-        request.principal()
+        caller = request.principal()
+        if not {"read", "write", "admin"} & set(caller.permissions):
+            caller.require("read")  # the 403 that says what is missing
         return {"status": "success", "stats": runtime.import_ledger.totals()}
 
     return router
