@@ -37,7 +37,8 @@ AWS_MAX_REQUEST_BYTES = (LAMBDA_SYNC_PAYLOAD_BYTES - PROXY_EVENT_RESERVE_BYTES) 
 #: ``ACCESS_DENIED`` gateway response, and the emulated gateway, say this with a 413).
 AWS_TOO_LARGE_MESSAGE = (
     f"request body too large: a write through API Gateway takes at most {AWS_MAX_REQUEST_BYTES} bytes "
-    "(Lambda is invoked with at most 6 MB, and the body travels base64-encoded)"
+    "(Lambda is invoked with at most 6 MB, and the body travels base64-encoded); a larger file is "
+    "imported through POST /api/v1/import/uploads"
 )
 
 

@@ -362,3 +362,15 @@ def test_a_multipart_upload_and_a_refused_file_through_arcs_local(server: Server
         assert too_big.status_code == 413, too_big.text
     finally:
         client.http.close()
+
+
+def test_a_file_posted_whole_beyond_what_an_invoke_carries_is_pointed_to_uploads(server: ServerProcess) -> None:
+    if server.args[0] == "serve":
+        pytest.skip("the standalone server streams any file to disk")
+    client = Client(server.url)
+    try:
+        response = post(client, "lp", lp(120_000), "upl3")  # about 7 MB
+        assert response.status_code == 413, response.text
+        assert "/api/v1/import/uploads" in response.json()["error"]
+    finally:
+        client.http.close()
