@@ -224,10 +224,12 @@ def _lp_chunks(stream: IO[bytes], options: ImportOptions, now_micros: int) -> It
         data = stream.read(CHUNK_BYTES)
         if data:
             pending += data
+            # Only the line carried over from earlier reads can be longer than one read.
+            first_end = pending.find(b"\n")
+            if (first_end if first_end >= 0 else len(pending)) > MAX_LINE_BYTES:
+                raise BadRequest(f"line {first_line}: longer than {MAX_LINE_BYTES} bytes")
             cut = pending.rfind(b"\n")
             if cut < 0:
-                if len(pending) > MAX_LINE_BYTES:
-                    raise BadRequest(f"line {first_line}: longer than {MAX_LINE_BYTES} bytes")
                 continue
             piece, pending = pending[: cut + 1], pending[cut + 1 :]
         elif pending:

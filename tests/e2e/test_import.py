@@ -374,3 +374,17 @@ def test_a_file_posted_whole_beyond_what_an_invoke_carries_is_pointed_to_uploads
         assert "/api/v1/import/uploads" in response.json()["error"]
     finally:
         client.http.close()
+
+
+def test_a_line_longer_than_64_mib_is_refused_with_its_number(server: ServerProcess) -> None:
+    if server.args[0] != "serve":
+        pytest.skip("through the emulated gateway a body stops at the write limit first")
+    client = Client(server.url)
+    try:
+        huge = lp(3) + b"cpu,host=a v=" + b"1" * (65 << 20) + b" 1700000000000000000\n"
+        response = post(client, "lp", huge, "huge")
+        assert response.status_code == 400, response.text
+        assert "line 4: longer than 67108864 bytes" in response.json()["error"]
+        assert count(client, "huge") == 0
+    finally:
+        client.http.close()
