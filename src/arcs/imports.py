@@ -216,36 +216,50 @@ def _renumbered(exc: BadRequest, first_line: int) -> BadRequest:
 
 
 def _lp_chunks(stream: IO[bytes], options: ImportOptions, now_micros: int) -> Iterator[Chunk]:
-    """Pieces of whole lines of about ``CHUNK_BYTES``, decoded one at a time."""
+    """Pieces of whole lines of about ``CHUNK_BYTES``, decoded one at a time.
+
+    A quoted string may span lines (InfluxDB allows it): when the last line of a piece fails as a
+    string that goes on, the piece is decoded again with the next read joined to it."""
     first_line = 1
     number = 0
     pending = b""
+    eof = False
     while True:
-        data = stream.read(CHUNK_BYTES)
-        if data:
-            pending += data
-            # Only the line carried over from earlier reads can be longer than one read.
-            first_end = pending.find(b"\n")
-            if (first_end if first_end >= 0 else len(pending)) > MAX_LINE_BYTES:
-                raise BadRequest(f"line {first_line}: longer than {MAX_LINE_BYTES} bytes")
-            cut = pending.rfind(b"\n")
-            if cut < 0:
-                continue
-            piece, pending = pending[: cut + 1], pending[cut + 1 :]
-        elif pending:
-            piece, pending = pending, b""
-        else:
-            return
+        data = b"" if eof else stream.read(CHUNK_BYTES)
+        eof = not data
+        pending += data
+        # Only the line carried over from earlier reads can be longer than one read.
+        first_end = pending.find(b"\n")
+        if (first_end if first_end >= 0 else len(pending)) > MAX_LINE_BYTES:
+            raise BadRequest(f"line {first_line}: longer than {MAX_LINE_BYTES} bytes")
+        cut = len(pending) - 1 if eof else pending.rfind(b"\n")
+        if cut < 0:
+            if eof:
+                return
+            continue
+        piece = pending[: cut + 1]
+        lines = piece.count(b"\n")
         parts: list[MeasurementRows] = []
         if piece.strip():
             try:
                 parts = decode(WireFormat.LINE_PROTOCOL, piece, now_micros, options.precision)
             except BadRequest as exc:
+                if not eof and _string_goes_on(exc) and len(pending) <= MAX_LINE_BYTES:
+                    continue  # read on: the next piece holds the rest of the string
                 if exc.message != "the request holds no lines":  # a chunk of comments only
                     raise _renumbered(exc, first_line) from None
+        pending = pending[cut + 1 :]
         yield Chunk(number, _only(parts, options.measurement))
         number += 1
-        first_line += piece.count(b"\n")
+        first_line += lines
+        if eof:
+            return
+
+
+def _string_goes_on(exc: BadRequest) -> bool:
+    """Whether a piece failed on a quoted string that runs to its end (the decoder reports such a
+    string last: it cannot tell where the next line starts)."""
+    return "unterminated string" in exc.message.rsplit("; ", 1)[-1]
 
 
 def _msgpack_chunks(stream: IO[bytes], options: ImportOptions, now_micros: int) -> Iterator[Chunk]:

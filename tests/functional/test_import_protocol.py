@@ -222,6 +222,15 @@ def test_compressed_files_are_read_as_streams_and_bombs_stop_at_the_limit(ports)
     assert count(ports) == 40
 
 
+def test_a_string_spanning_lines_across_a_chunk_end_is_read_whole(ports, small_chunks) -> None:  # type: ignore[no-untyped-def]
+    for before in range(0, 12):
+        data = lines(before) + b'log,host=a msg="first\n' + b"x" * 80 + b'\nthird" 1700000100\n' + lines(5, 200)
+        status = run(importer(ports), data, LP, f"span-{before}")
+        assert status.rows_imported == before + 6, before
+    store, catalog = ports
+    assert visible_rows(catalog, store, "db", "log").column("msg").to_pylist()[0] == "first\n" + "x" * 80 + "\nthird"
+
+
 def test_a_line_longer_than_the_limit_is_refused(ports, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setattr(imports, "CHUNK_BYTES", 1024)
     monkeypatch.setattr(imports, "MAX_LINE_BYTES", 4096)
