@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import zstandard
 
 from tests.e2e.servers import TOKEN, Client, ServerProcess, standalone
 
@@ -101,10 +102,20 @@ def test_csv_and_parquet_at_arcs_paths(client: Client) -> None:
         (form(lp(10), name="upload")[0], form(b"")[1], 400, "field name 'file'"),
         (lp(10), "multipart/form-data", 400, "boundary"),
         (gzip.compress(lp(10))[:-8], "text/plain", 400, "corrupt or truncated"),
+        (zstandard.ZstdCompressor().compress(lp(10))[:-3], "text/plain", 400, "corrupt or truncated"),
         (b"", "text/plain", 400, "file is empty"),
         (b"# nothing but a comment\n", "text/plain", 400, "no rows"),
     ],
-    ids=["bad-line", "truncated-form", "no-file-field", "no-boundary", "truncated-gzip", "empty", "no-rows"],
+    ids=[
+        "bad-line",
+        "truncated-form",
+        "no-file-field",
+        "no-boundary",
+        "truncated-gzip",
+        "truncated-zstd",
+        "empty",
+        "no-rows",
+    ],
 )
 def test_hostile_files_are_a_4xx_that_stores_nothing(
     client: Client, body: bytes, content_type: str, status: int, message: str
