@@ -637,6 +637,9 @@ class Importer:
             previous = self.ledger.get(options.database, import_id)
             if previous is not None and previous.sha256 and sha256 and previous.sha256 != sha256:
                 raise Conflict(f"import id {import_id!r} was used for another file; choose a new id")
+            if previous is not None and previous.state in ("storing", "done") and previous.options != options.to_json():
+                # Its chunks are (partly) stored as those parameters read them.
+                raise Conflict(f"import id {import_id!r} was used with other parameters; choose a new id")
             if previous is not None and previous.state == "done":
                 return previous
             now = time.time()

@@ -120,6 +120,8 @@ def test_an_import_id_reused_for_another_file_is_a_conflict(ports) -> None:  # t
     imp.run(imp.begin("same", LP, "a" * 64, 10), opener(lines(3)))
     with pytest.raises(Conflict, match="another file"):
         imp.begin("same", LP, "b" * 64, 10)
+    with pytest.raises(Conflict, match="other parameters"):
+        imp.begin("same", ImportOptions(ImportFormat.LINE_PROTOCOL, "db", precision="ms"), "a" * 64, 10)
 
 
 def test_a_crash_while_storing_is_finished_by_resuming_and_duplicates_nothing(ports, small_chunks) -> None:  # type: ignore[no-untyped-def]
