@@ -30,7 +30,15 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from arcs.api import PUBLIC_PATHS, build_app, error_response
-from arcs.errors import ArcsError, PayloadTooLarge, RequestTimeout, ServiceUnavailable, TooManyRequests
+from arcs.errors import (
+    DISK_FULL_RETRY_S,
+    ArcsError,
+    PayloadTooLarge,
+    RequestTimeout,
+    ServiceUnavailable,
+    StorageFault,
+    TooManyRequests,
+)
 from arcs.ingest import QueuedWrite
 from arcs.proxy import Admission, HttpResponse, http_response, proxy_event
 from arcs.routes.imports import UPLOAD_CONTEXT
@@ -375,6 +383,9 @@ class AsgiApp:
                     return error_http_response(exc)
                 except _ClientGone:
                     return None
+                except OSError as exc:  # a full disk: nothing was imported
+                    fault = StorageFault(f"the file cannot be kept on disk: {exc}", retry_after_s=DISK_FULL_RETRY_S)
+                    return error_http_response(fault)
             try:
                 await self._acquire(self._slots, "no worker freed up")
             except ArcsError as exc:
