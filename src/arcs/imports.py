@@ -121,11 +121,14 @@ class ImportOptions:
         time_column = param("time_column") or TIME_COLUMN
         if time_column in tags:
             raise BadRequest(f"the time column {time_column!r} cannot be a tag column")
+        precision = check_precision(param("precision"))
+        if fmt is ImportFormat.LINE_PROTOCOL:
+            precision = precision or "ns"  # line protocol's default, named so a retry reads the same
         return cls(
             fmt,
             check_database(database),
             measurement,
-            check_precision(param("precision")),
+            precision,
             time_column,
             time_format,
             delimiter,
