@@ -19,16 +19,18 @@ from constructs import Construct
 
 from arcs.routes.health import PING_BUILD, PING_VERSION, PROBE_METHODS
 from arcs.settings import AWS_TOO_LARGE_MESSAGE
-from arcs.write_paths import is_write_path
+from arcs.write_paths import IMPORT_FORMATS, IMPORT_PREFIX, is_write_path
 from infra.nag import acknowledge
 
-#: The write routes (README "Writing"), all POST, all served by the edge function.
+#: The write routes (README "Writing") and the imports, all POST, all served by the edge function.
 WRITE_PATHS: tuple[str, ...] = (
     "/api/v1/write/msgpack",
     "/api/v1/write/json",
     "/api/v1/write/line-protocol",
     "/write",
     "/api/v2/write",
+    # Bulk imports posted whole (docs/import.md): writes, within the same limit.
+    *(f"{IMPORT_PREFIX}{kind}" for kind in sorted(IMPORT_FORMATS)),
 )
 #: Arc's own API (but the writes): its clients send the token in the Authorization header.
 ARC_API = "/api/v1"

@@ -115,11 +115,25 @@ class ArcsIngest(Construct):
         )
         # Schemas (and the databases they register) are checked and extended at the edge.
         storage.use_table(self.edge, storage.catalog_table, write=True)
+        # A bulk import posted to the edge queues its chunks as writes (the ingest function stores
+        # them); the edge keeps the import's status record, under the imports prefix only.
+        self.edge.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject", "s3:PutObject"],
+                resources=[storage.bucket.arn_for_objects(f"{storage.imports_prefix}*")],
+            )
+        )
         acknowledge(
             self.edge.role,
             f"AwsSolutions-IAM5[Resource::<{logical_ref(storage.bucket)}.Arn>/{storage.claims_prefix}*]",
             "Claim-check objects have one key per write, all under the claims prefix: the prefix is the "
             "narrowest resource there is.",
+        )
+        acknowledge(
+            self.edge.role,
+            f"AwsSolutions-IAM5[Resource::<{logical_ref(storage.bucket)}.Arn>/{storage.imports_prefix}*]",
+            "Import status records have one key per import id, all under the imports prefix: the prefix is "
+            "the narrowest resource there is.",
         )
 
         self.ingest = ArcsFunction(

@@ -131,6 +131,9 @@ class ArcsQuery(Construct):
             (["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], data),
             (["s3:GetObject", "s3:PutObject"], f"{storage.results_prefix}*"),
             (["s3:PutObject"], f"{storage.claims_prefix}*"),
+            # Import uploads: their status records, the presigned PUTs (and multipart uploads) it
+            # signs, the size of what arrived, and a file refused for its size.
+            (["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], f"{storage.imports_prefix}*"),
         ):
             role.add_to_principal_policy(
                 iam.PolicyStatement(actions=actions, resources=[storage.bucket.arn_for_objects(pattern)])
@@ -146,7 +149,7 @@ class ArcsQuery(Construct):
             iam.PolicyStatement(actions=["s3:ListBucket"], resources=[storage.bucket.bucket_arn])
         )
         bucket = logical_ref(storage.bucket)
-        for pattern in (data, f"{storage.results_prefix}*", f"{storage.claims_prefix}*"):
+        for pattern in (data, f"{storage.results_prefix}*", f"{storage.claims_prefix}*", f"{storage.imports_prefix}*"):
             acknowledge(
                 role,
                 f"AwsSolutions-IAM5[Resource::<{bucket}.Arn>/{pattern}]",

@@ -32,6 +32,10 @@ CLAIM_EXPIRY = Duration.days(15)
 RESULT_EXPIRY = Duration.days(1)
 #: Corrupt data files compaction moved aside (``arcs.layout.quarantine_key``): kept for a person to look at.
 QUARANTINE_DIR = "quarantine"
+IMPORTS_DIR = "imports"
+#: Bulk imports' status records and uploaded files: kept a day longer than a write marker (15 days),
+#: so an import id is remembered as long as its chunks' markers are.
+IMPORT_EXPIRY = Duration.days(16)
 QUARANTINE_EXPIRY = Duration.days(90)
 #: DynamoDB's longest point-in-time recovery period; the bucket keeps old versions as long.
 RECOVERY_WINDOW = Duration.days(35)
@@ -61,6 +65,7 @@ class ArcsStorage(Construct):
         self.prefix = prefix.strip("/")
         self.claims_prefix = claims_prefix(self.prefix)
         self.results_prefix = results_prefix(self.prefix)
+        self.imports_prefix = system_prefix(self.prefix, IMPORTS_DIR)
 
         self.bucket = s3.Bucket(
             self,
@@ -90,6 +95,12 @@ class ArcsStorage(Construct):
                     id="expire-handed-off-results",
                     prefix=self.results_prefix,
                     expiration=RESULT_EXPIRY,
+                    noncurrent_version_expiration=STAGING_NONCURRENT_EXPIRY,
+                ),
+                s3.LifecycleRule(
+                    id="expire-imports",
+                    prefix=self.imports_prefix,
+                    expiration=IMPORT_EXPIRY,
                     noncurrent_version_expiration=STAGING_NONCURRENT_EXPIRY,
                 ),
                 s3.LifecycleRule(

@@ -10,7 +10,9 @@ cut short by the timeout is finished by the next one (docs/compaction.md). A con
 run executes every active query's closed windows (docs/continuous_queries.md); a retention run
 applies every active retention policy and the rules derived from the continuous queries'
 ``retention_days`` and ``delete_source_after_days`` (docs/retention_and_delete.md);
-``{"task": "retention", "dry_run": true}`` only counts what it would remove.
+``{"task": "retention", "dry_run": true}`` only counts what it would remove. ``{"task": "import",
+"database": ..., "import_id": ...}`` (the import route's completion) imports a file uploaded to
+the bucket (docs/import.md).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ TRIGGER_SOURCE = "arcs.trigger"
 COMPACTION = "compaction"
 CONTINUOUS_QUERIES = "continuous_queries"
 RETENTION = "retention"
+IMPORT = "import"
 
 
 @logger.inject_lambda_context
@@ -41,9 +44,17 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         ran = lambda_runtime().retention.run_due(dry_run=event.get("dry_run") is True).to_json()
         logger.info("retention ran", extra=ran)
         return {"task": RETENTION, **ran}
+    if task == IMPORT:
+        from arcs.imports import run_uploaded  # lazy: the decoders, for this task only
+
+        status = run_uploaded(lambda_runtime(), str(event.get("database")), str(event.get("import_id")))
+        shown = status.public() if status is not None else {"state": "unknown"}
+        logger.info("import ran", extra={"import_id": event.get("import_id"), "state": shown["state"]})
+        return {"task": IMPORT, "state": shown["state"], "rows_imported": shown.get("rows_imported", 0)}
     if task != COMPACTION:
         raise ValueError(
-            f"unknown task {task!r}; this function runs {COMPACTION!r}, {CONTINUOUS_QUERIES!r}, {RETENTION!r}"
+            f"unknown task {task!r}; this function runs {COMPACTION!r}, {CONTINUOUS_QUERIES!r}, {RETENTION!r}, "
+            f"{IMPORT!r}"
         )
     scope = event if event.get("source") == TRIGGER_SOURCE else {}
     report = lambda_runtime().compactor.run(scope.get("database"), scope.get("measurement"))

@@ -52,15 +52,17 @@ def routers(part: ApiPart = "all") -> list[RouterFactory]:
     edge function never loads DuckDB, the query function never loads the write decoders."""
     found: list[RouterFactory] = [health_router] if part != "writes" else []
     if part != "query":
+        from arcs.routes.imports import imports_router
         from arcs.routes.writes import writes_router
 
-        found.append(writes_router)
+        found += [writes_router, imports_router]
     if part != "writes":
         from arcs.routes.auth import auth_router
         from arcs.routes.compaction import compaction_router
         from arcs.routes.continuous_queries import continuous_queries_router
         from arcs.routes.databases import databases_router
         from arcs.routes.delete import delete_router
+        from arcs.routes.imports import import_status_router, import_uploads_router
         from arcs.routes.queries import queries_router
         from arcs.routes.retention import retention_router
 
@@ -72,6 +74,8 @@ def routers(part: ApiPart = "all") -> list[RouterFactory]:
             continuous_queries_router,
             retention_router,
             delete_router,
+            import_status_router,
+            import_uploads_router,
         ]
     return found
 

@@ -20,6 +20,7 @@ SYSTEM_DIR = "_arcs"
 #: Results too big for a Lambda response, waiting for their download (a lifecycle rule expires them).
 RESULTS_DIR = "results"
 QUARANTINE_DIR = "quarantine"
+IMPORTS_DIR = "imports"
 #: Hex digits at the start of a data file's name that order it among its partition's files.
 SEQUENCE_LENGTH = 32
 _KEY_RE = re.compile(

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import IO, TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
     from arcs.batch import WriteBatch
@@ -64,6 +64,31 @@ class DownloadStore(Protocol):
         ...
 
     def download_url(self, key: str, expires_in_s: int) -> str: ...
+
+
+class UploadStore(Protocol):
+    """Objects a client puts itself, to URLs that work for a short while (S3: presigned PUTs), and
+    read back in ranges: how an import's file reaches the bucket without passing through Lambda."""
+
+    def upload_url(self, key: str, expires_in_s: int) -> str: ...
+
+    def start_multipart(self, key: str) -> str:
+        """A multipart upload of ``key``; its id."""
+        ...
+
+    def part_url(self, key: str, upload_id: str, part_number: int, expires_in_s: int) -> str: ...
+
+    def finish_multipart(self, key: str, upload_id: str, parts: Sequence[tuple[int, str]]) -> None:
+        """Join the parts (number, ETag) into the object; a part missing or wrong is a 400."""
+        ...
+
+    def size(self, key: str) -> int | None:
+        """The object's size; None if there is none."""
+        ...
+
+    def open_ranges(self, key: str, size: int) -> IO[bytes]:
+        """The object as a seekable file, read in ranges."""
+        ...
 
 
 class WriteQueue(Protocol):

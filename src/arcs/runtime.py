@@ -8,6 +8,7 @@ edge and the authorizer never load DuckDB. Cold starts pay only for what their f
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import tempfile
 import threading
@@ -17,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from arcs.allocator import keep_large_blocks_on_heap
 from arcs.auth_failures import AuthFailures
-from arcs.ports import Catalog, DownloadStore, ObjectStore, TokenStore, WriteQueue
+from arcs.errors import ServiceUnavailable, StorageFault
+from arcs.ports import Catalog, DownloadStore, ObjectStore, TokenStore, UploadStore, WriteQueue
 from arcs.settings import Settings
 from arcs.tokens import TokenService
 
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
     from arcs.deletion import Deleter
     from arcs.engine import Engine, S3Access
     from arcs.handoff import ResultHandoff
+    from arcs.import_status import ImportLedger
+    from arcs.imports import Importer
     from arcs.ingest import Ingestor
     from arcs.query import QueryService
     from arcs.retention import Retention
@@ -55,6 +59,7 @@ class Runtime:
         s3_access: Callable[[], S3Access] | None = None,
         downloads: DownloadStore | None = None,
         invoke: Callable[[str, bytes], None] | None = None,
+        uploads: UploadStore | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -66,6 +71,8 @@ class Runtime:
         self._s3_access = s3_access
         self._downloads = downloads
         self._invoke = invoke
+        #: Where clients put import files themselves (presigned URLs); None on the standalone server.
+        self.uploads = uploads
         #: Who holds this process's compaction leases (None: a name of its own, never reclaimed).
         self.holder: str | None = None
 
@@ -119,6 +126,31 @@ class Runtime:
         return ResultHandoff(
             self._downloads, settings.prefix, settings.query_inline_max_bytes, settings.query_result_url_expiry_s
         )
+
+    @functools.cached_property
+    def importer(self) -> Importer:
+        from arcs.imports import Importer, IngestSink  # lazy: with the decoders, for the routes that import
+
+        sink = IngestSink(self.ingestor())
+        return Importer(self.writes.schemas, sink, self.import_ledger, self.settings.import_max_bytes)
+
+    @functools.cached_property
+    def edge_importer(self) -> Importer:
+        """The import route's: on AWS the edge function queues the chunks as writes (it stores no
+        data itself), so its answer means queued, as a write's; the standalone server stores them."""
+        if self.settings.backend == "local":
+            return self.importer
+        from arcs.imports import Importer, QueueSink
+
+        writes = self.writes
+        sink = QueueSink(writes.queue, writes.envelope_compression)
+        return Importer(writes.schemas, sink, self.import_ledger, self.settings.import_max_bytes)
+
+    @functools.cached_property
+    def import_ledger(self) -> ImportLedger:
+        from arcs.import_status import ImportLedger
+
+        return ImportLedger(self.store, self.settings.prefix)
 
     def ingestor(self) -> Ingestor:
         from arcs.ingest import Ingestor  # lazy: Parquet writing is the ingest function's alone
@@ -189,6 +221,18 @@ class Runtime:
             return CompactionTimer(lambda: self.compactor, self.settings.compaction.interval_s)
         return LambdaCompactionTrigger(self._invoke, self.settings.compaction.function_name)
 
+    def start_import(self, database: str, import_id: str) -> None:
+        """Have the compact function import an uploaded file, asynchronously (Lambda's event
+        invocation: retried twice on failure, which stores each chunk once all the same)."""
+        function = self.settings.compaction.function_name
+        if self._invoke is None or not function:
+            raise ServiceUnavailable("no compact function is configured to import uploaded files")
+        payload = {"task": "import", "database": database, "import_id": import_id}
+        try:
+            self._invoke(function, json.dumps(payload).encode())
+        except Exception as exc:
+            raise StorageFault(f"could not start the import: {exc}") from exc
+
     def use_invoker(self, invoke: Callable[[str, bytes], None]) -> None:
         """Invoke functions asynchronously through ``invoke``: where the local emulation stands in
         for the Lambda service (the compaction trigger invokes the compact function)."""
@@ -213,7 +257,12 @@ class Runtime:
 
         store, catalog, token_store, queue, roots, s3_access, invoke = aws_runtime_parts(settings)
         # Lambda answers at most 6 MiB: bigger results are handed off through the bucket.
-        return cls(settings, store, catalog, token_store, queue, roots, s3_access, downloads=store, invoke=invoke)
+        from arcs.adapters.aws_express import ExpressStore
+
+        # Import files are system keys: with S3 Express, they go to the general-purpose bucket.
+        uploads = store.general if isinstance(store, ExpressStore) else store
+        parts = (settings, store, catalog, token_store, queue, roots, s3_access)
+        return cls(*parts, downloads=store, invoke=invoke, uploads=uploads)
 
 
 class LocalRuntime(Runtime):
@@ -232,6 +281,11 @@ class LocalRuntime(Runtime):
             logger.info("reclaimed %d compaction leases of this data directory's last run", len(reclaimed))
             threading.Thread(target=self.compactor.recover_now, name="arcs-compaction-recovery", daemon=True).start()
         return reclaimed
+
+    @property
+    def upload_dir(self) -> Path:
+        """Where import files wait while they are imported (outside the storage root)."""
+        return self.settings.data_dir.resolve() / "imports"
 
     def ready(self) -> bool:
         # Not ready while a write could not be made durable (a full disk): writes would get 503.

@@ -138,6 +138,71 @@ def apply_schema(registry: SchemaRegistry, database: str, parts: list[Measuremen
     nothing. Schema updates are compare-and-set on a version: concurrent writers adding the same
     column with different types cannot both win.
     """
+    merged = merge_parts(parts)
+    for attempt in range(_MAX_CAS_ATTEMPTS):
+        checked: list[tuple[MeasurementRows, MeasurementSchema | None, bool]] = []
+        for part in merged.values():
+            # The first try trusts the cache; a failed compare-and-set makes later tries read afresh.
+            checked.append(registry.reconcile(database, part, fresh=attempt > 0))
+        # Every new or widened schema of the request in one catalog write where the store allows:
+        # a request of many new measurements costs one transaction, not one each.
+        changes = [
+            (_merged(stored, database, part), stored.version if stored else None)
+            for part, stored, adds in checked
+            if adds
+        ]
+        if not changes or registry.catalog.put_schemas(changes):
+            return [part for part, _stored, _adds in checked]
+    raise Conflict("the measurement schema kept changing under this request; retry it")
+
+
+class SchemaPlan:
+    """The schemas a sequence of requests would leave, worked out without storing any.
+
+    A bulk import checks every chunk of a file against it before storing the first, so a file
+    that conflicts anywhere changes nothing; ``reserve`` then records the columns the file adds
+    in one catalog write, so storing its chunks cannot meet a conflict halfway.
+    """
+
+    def __init__(self, registry: SchemaRegistry, database: str) -> None:
+        self.registry = registry
+        self.database = database
+        self.pending: dict[str, MeasurementSchema] = {}
+
+    def check(self, parts: list[MeasurementRows]) -> None:
+        """Raise BadRequest as ``apply_schema`` would, had the parts checked before been stored."""
+        for part in merge_parts(parts).values():
+            stored = self.pending.get(part.measurement) or self.registry.get(self.database, part.measurement)
+            _reconciled, adds = _reconcile_part(part, stored)
+            if adds:
+                self.pending[part.measurement] = _merged(stored, self.database, part)
+
+    def reserve(self) -> None:
+        """Store the planned schemas: compare-and-set on the versions read, planned again if they moved."""
+        for _attempt in range(_MAX_CAS_ATTEMPTS):
+            changes: list[tuple[MeasurementSchema, int | None]] = []
+            for name, planned in self.pending.items():
+                stored = self.registry.get(self.database, name, fresh=True)
+                known = stored.columns if stored else {}
+                for column, kind in planned.columns.items():
+                    if known.get(column, kind) != kind and not (known[column] == "float64" and kind == "int64"):
+                        raise Conflict(
+                            f"measurement {name!r}: column {column!r} became {known[column]} while the file was "
+                            f"checked, which holds {kind}; nothing was stored"
+                        )
+                columns = {**planned.columns, **known}
+                tags = tuple(dict.fromkeys((*(stored.tags if stored else ()), *planned.tags)))
+                if stored is not None and columns == stored.columns and tags == stored.tags:
+                    continue
+                version = stored.version if stored else None
+                changes.append((MeasurementSchema(self.database, name, columns, tags, version or 0), version))
+            if not changes or self.registry.catalog.put_schemas(changes):
+                return
+        raise Conflict("the measurement schema kept changing under this import; retry it")
+
+
+def merge_parts(parts: list[MeasurementRows]) -> dict[str, MeasurementRows]:
+    """One part per measurement: items of a request naming one measurement more than once, joined."""
     merged: dict[str, MeasurementRows] = {}
     for part in parts:
         if part.measurement in merged:
@@ -157,18 +222,4 @@ def apply_schema(registry: SchemaRegistry, database: str, parts: list[Measuremen
             f"the request writes {len(merged)} measurements; the limit is {MAX_MEASUREMENTS_PER_REQUEST} "
             "per request: split it"
         )
-    for attempt in range(_MAX_CAS_ATTEMPTS):
-        checked: list[tuple[MeasurementRows, MeasurementSchema | None, bool]] = []
-        for part in merged.values():
-            # The first try trusts the cache; a failed compare-and-set makes later tries read afresh.
-            checked.append(registry.reconcile(database, part, fresh=attempt > 0))
-        # Every new or widened schema of the request in one catalog write where the store allows:
-        # a request of many new measurements costs one transaction, not one each.
-        changes = [
-            (_merged(stored, database, part), stored.version if stored else None)
-            for part, stored, adds in checked
-            if adds
-        ]
-        if not changes or registry.catalog.put_schemas(changes):
-            return [part for part, _stored, _adds in checked]
-    raise Conflict("the measurement schema kept changing under this request; retry it")
+    return merged

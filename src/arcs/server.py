@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import signal
 import threading
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
@@ -23,19 +24,31 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
+from pathlib import Path
 from types import FrameType
 from typing import Any
 from urllib.parse import parse_qsl
 
 from arcs.api import PUBLIC_PATHS, build_app, error_response
-from arcs.errors import ArcsError, PayloadTooLarge, RequestTimeout, ServiceUnavailable, TooManyRequests
+from arcs.errors import (
+    DISK_FULL_RETRY_S,
+    ArcsError,
+    PayloadTooLarge,
+    RequestTimeout,
+    ServiceUnavailable,
+    StorageFault,
+    TooManyRequests,
+)
 from arcs.ingest import QueuedWrite
 from arcs.proxy import Admission, HttpResponse, http_response, proxy_event
+from arcs.routes.imports import UPLOAD_CONTEXT
 from arcs.routes.writes import is_write_path, write_database
 from arcs.runtime import LocalRuntime
 from arcs.schedule import CompactionTimer, PeriodicTask
 from arcs.settings import Settings
 from arcs.tokens import Principal, extract_token
+from arcs.uploads import FileBody
+from arcs.write_paths import is_import_path
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +63,17 @@ HttpHandler = Callable[[str, str, str, dict[str, str], bytes, str | None], HttpR
 #: ``(method, path, query string, headers, client address) -> admission``: a check made before
 #: the body is read.
 HttpScreen = Callable[[str, str, str, dict[str, str], str | None], Admission]
+#: ``(method, path, query string, headers, the file streamed to disk, client address) -> response``.
+UploadHandler = Callable[[str, str, str, dict[str, str], dict[str, Any], str | None], HttpResponse]
+
+
+@dataclass(frozen=True)
+class Uploads:
+    """Where the standalone server streams an import's file, never holding it in memory."""
+
+    directory: Path
+    max_bytes: int
+    handle: UploadHandler
 
 
 class _ClientGone(Exception):
@@ -108,6 +132,24 @@ class Gateway:
             except ArcsError as exc:
                 return error_http_response(exc)
         event = proxy_event(method, path, query, headers, body, context)
+        return http_response(self.app.resolve(event, _LambdaContext()))
+
+    def handle_upload(
+        self,
+        method: str,
+        path: str,
+        query: str,
+        headers: dict[str, str],
+        upload: dict[str, Any],
+        client: str | None = None,
+    ) -> HttpResponse:
+        """An import whose file the HTTP front streamed to disk: the route reads it from there."""
+        try:
+            context = self._principal(dict(parse_qsl(query, keep_blank_values=True)), headers, client).to_context()
+        except ArcsError as exc:
+            return error_http_response(exc)
+        event = proxy_event(method, path, query, headers, b"", context)
+        event["requestContext"][UPLOAD_CONTEXT] = upload
         return http_response(self.app.resolve(event, _LambdaContext()))
 
     def _principal(self, params: dict[str, str], headers: dict[str, str], client: str | None) -> Principal:
@@ -204,9 +246,12 @@ class AsgiApp:
     """ASGI over a blocking ``handle``: each request screened on its head, its body read (bounded in
     size, time and number), then handled on a worker thread."""
 
-    def __init__(self, handle: HttpHandler, limits: HttpLimits, screen: HttpScreen | None = None) -> None:
+    def __init__(
+        self, handle: HttpHandler, limits: HttpLimits, screen: HttpScreen | None = None, uploads: Uploads | None = None
+    ) -> None:
         self.handle = handle
         self.screen = screen
+        self.uploads = uploads
         self.limits = limits
         self.executor = ThreadPoolExecutor(max_workers=limits.workers, thread_name_prefix="arcs-http")
         # Streamed bodies are read here, a piece at a time, once their request left its worker.
@@ -243,6 +288,9 @@ class AsgiApp:
         client: str | None = (scope.get("client") or (None,))[0]
         loop = asyncio.get_running_loop()
         limit = self.limits.max_request_bytes if is_write_path(path) else self.limits.max_control_bytes
+        upload = self.uploads is not None and method == "POST" and is_import_path(path)
+        if upload and self.uploads is not None:
+            limit = self.uploads.max_bytes  # streamed to disk: it holds no memory
         if path in PUBLIC_PATHS:
             limit = 0  # health checks carry no body, and need no token: none is read
         caller: str | None = None
@@ -265,11 +313,15 @@ class AsgiApp:
         try:
             # What the body may take: its declared length; a chunked one, the route's limit; a request
             # without either has no body (HTTP/1.1's framing).
-            if declared.isdigit():
-                reserved = int(declared)
+            if upload:
+                response = await self._answer_upload(receive, (method, path, query, headers, client), loop)
             else:
-                reserved = limit if "chunked" in headers.get("transfer-encoding", "").lower() else 0
-            response = await self._answer(receive, (method, path, query, headers, client), limit, reserved, loop)
+                if declared.isdigit():
+                    reserved = int(declared)
+                else:
+                    reserved = limit if "chunked" in headers.get("transfer-encoding", "").lower() else 0
+                head = (method, path, query, headers, client)
+                response = await self._answer(receive, head, limit, reserved, loop)
         except asyncio.CancelledError:
             # The server stopped before this request finished (its grace ran out): its outcome is
             # unknown, as after a gateway time-out, and is answered so rather than as a 500.
@@ -310,6 +362,61 @@ class AsgiApp:
                 self._slots.release()
         finally:
             self._bodies.release(reserved)
+
+    async def _answer_upload(
+        self,
+        receive: Receive,
+        head: tuple[str, str, str, dict[str, str], str | None],
+        loop: asyncio.AbstractEventLoop,
+    ) -> HttpResponse | None:
+        """An import: its file streamed to a file of its own (multipart or raw), then handled."""
+        assert self.uploads is not None
+        method, path, query, headers, client = head
+        directory = self.uploads.directory
+        directory.mkdir(parents=True, exist_ok=True)
+        target = directory / f"{os.urandom(12).hex()}.upload"
+        try:
+            with open(target, "wb") as sink:
+                try:
+                    body = FileBody(headers.get("content-type"), sink.write, self.uploads.max_bytes)  # type: ignore[arg-type]
+                    await self._stream_body(receive, body)
+                    body.finish()
+                    await loop.run_in_executor(self.executor, os.fsync, sink.fileno())
+                except ArcsError as exc:
+                    return error_http_response(exc)
+                except _ClientGone:
+                    return None
+                except OSError as exc:  # a full disk: nothing was imported
+                    fault = StorageFault(f"the file cannot be kept on disk: {exc}", retry_after_s=DISK_FULL_RETRY_S)
+                    return error_http_response(fault)
+            try:
+                await self._acquire(self._slots, "no worker freed up")
+            except ArcsError as exc:
+                return error_http_response(exc)
+            try:
+                upload = {"path": str(target), "sha256": body.sha256, "bytes": body.size}
+                return await loop.run_in_executor(
+                    self.executor, self.uploads.handle, method, path, query, headers, upload, client
+                )
+            finally:
+                self._slots.release()
+        finally:
+            target.unlink(missing_ok=True)
+
+    async def _stream_body(self, receive: Receive, body: FileBody) -> None:
+        """Feed the body to ``body`` as it arrives; each piece must come within the body time-out
+        (a file of gigabytes takes longer than any fixed deadline; a stalled one ends)."""
+        timeout = self.limits.body_timeout_s
+        more = True
+        while more:
+            try:
+                message = await asyncio.wait_for(receive(), timeout)
+            except TimeoutError:
+                raise RequestTimeout(f"the file stopped arriving for {timeout:g} s") from None
+            if message["type"] == "http.disconnect":
+                raise _ClientGone
+            body.write(message.get("body", b""))
+            more = message.get("more_body", False)
 
     def _count_caller(self, caller: str | None) -> None:
         """One more request of ``caller`` in flight: 429 past its share, so no one token holds them all."""
@@ -572,8 +679,10 @@ def serve(runtime: LocalRuntime, host: str, port: int, workers: int = 8) -> None
         timer.start()
     gateway = Gateway(runtime)
     gateway.warm()  # before the server says it is listening
+    resume_imports(runtime)
     limits = HttpLimits.of(runtime.settings, workers)
-    app = AsgiApp(gateway.handle, limits, screen=gateway.screen)
+    uploads = Uploads(runtime.upload_dir, runtime.settings.import_max_bytes, gateway.handle_upload)
+    app = AsgiApp(gateway.handle, limits, screen=gateway.screen, uploads=uploads)
     try:
         run_http(app, host, port, token, configured_token=runtime.settings.bootstrap_token is not None)
     finally:
@@ -586,6 +695,37 @@ def serve(runtime: LocalRuntime, host: str, port: int, workers: int = 8) -> None
         if timer is not None:
             timer.stop()  # a job in progress finishes or is recovered by the next start
         ingest.join(timeout=10)
+
+
+def resume_imports(runtime: LocalRuntime) -> threading.Thread | None:
+    """Finish, in the background, the imports a crash stopped while they stored their chunks (their
+    files wait in the upload directory); uploads no import holds any more are removed."""
+    directory = runtime.upload_dir
+    unfinished = [s for s in runtime.import_ledger.unfinished() if s.upload and Path(s.upload).is_file()]
+    keep = {Path(s.upload).name for s in unfinished if s.upload}
+    if directory.is_dir():
+        for leftover in directory.iterdir():
+            if leftover.name not in keep:
+                leftover.unlink(missing_ok=True)
+    if not unfinished:
+        return None
+
+    from arcs.imports import file_opener
+
+    def resume() -> None:
+        for status in unfinished:
+            path = Path(str(status.upload))
+            try:
+                runtime.importer.resume(status, file_opener(str(path)))
+                logger.info("import %s of database %s finished after a restart", status.import_id, status.database)
+            except Exception:
+                logger.exception("import %s of database %s could not be finished", status.import_id, status.database)
+            finally:
+                path.unlink(missing_ok=True)
+
+    thread = threading.Thread(target=resume, name="arcs-import-resume", daemon=True)
+    thread.start()
+    return thread
 
 
 def continuous_queries_timer(runtime: LocalRuntime) -> PeriodicTask | None:

@@ -38,7 +38,8 @@ AWS_MAX_REQUEST_BYTES = (LAMBDA_SYNC_PAYLOAD_BYTES - PROXY_EVENT_RESERVE_BYTES) 
 #: ``ACCESS_DENIED`` gateway response, and the emulated gateway, say this with a 413).
 AWS_TOO_LARGE_MESSAGE = (
     f"request body too large: a write through API Gateway takes at most {AWS_MAX_REQUEST_BYTES} bytes "
-    "(Lambda is invoked with at most 6 MB, and the body travels base64-encoded)"
+    "(Lambda is invoked with at most 6 MB, and the body travels base64-encoded); a larger file is "
+    "imported through POST /api/v1/import/uploads"
 )
 
 
@@ -160,6 +161,9 @@ class Settings:
     # "aws") ``AWS_MAX_REQUEST_BYTES`` unless set. The decompressed cap protects against bombs.
     max_request_bytes: int = API_GATEWAY_PAYLOAD_BYTES
     max_decompressed_bytes: int = 100 * 1024 * 1024
+    # A bulk import's file, as sent and decompressed (Arc's limit is 500 MB; imports stream, so
+    # a larger one costs disk and time, not memory).
+    import_max_bytes: int = 500 * 1024 * 1024
     # Queued writes above this size travel as a claim-check object (SQS messages cap at 1 MiB,
     # and base64 adds a third).
     claim_check_bytes: int = 700 * 1024
@@ -272,6 +276,7 @@ class Settings:
                 number(envvars.MAX_REQUEST_BYTES, AWS_MAX_REQUEST_BYTES if backend == "aws" else base.max_request_bytes)
             ),
             max_decompressed_bytes=int(number(envvars.MAX_DECOMPRESSED_BYTES, base.max_decompressed_bytes)),
+            import_max_bytes=int(number(envvars.IMPORT_MAX_BYTES, base.import_max_bytes)),
             claim_check_bytes=int(number(envvars.CLAIM_CHECK_BYTES, base.claim_check_bytes)),
             row_group_rows=int(number(envvars.ROW_GROUP_ROWS, base.row_group_rows)),
             ingest_batch_messages=int(number(envvars.INGEST_BATCH_MESSAGES, base.ingest_batch_messages)),

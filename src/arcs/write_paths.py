@@ -14,6 +14,9 @@ from typing import Any
 #: The write routes: InfluxDB's two, and Arc's under the prefix.
 WRITE_PATHS = frozenset({"/write", "/api/v2/write"})
 WRITE_PREFIX = "/api/v1/write/"
+#: Bulk imports take a file at Arc's paths: writes too, whose body may be far larger.
+IMPORT_PREFIX = "/api/v1/import/"
+IMPORT_FORMATS = frozenset({"lp", "msgpack", "csv", "parquet"})
 
 
 _DECIMAL = re.compile(r"[0-9]{1,30}")
@@ -37,7 +40,12 @@ def body_room(authorizer_event: Mapping[str, Any], context: Mapping[str, Any]) -
 
 
 def is_write_path(path: str) -> bool:
-    return path in WRITE_PATHS or path.startswith(WRITE_PREFIX)
+    return path in WRITE_PATHS or path.startswith(WRITE_PREFIX) or is_import_path(path)
+
+
+def is_import_path(path: str) -> bool:
+    """A bulk import's file route (``POST``): its body is a file, streamed to disk where it can be."""
+    return path.startswith(IMPORT_PREFIX) and path[len(IMPORT_PREFIX) :] in IMPORT_FORMATS
 
 
 def declared_too_large(method: str, path: str, headers: Mapping[str, str], limit: int) -> str | None:

@@ -73,3 +73,22 @@ def test_a_full_disk_refuses_writes_with_retry_after_and_is_not_ready(small_disk
     finally:
         client.http.close()
         server.stop()
+
+
+def test_an_import_whose_file_does_not_fit_on_the_disk_is_a_503_that_stores_nothing(small_disk: Path) -> None:
+    server = standalone(small_disk / "data").start()
+    client = Client(server.url)
+    try:
+        body = b"".join(f"imp,host=h{i % 7} v={i}i {T0_NS + i}\n".encode() for i in range(1_500_000))  # ~60 MB
+        response = client.http.post("/api/v1/import/lp", content=body, headers={"x-arc-database": "full"}, timeout=120)
+        assert response.status_code == 503, response.text
+        assert int(response.headers["Retry-After"]) >= 1
+        assert not any((small_disk / "data" / "imports").iterdir())  # the partial file is gone
+        assert client.query("SELECT count(*) FROM imp", "full").status_code != 200  # nothing stored
+        small = client.http.post(
+            "/api/v1/import/lp", content=body[:100_000], headers={"x-arc-database": "full"}, timeout=120
+        )
+        assert small.status_code == 200, small.text  # room again once the file is gone
+    finally:
+        client.http.close()
+        server.stop()

@@ -613,3 +613,55 @@ def test_compact_function_runs_retention_policies_on_its_retention_task(fn: Lamb
         ("scheduled", False, 3),
         ("scheduled", True, 3),
     ]
+
+
+# --- bulk import ----------------------------------------------------------------------------------
+def test_an_uploaded_import_cut_short_is_finished_by_lambdas_retry_and_stored_once(
+    fn: Lambda, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from arcs import imports
+
+    monkeypatch.setattr(imports, "CHUNK_BYTES", 4096)  # about 100 lines a chunk
+    m = name("cpu")
+    data = (lp(m, 2000) + "\n").encode()
+    query = {"format": "lp", "import_id": "upload-1", "db": "default"}
+    created = fn.handlers.query(fn.api_event("POST", "/api/v1/import/uploads", query=query), context("arcs-query"))
+    assert created["statusCode"] == 200, created
+    url = json.loads(created["body"])["upload"]["url"]
+    assert httpx.put(url, content=data).status_code == 200
+    invoked: list[dict[str, Any]] = []
+    fn.runtime._invoke = lambda function, payload: invoked.append(json.loads(payload))
+    path = "/api/v1/import/uploads/upload-1/complete"
+    done = fn.handlers.query(fn.api_event("POST", path, query={"db": "default"}), context("arcs-query"))
+    assert done["statusCode"] == 202, done
+    assert invoked == [{"task": "import", "database": "default", "import_id": "upload-1"}]
+
+    class Timeout(BaseException):
+        """The function's timeout: the invocation ends where it is."""
+
+    sink = imports.IngestSink.__call__
+    calls = {"n": 0}
+
+    def cut_short(self: imports.IngestSink, writes: list[Any]) -> None:
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise Timeout
+        sink(self, writes)
+
+    monkeypatch.setattr(imports.IngestSink, "__call__", cut_short)
+    fn.runtime.importer.group_bytes = 1  # every chunk an ingest attempt of its own
+    with pytest.raises(Timeout):
+        fn.handlers.compact(invoked[0], context("arcs-compact"))
+    assert 0 < fn.count(m) < 2000
+    # Lambda retries the event; a duplicate delivery of it changes nothing.
+    assert fn.handlers.compact(invoked[0], context("arcs-compact"))["state"] == "done"
+    assert fn.handlers.compact(invoked[0], context("arcs-compact"))["state"] == "done"
+    assert fn.count(m) == 2000
+    status = fn.handlers.query(
+        fn.api_event("GET", "/api/v1/import/status/upload-1", query={"db": "default"}), context("arcs-query")
+    )
+    assert json.loads(status["body"])["import"]["rows_imported"] == 2000
+    assert (
+        fn.runtime.uploads is not None
+        and fn.runtime.uploads.size(str(fn.runtime.import_ledger.upload_key("default", "upload-1"))) is None
+    )

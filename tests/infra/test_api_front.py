@@ -211,7 +211,7 @@ def _readme_requests() -> list[tuple[str, str, dict[str, str], dict[str, str]]]:
                     headers[name.strip().lower()] = value.strip()
                 elif word == "-u":
                     headers["authorization"] = "Basic " + following
-                elif word in ("-d", "--data-binary"):
+                elif word in ("-d", "--data-binary", "-F", "--form"):
                     has_body = True
                 elif word.startswith("http://127.0.0.1:8000"):
                     url = word

@@ -364,9 +364,14 @@ def test_grants_are_what_each_function_needs(synth: Synth) -> None:
     actions = {name: _actions(statements) for name, statements in grants.items()}
 
     assert {"sqs:SendMessage", "s3:PutObject", "dynamodb:GetItem", "dynamodb:PutItem"} <= actions["edge"]
-    assert not {"s3:GetObject", "s3:DeleteObject", "s3:ListBucket", "sqs:ReceiveMessage"} & actions["edge"]
-    [edge_put] = [s for s in grants["edge"] if s["Action"] == "s3:PutObject"]
-    assert edge_put["Resource"] == {"Fn::Join": ["", [bucket_arn, "/_arcs/claims/*"]]}
+    assert not {"s3:DeleteObject", "s3:ListBucket", "sqs:ReceiveMessage"} & actions["edge"]
+    edge_objects = {
+        s["Resource"]["Fn::Join"][1][1]: _actions([s])
+        for s in grants["edge"]
+        if any(a.startswith("s3:") for a in _actions([s]))
+    }
+    # Claim checks, and a bulk import's status record (its chunks are queued as writes): no data.
+    assert edge_objects == {"/_arcs/claims/*": {"s3:PutObject"}, "/_arcs/imports/*": {"s3:GetObject", "s3:PutObject"}}
 
     assert {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"} <= actions["ingest"]
     assert {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"} <= actions["ingest"]
@@ -378,14 +383,17 @@ def test_grants_are_what_each_function_needs(synth: Synth) -> None:
     # big to answer and a manual execute's claim checks are its only other objects (key patterns and
     # what they reach: tests/infra/test_api_front.py).
     query_objects = {
-        s["Resource"]["Fn::Join"][1][1]: (s["Effect"], _actions([s]))
+        resource["Fn::Join"][1][1]: (s["Effect"], _actions([s]))
         for s in grants["query"]
         if any(a.startswith("s3:") and a != "s3:ListBucket" for a in _actions([s]))
+        # IAM statements of the same actions are merged into one of several resources.
+        for resource in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])
     }
     assert query_objects == {
         "/*/*/????/??/??/??/*.parquet": ("Allow", {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}),
         "/_arcs/results/*": ("Allow", {"s3:GetObject", "s3:PutObject"}),
         "/_arcs/claims/*": ("Allow", {"s3:PutObject"}),
+        "/_arcs/imports/*": ("Allow", {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}),
         "/_arcs/*.parquet": ("Deny", {"s3:PutObject", "s3:DeleteObject"}),
     }
     assert "sqs:SendMessage" in actions["query"]
@@ -582,7 +590,7 @@ def test_acknowledged_findings_are_the_known_ones_with_reasons(synth: Synth) -> 
     bucket = synth.logical_id(synth.stack.storage.bucket)
     assert {i for i in ids if i.startswith("AwsSolutions-IAM5[Resource::<")} == {
         f"AwsSolutions-IAM5[Resource::<{bucket}.Arn>/{pattern}]"
-        for pattern in ("*", "_arcs/claims/*", "_arcs/results/*", "*/*/????/??/??/??/*.parquet")
+        for pattern in ("*", "_arcs/claims/*", "_arcs/results/*", "_arcs/imports/*", "*/*/????/??/??/??/*.parquet")
     }
     assert {i for i in ids if not i.startswith("AwsSolutions-IAM5[Resource::<")} == ACKNOWLEDGED
     assert all(len(reason) >= 20 for reason in acknowledged.values())

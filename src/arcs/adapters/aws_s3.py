@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence
+from typing import IO, TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from arcs.errors import NotFound, StorageFault
+from arcs.errors import BadRequest, NotFound, StorageFault
 from arcs.ports import ObjectInfo
 
 if TYPE_CHECKING:
@@ -16,6 +17,8 @@ if TYPE_CHECKING:
 
 # S3 answers 409 when two conditional writes of one key race; AWS says retry.
 _CONFLICT_RETRIES = 3
+#: Bytes one ranged GET of an object read as a file asks for.
+_RANGE_BYTES = 8 << 20
 #: How S3 Express One Zone directory bucket names end (``{base}--{az id}--x-s3``).
 DIRECTORY_BUCKET_SUFFIX = "--x-s3"
 
@@ -111,6 +114,56 @@ class S3Store:
         except (ClientError, BotoCoreError) as exc:
             raise self._fault("presign", key, exc) from exc
 
+    def upload_url(self, key: str, expires_in_s: int) -> str:
+        """A presigned PUT of ``key`` (S3 takes at most 5 GB in one PUT)."""
+        return self._presign("put_object", {"Key": key}, expires_in_s)
+
+    def start_multipart(self, key: str) -> str:
+        try:
+            return self.client.create_multipart_upload(Bucket=self.bucket, Key=key)["UploadId"]
+        except (ClientError, BotoCoreError) as exc:
+            raise self._fault("create multipart upload", key, exc) from exc
+
+    def part_url(self, key: str, upload_id: str, part_number: int, expires_in_s: int) -> str:
+        params = {"Key": key, "UploadId": upload_id, "PartNumber": part_number}
+        return self._presign("upload_part", params, expires_in_s)
+
+    def finish_multipart(self, key: str, upload_id: str, parts: Sequence[tuple[int, str]]) -> None:
+        try:
+            self.client.complete_multipart_upload(
+                Bucket=self.bucket,
+                Key=key,
+                UploadId=upload_id,
+                MultipartUpload={"Parts": [{"PartNumber": n, "ETag": etag} for n, etag in parts]},
+            )
+        except ClientError as exc:
+            if error_code(exc) in ("InvalidPart", "InvalidPartOrder", "EntityTooSmall", "NoSuchUpload"):
+                raise BadRequest(f"the upload's parts cannot be joined: {error_code(exc)}") from exc
+            raise self._fault("complete multipart upload", key, exc) from exc
+        except BotoCoreError as exc:
+            raise self._fault("complete multipart upload", key, exc) from exc
+
+    def size(self, key: str) -> int | None:
+        try:
+            return int(self.client.head_object(Bucket=self.bucket, Key=key)["ContentLength"])
+        except ClientError as exc:
+            if http_status(exc) == 404 or error_code(exc) in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise self._fault("head", key, exc) from exc
+        except BotoCoreError as exc:
+            raise self._fault("head", key, exc) from exc
+
+    def open_ranges(self, key: str, size: int) -> IO[bytes]:
+        return io.BufferedReader(_Ranges(self, key, size), _RANGE_BYTES)
+
+    def _presign(self, method: str, params: dict[str, object], expires_in_s: int) -> str:
+        try:
+            return self.client.generate_presigned_url(
+                method, Params={"Bucket": self.bucket, **params}, ExpiresIn=expires_in_s
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise self._fault("presign", str(params.get("Key")), exc) from exc
+
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
         """The objects under ``prefix``, in key order (a directory bucket's, once all are listed)."""
         if not self.directory_bucket:
@@ -132,3 +185,42 @@ class S3Store:
                     yield ObjectInfo(item["Key"], int(item["Size"]))
         except (ClientError, BotoCoreError) as exc:
             raise self._fault("list", prefix + "*", exc) from exc
+
+
+class _Ranges(io.RawIOBase):
+    """An object as a seekable file: each read a ranged GET (Parquet is read footer first)."""
+
+    def __init__(self, store: S3Store, key: str, size: int) -> None:
+        self.store = store
+        self.key = key
+        self.length = size
+        self.position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.position, io.SEEK_END: self.length}[whence]
+        self.position = max(0, base + offset)
+        return self.position
+
+    def readinto(self, buffer: Any) -> int:
+        if self.position >= self.length:
+            return 0
+        end = min(self.position + len(buffer), self.length) - 1
+        try:
+            answer = self.store.client.get_object(
+                Bucket=self.store.bucket, Key=self.key, Range=f"bytes={self.position}-{end}"
+            )
+            data = answer["Body"].read()
+        except (ClientError, BotoCoreError) as exc:
+            raise self.store._fault("get", self.key, exc) from exc
+        buffer[: len(data)] = data
+        self.position += len(data)
+        return len(data)

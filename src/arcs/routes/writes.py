@@ -12,6 +12,7 @@ from arcs.decoders import WireFormat
 from arcs.names import DEFAULT_DATABASE
 from arcs.routes.request import RequestView
 from arcs.runtime import Runtime
+from arcs.write_paths import is_import_path
 from arcs.write_paths import is_write_path as is_write_path  # the HTTP fronts import it from here
 from arcs.writes import WriteRequest
 
@@ -27,7 +28,7 @@ def write_database(path: str, header: Lookup, param: Lookup) -> str:
         bucket = param("bucket")
         # InfluxDB 1.x compatibility buckets are "database/retention-policy".
         return bucket.split("/", 1)[0] if bucket else named or DEFAULT_DATABASE
-    if path == "/api/v1/write/line-protocol":
+    if path == "/api/v1/write/line-protocol" or is_import_path(path):
         return named or param("db") or DEFAULT_DATABASE
     return named or DEFAULT_DATABASE
 

@@ -1,0 +1,108 @@
+"""An import's file as it arrives: a raw body, or the ``file`` field of a multipart form (Arc's
+clients send ``curl -F file=@export.lp``), passed on piece by piece as it is read, never whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+from python_multipart.exceptions import MultipartParseError
+from python_multipart.multipart import MultipartParser, parse_options_header
+
+from arcs.errors import BadRequest, PayloadTooLarge
+
+#: The form field Arc reads the file from.
+FILE_FIELD = b"file"
+
+
+class FileBody:
+    """Feeds the file's bytes to ``sink`` as the body arrives, counting and hashing them."""
+
+    def __init__(self, content_type: str | None, sink: Callable[[bytes], None], limit: int) -> None:
+        self.sink = sink
+        self.limit = limit
+        self.size = 0
+        self._hash = hashlib.sha256()
+        self._found = False
+        mime, params = parse_options_header(content_type or "")
+        self.multipart = mime == b"multipart/form-data"
+        self._parser: MultipartParser | None = None
+        if self.multipart:
+            boundary = params.get(b"boundary")
+            if not boundary:
+                raise BadRequest("a multipart/form-data body needs a boundary in its Content-Type")
+            self._parser = MultipartParser(boundary, self._callbacks())  # type: ignore[arg-type]
+        self._field = b""
+        self._value = b""
+        self._in_file = False
+        self._disposition = b""
+
+    def _callbacks(self) -> dict[str, Callable[..., None]]:
+        def on_header_field(data: bytes, start: int, end: int) -> None:
+            self._field += data[start:end]
+
+        def on_header_value(data: bytes, start: int, end: int) -> None:
+            self._value += data[start:end]
+
+        def on_header_end() -> None:
+            if self._field.lower() == b"content-disposition":
+                self._disposition = self._value
+            self._field, self._value = b"", b""
+
+        def on_headers_finished() -> None:
+            _kind, params = parse_options_header(self._disposition)
+            self._in_file = params.get(b"name") == FILE_FIELD and not self._found
+            self._disposition = b""
+
+        def on_part_data(data: bytes, start: int, end: int) -> None:
+            if self._in_file:
+                self._take(data[start:end])
+
+        def on_part_end() -> None:
+            if self._in_file:
+                self._found = True
+            self._in_file = False
+
+        return {
+            "on_header_field": on_header_field,
+            "on_header_value": on_header_value,
+            "on_header_end": on_header_end,
+            "on_headers_finished": on_headers_finished,
+            "on_part_data": on_part_data,
+            "on_part_end": on_part_end,
+        }
+
+    def _take(self, data: bytes) -> None:
+        self.size += len(data)
+        if self.size > self.limit:
+            raise PayloadTooLarge(f"the file exceeds the import limit of {self.limit} bytes")
+        self._hash.update(data)
+        self.sink(data)
+
+    def write(self, data: bytes) -> None:
+        if self._parser is None:
+            self._take(data)
+            return
+        try:
+            self._parser.write(data)
+        except MultipartParseError as exc:
+            raise BadRequest(f"the multipart/form-data body is malformed: {exc}") from None
+
+    def finish(self) -> None:
+        """The body ended: a form must have held a whole ``file`` field, and the file some bytes."""
+        if self._parser is not None:
+            try:
+                self._parser.finalize()
+            except MultipartParseError as exc:
+                raise BadRequest(f"the multipart/form-data body is malformed: {exc}") from None
+            if self._in_file:
+                raise BadRequest("the multipart/form-data body ends inside its file field (truncated)")
+            if not self._found:
+                raise BadRequest("no file uploaded: use multipart/form-data with field name 'file'")
+        if self.size == 0:
+            raise BadRequest("file is empty")
+
+    @property
+    def sha256(self) -> str:
+        return self._hash.hexdigest()
