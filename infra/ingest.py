@@ -12,6 +12,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from arcs import envvars
+from arcs.import_status import RECORD_SUFFIX as IMPORT_RECORD_SUFFIX
 from arcs.settings import Settings
 from infra.alarms import queue_not_empty_alarm
 from infra.function import API_TIMEOUT, ArcsFunction, FunctionDefaults
@@ -116,11 +117,12 @@ class ArcsIngest(Construct):
         # Schemas (and the databases they register) are checked and extended at the edge.
         storage.use_table(self.edge, storage.catalog_table, write=True)
         # A bulk import posted to the edge queues its chunks as writes (the ingest function stores
-        # them); the edge keeps the import's status record, under the imports prefix only.
+        # them); the edge reads (a retry's first run) and writes the import's status record, and
+        # nothing else under the imports prefix: not the files uploaded beside the records.
         self.edge.role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["s3:GetObject", "s3:PutObject"],
-                resources=[storage.bucket.arn_for_objects(f"{storage.imports_prefix}*")],
+                resources=[storage.bucket.arn_for_objects(f"{storage.imports_prefix}*{IMPORT_RECORD_SUFFIX}")],
             )
         )
         acknowledge(
@@ -131,7 +133,8 @@ class ArcsIngest(Construct):
         )
         acknowledge(
             self.edge.role,
-            f"AwsSolutions-IAM5[Resource::<{logical_ref(storage.bucket)}.Arn>/{storage.imports_prefix}*]",
+            f"AwsSolutions-IAM5[Resource::<{logical_ref(storage.bucket)}.Arn>/{storage.imports_prefix}*"
+            f"{IMPORT_RECORD_SUFFIX}]",
             "Import status records have one key per import id, all under the imports prefix: the prefix is "
             "the narrowest resource there is.",
         )

@@ -14,6 +14,7 @@ from constructs import Construct
 from layers.build import FUNCTION_LAYERS
 
 from arcs import envvars
+from arcs.import_status import UPLOAD_SUFFIX as IMPORT_UPLOAD_SUFFIX
 from arcs.settings import default_duckdb_memory_limit, default_max_result_bytes
 from arcs.streaming import QUERY_BUDGET_S, TIMEOUT_MARGIN_S, query_function_timeout_s
 from infra.function import ArcsFunction, FunctionDefaults
@@ -132,8 +133,10 @@ class ArcsQuery(Construct):
             (["s3:GetObject", "s3:PutObject"], f"{storage.results_prefix}*"),
             (["s3:PutObject"], f"{storage.claims_prefix}*"),
             # Import uploads: their status records, the presigned PUTs (and multipart uploads) it
-            # signs, the size of what arrived, and a file refused for its size.
-            (["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], f"{storage.imports_prefix}*"),
+            # signs and the size of what arrived; of them it deletes only an uploaded file refused
+            # for its size, never a status record.
+            (["s3:GetObject", "s3:PutObject"], f"{storage.imports_prefix}*"),
+            (["s3:DeleteObject"], f"{storage.imports_prefix}*{IMPORT_UPLOAD_SUFFIX}"),
         ):
             role.add_to_principal_policy(
                 iam.PolicyStatement(actions=actions, resources=[storage.bucket.arn_for_objects(pattern)])
@@ -149,7 +152,13 @@ class ArcsQuery(Construct):
             iam.PolicyStatement(actions=["s3:ListBucket"], resources=[storage.bucket.bucket_arn])
         )
         bucket = logical_ref(storage.bucket)
-        for pattern in (data, f"{storage.results_prefix}*", f"{storage.claims_prefix}*", f"{storage.imports_prefix}*"):
+        for pattern in (
+            data,
+            f"{storage.results_prefix}*",
+            f"{storage.claims_prefix}*",
+            f"{storage.imports_prefix}*",
+            f"{storage.imports_prefix}*{IMPORT_UPLOAD_SUFFIX}",
+        ):
             acknowledge(
                 role,
                 f"AwsSolutions-IAM5[Resource::<{bucket}.Arn>/{pattern}]",

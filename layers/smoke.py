@@ -10,6 +10,8 @@ imported here. Against a moto server (``AWS_ENDPOINT_URL``) it runs each handler
   token and answers at the ``ResponseURL`` (a local HTTP server here);
 - authorizer: that token becomes the caller's identity for every route below;
 - edge: each write route queues its body to SQS; ingest turns the queued writes into Parquet;
+  a line-protocol file posted to the import route (a multipart form, as Arc's clients send it)
+  is checked whole and its chunks queued as writes, which ingest stores;
 - query: every other route of the HTTP API (:data:`ROUTES` lists them all, and a unit test checks
   the list against the routers), DuckDB's httpfs coming from the duckdb layer (autoinstall off,
   an empty home: nothing can be downloaded). The compaction trigger's asynchronous ``Invoke`` of
@@ -17,6 +19,10 @@ imported here. Against a moto server (``AWS_ENDPOINT_URL``) it runs each handler
   it without running code; the server's recorder keeps the request;
 - compact: each task of the schedules (compaction, continuous queries, retention), and the
   payload of that recorded ``Invoke`` as its event;
+- an upload: the query function signs a ``PUT`` of a file to the bucket (the server's S3 API
+  takes it); completing it invokes the compact function as the trigger does, and the recorded
+  event, run by the compact handler (task ``import``), stores the file; the import's status and
+  a query show its rows;
 - the query function as the stack runs it, streaming: the core layer's wrapper
   (``AWS_LAMBDA_EXEC_WRAPPER``) started as Lambda starts it, with the interpreter, on a Runtime
   API over HTTP (``arcs.emulation.runtime_api``); its answers to queries (JSON, Arrow), to
@@ -56,6 +62,7 @@ WRITE_ROUTES = frozenset(
         ("POST", "/api/v1/write/msgpack"),
         ("POST", "/write"),
         ("POST", "/api/v2/write"),
+        ("POST", "/api/v1/import/<kind>"),
     }
 )
 QUERY_ROUTES = frozenset(
@@ -109,11 +116,17 @@ QUERY_ROUTES = frozenset(
         ("GET", "/api/v1/retention/<policy_id>/executions"),
         ("POST", "/api/v1/delete"),
         ("GET", "/api/v1/delete/config"),
+        ("GET", "/api/v1/import/status/<ident>"),
+        ("GET", "/api/v1/import/stats"),
+        ("POST", "/api/v1/import/uploads"),
+        ("POST", "/api/v1/import/uploads/<ident>/complete"),
     }
 )
 ROUTES = WRITE_ROUTES | QUERY_ROUTES
 #: The compact function's tasks: the schedules' constant inputs, and the trigger route's event.
 COMPACT_TASKS = ("compaction", "continuous_queries", "retention")
+#: The compact function's task an upload's completion invokes it with.
+IMPORT_TASK = "import"
 
 
 class Context:
@@ -432,6 +445,76 @@ def query_everything(api: Api) -> dict[str, Any]:
     return invoked.event
 
 
+IMPORTS = "smoke_import"
+IMPORTED = f"imported,host=a v=1i {T0_S}\nimported,host=b v=2i {T0_S + 1}\n".encode()
+UPLOADED = f"uploaded,host=a v=3.5 {T0_S}\nuploaded,host=b v=4.5 {T0_S + 1}\nuploaded,host=c v=5.5 {T0_S + 2}\n"
+
+
+def multipart_file(data: bytes, name: str) -> tuple[bytes, str]:
+    """A ``multipart/form-data`` body of one ``file`` field, as ``curl -F file=@name`` sends it."""
+    boundary = "smoke-" + os.urandom(8).hex()
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+        "Content-Type: application/octet-stream\r\n\r\n"
+    ).encode()
+    return head + data + f"\r\n--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
+
+
+def import_everything(api: Api, ingest: Handler, compact: Handler, sqs: Any) -> int:
+    """A file posted whole to the edge, and a file uploaded to the bucket and imported by the
+    compact function; returns the rows they imported, as a query counts them."""
+    named = {"x-arc-database": IMPORTS}
+    body, form = multipart_file(IMPORTED, "export.lp")
+    posted = api.call(
+        "POST",
+        "/api/v1/import/<kind>",
+        "/api/v1/import/lp",
+        body=body,
+        headers={**named, "Content-Type": form},
+        query={"precision": "s", "import_id": "smoke-lp"},
+    )
+    assert posted["result"]["import_id"] == "smoke-lp", posted
+    # The edge stores nothing itself: its chunks are queued as writes, for ingest to store.
+    ingested = ingest(sqs_event(sqs, os.environ["ARCS_QUEUE_URL"]), Context("ingest"))
+    assert ingested == {"batchItemFailures": []}, ingested
+
+    uploads = "/api/v1/import/uploads"
+    asked = api.call("POST", uploads, headers=named, query={"format": "lp", "precision": "s", "import_id": "smoke-up"})
+    # An explicit type: urllib's default (a form) is what a server may read as fields, not a file.
+    put = urllib.request.Request(  # noqa: S310
+        asked["upload"]["url"], data=UPLOADED.encode(), method="PUT", headers={"Content-Type": "text/plain"}
+    )
+    with urllib.request.urlopen(put, timeout=30) as answer:  # noqa: S310 - the local test server's presigned URL
+        assert answer.status == 200, answer.status
+    # Completing the upload invokes the compact function asynchronously, as the trigger does.
+    with Recording(os.environ["AWS_ENDPOINT_URL"]) as recording:
+        done = api.call(
+            "POST", f"{uploads}/<ident>/complete", f"{uploads}/smoke-up/complete", headers=named, status=202
+        )
+    assert (done["import"]["state"], done["import"]["bytes_total"]) == ("queued", len(UPLOADED)), done
+    [invoked] = recording.invocations()
+    assert invoked.function == os.environ["ARCS_COMPACT_FUNCTION"], invoked
+    assert invoked.headers.get("X-Amz-Invocation-Type") == "Event", invoked
+    assert invoked.event == {"task": IMPORT_TASK, "database": IMPORTS, "import_id": "smoke-up"}, invoked
+    ran = compact(invoked.event, Context("compact"))
+    assert ran == {"task": IMPORT_TASK, "state": "done", "rows_imported": 3}, ran
+
+    status = "/api/v1/import/status/<ident>"
+    for ident, rows in (("smoke-lp", 2), ("smoke-up", 3)):
+        shown = api.call("GET", status, f"/api/v1/import/status/{ident}", headers=named)["import"]
+        assert (shown["state"], shown["rows_imported"]) == ("done", rows), shown
+    stats = api.call("GET", "/api/v1/import/stats")["stats"]
+    assert set(stats) == {"total_requests", "total_records", "total_errors"}, stats
+    sql = {
+        "sql": "SELECT (SELECT sum(v) FROM imported), (SELECT sum(v) FROM uploaded), "
+        "(SELECT count(*) FROM imported) + (SELECT count(*) FROM uploaded)",
+        "database": IMPORTS,
+    }
+    [[lp_sum, up_sum, count]] = api.call("POST", "/api/v1/query", body=sql)["data"]
+    assert (lp_sum, up_sum) == (3, 13.5), (lp_sum, up_sum)
+    return int(count)
+
+
 def compact_every_task(compact: Handler, triggered_by: dict[str, Any]) -> list[str]:
     """The compact function's tasks, as the schedules send them, and the event the trigger route sent."""
     ran = []
@@ -554,6 +637,8 @@ def main() -> None:
     assert pq.read_table(io.BytesIO(body)).num_rows == 2
 
     trigger_event = query_everything(api)
+    imported = import_everything(api, ingest, compact, sqs)
+    assert imported == 5, imported
     assert api.called == ROUTES, sorted(ROUTES - api.called)
     streamed = stream_queries(functions, layer_dirs, caller)
     tasks = compact_every_task(compact, trigger_event)
@@ -571,7 +656,8 @@ def main() -> None:
     print(
         f"smoke ok: python {sys.version.split()[0]}, duckdb {duckdb.__version__}, {len(api.called)} routes, "
         f"{streamed} answers streamed by the query function's runtime, "
-        f"compact tasks {', '.join(tasks)} and the trigger's event, bootstrap, native library loaded"
+        f"compact tasks {', '.join(tasks)}, the trigger's event and an upload's import ({imported} rows imported), "
+        "bootstrap, native library loaded"
     )
 
 

@@ -114,6 +114,12 @@ def _rfc3339(nanos: int | None) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{fraction:09d}Z"
 
 
+#: An import's status record and its uploaded file, side by side under the imports folder; the
+#: stack grants each function the one it touches by these suffixes.
+RECORD_SUFFIX = ".json"
+UPLOAD_SUFFIX = ".upload"
+
+
 class ImportLedger:
     """The imports' status records, in the object store beside the data's other system keys."""
 
@@ -135,11 +141,11 @@ class ImportLedger:
             return dict(self._totals)
 
     def key(self, database: str, import_id: str) -> str:
-        return layout.system_key(self.prefix, layout.IMPORTS_DIR, database, f"{import_id}.json")
+        return layout.system_key(self.prefix, layout.IMPORTS_DIR, database, f"{import_id}{RECORD_SUFFIX}")
 
     def upload_key(self, database: str, import_id: str) -> str:
         """Where a client uploads the file of an import (S3), beside its status record."""
-        return layout.system_key(self.prefix, layout.IMPORTS_DIR, database, f"{import_id}.upload")
+        return layout.system_key(self.prefix, layout.IMPORTS_DIR, database, f"{import_id}{UPLOAD_SUFFIX}")
 
     def get(self, database: str, import_id: str) -> ImportStatus | None:
         try:
@@ -153,7 +159,7 @@ class ImportLedger:
 
     def unfinished(self) -> Iterator[ImportStatus]:
         for info in self.store.list(layout.system_key(self.prefix, layout.IMPORTS_DIR) + "/"):
-            if info.key.endswith(".json"):
+            if info.key.endswith(RECORD_SUFFIX):
                 with suppress(NotFound, ValueError, TypeError):
                     status = ImportStatus.from_bytes(self.store.get(info.key))
                     if status.state in ("validating", "storing") and status.upload_id is None:

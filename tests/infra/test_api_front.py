@@ -26,6 +26,7 @@ from infra.stack import TOKEN_CACHE_TTL_S, ArcsStack
 
 from arcs import layout
 from arcs.adapters.aws_sqs import claim_key
+from arcs.import_status import ImportLedger
 from arcs.settings import AWS_MAX_REQUEST_BYTES, AWS_TOO_LARGE_MESSAGE
 from arcs.write_paths import declared_too_large, is_write_path
 
@@ -365,6 +366,45 @@ def test_the_query_function_touches_only_data_its_results_and_new_claim_checks(l
         assert not can("PutObject", key) and not can("DeleteObject", key), key
     if prefix:  # another prefix of the bucket is out of reach
         assert not any(can(action, other_tenant) for action in ("GetObject", "PutObject", "DeleteObject"))
+
+
+@pytest.mark.parametrize("prefix", ["", "tenant"])
+def test_an_imports_record_and_its_uploaded_file_are_reached_by_the_functions_that_use_them(
+    layers_dir: Path, prefix: str
+) -> None:
+    """The edge keeps the status record of a file posted whole; the query function signs the
+    upload, reads the record and the upload's size, and deletes a file refused for its size; the
+    compact function reads the file, stores it, keeps the record and deletes the file once done."""
+    synth = _synth(layers_dir, prefix=prefix) if prefix else _synth(layers_dir)
+    ledger = ImportLedger(None, prefix)  # type: ignore[arg-type]  # only its keys are asked for
+    record, upload = ledger.key("metrics", "backfill-1"), ledger.upload_key("metrics", "backfill-1")
+    roles = {
+        "edge": synth.stack.ingest.edge.role,
+        "query": synth.stack.query.query.role,
+        "compact": synth.stack.compact.compact.role,
+    }
+    reach = {
+        (name, key_name, action)
+        for name, role in roles.items()
+        for key_name, key in (("record", record), ("upload", upload))
+        for action in ("GetObject", "PutObject", "DeleteObject")
+        if _object_access(synth, role, f"s3:{action}", key)
+    }
+    assert reach == {
+        ("edge", "record", "GetObject"),
+        ("edge", "record", "PutObject"),
+        ("query", "record", "GetObject"),
+        ("query", "record", "PutObject"),
+        ("query", "upload", "GetObject"),  # its size, when the client completes the upload
+        ("query", "upload", "PutObject"),  # what the presigned PUT and a multipart upload run as
+        ("query", "upload", "DeleteObject"),  # a file refused for its size
+        ("compact", "record", "GetObject"),
+        ("compact", "record", "PutObject"),
+        ("compact", "record", "DeleteObject"),  # the compact function's grant is the bucket's
+        ("compact", "upload", "GetObject"),
+        ("compact", "upload", "PutObject"),
+        ("compact", "upload", "DeleteObject"),
+    }
 
 
 def test_every_path_the_app_serves_without_a_token_has_its_gateway_answer() -> None:

@@ -372,7 +372,8 @@ _DDB_WRITE = {"dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:PutIte
 _SEND = {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}
 #: The whole of each function's permissions; anything added must be added here on purpose.
 EXPECTED_ACTIONS = {
-    "edge": _LOGS | _XRAY | _DDB_READ | _DDB_WRITE | _SEND | {"s3:PutObject"},
+    # PutObject: claim checks; Get/Put: a bulk import's status record (tests/infra/test_stack.py).
+    "edge": _LOGS | _XRAY | _DDB_READ | _DDB_WRITE | _SEND | {"s3:GetObject", "s3:PutObject"},
     "ingest": _LOGS
     | _XRAY
     | _DDB_READ
@@ -496,20 +497,31 @@ def test_only_the_functions_whose_job_is_deleting_data_can_delete_it(synth: Synt
         for name, function in synth.functions().items()
         if "s3:DeleteObject" in _actions([s for s in synth.statements(function.role) if s["Effect"] == "Allow"])
     }
-    # ingest: claim checks once committed, and its own orphans; query: an admin's database drop;
-    # compact: replaced inputs (never claim checks: denied).
+    # ingest: claim checks once committed, and its own orphans; query: an admin's database drop,
+    # and an uploaded import file refused for its size; compact: replaced inputs and an uploaded
+    # import file once imported (never claim checks: denied).
     assert deleters == {"ingest", "query", "compact"}
+    bucket_arn = {"Fn::GetAtt": [synth.logical_id(synth.stack.storage.bucket), "Arn"]}
+
+    def objects(pattern: str) -> str:
+        return json.dumps({"Fn::Join": ["", [bucket_arn, pattern]]})
+
+    # The edge writes claim checks and import status records, never data or an uploaded file.
     edge_writes = [s for s in synth.statements(synth.stack.ingest.edge.role) if "s3:PutObject" in _actions([s])]
-    assert [json.dumps(s["Resource"]) for s in edge_writes] == [
-        json.dumps(
-            {
-                "Fn::Join": [
-                    "",
-                    [{"Fn::GetAtt": [synth.logical_id(synth.stack.storage.bucket), "Arn"]}, "/_arcs/claims/*"],
-                ]
-            }
-        )
+    assert sorted(json.dumps(s["Resource"]) for s in edge_writes) == [
+        objects("/_arcs/claims/*"),
+        objects("/_arcs/imports/*.json"),
     ]
+    # Of the imports folder the query function deletes uploaded files only: a status record is what
+    # makes a retried import answer its first run instead of storing it again.
+    query_deletes = [
+        json.dumps(resource)
+        for s in synth.statements(synth.stack.query.query.role)
+        if s["Effect"] == "Allow" and "s3:DeleteObject" in _actions([s])
+        for resource in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])
+        if "_arcs/" in json.dumps(resource)
+    ]
+    assert query_deletes == [objects("/_arcs/imports/*.upload")]
 
 
 def test_no_role_outside_the_functions_but_api_gateways_logging_role(synth: Synth) -> None:
@@ -748,8 +760,9 @@ EXPECTED_RESOURCE_TYPES = {
     "AWS::ApiGateway::Stage": 1,
     "AWS::ApiGateway::Authorizer": 2,
     "AWS::ApiGateway::GatewayResponse": 3,
-    "AWS::ApiGateway::Resource": 17,
-    "AWS::ApiGateway::Method": 21,
+    # /api/v1/import with its fallback (ANY, {proxy+}), and a POST on the edge per import format.
+    "AWS::ApiGateway::Resource": 23,
+    "AWS::ApiGateway::Method": 27,
     "AWS::Glue::Database": 1,
     "AWS::Glue::Table": 1,
 }

@@ -371,7 +371,10 @@ def test_grants_are_what_each_function_needs(synth: Synth) -> None:
         if any(a.startswith("s3:") for a in _actions([s]))
     }
     # Claim checks, and a bulk import's status record (its chunks are queued as writes): no data.
-    assert edge_objects == {"/_arcs/claims/*": {"s3:PutObject"}, "/_arcs/imports/*": {"s3:GetObject", "s3:PutObject"}}
+    assert edge_objects == {
+        "/_arcs/claims/*": {"s3:PutObject"},
+        "/_arcs/imports/*.json": {"s3:GetObject", "s3:PutObject"},  # status records, not the uploads
+    }
 
     assert {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"} <= actions["ingest"]
     assert {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"} <= actions["ingest"]
@@ -393,7 +396,8 @@ def test_grants_are_what_each_function_needs(synth: Synth) -> None:
         "/*/*/????/??/??/??/*.parquet": ("Allow", {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}),
         "/_arcs/results/*": ("Allow", {"s3:GetObject", "s3:PutObject"}),
         "/_arcs/claims/*": ("Allow", {"s3:PutObject"}),
-        "/_arcs/imports/*": ("Allow", {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}),
+        "/_arcs/imports/*": ("Allow", {"s3:GetObject", "s3:PutObject"}),
+        "/_arcs/imports/*.upload": ("Allow", {"s3:DeleteObject"}),
         "/_arcs/*.parquet": ("Deny", {"s3:PutObject", "s3:DeleteObject"}),
     }
     assert "sqs:SendMessage" in actions["query"]
@@ -590,7 +594,15 @@ def test_acknowledged_findings_are_the_known_ones_with_reasons(synth: Synth) -> 
     bucket = synth.logical_id(synth.stack.storage.bucket)
     assert {i for i in ids if i.startswith("AwsSolutions-IAM5[Resource::<")} == {
         f"AwsSolutions-IAM5[Resource::<{bucket}.Arn>/{pattern}]"
-        for pattern in ("*", "_arcs/claims/*", "_arcs/results/*", "_arcs/imports/*", "*/*/????/??/??/??/*.parquet")
+        for pattern in (
+            "*",
+            "_arcs/claims/*",
+            "_arcs/results/*",
+            "_arcs/imports/*",
+            "*/*/????/??/??/??/*.parquet",
+            "_arcs/imports/*.json",
+            "_arcs/imports/*.upload",
+        )
     }
     assert {i for i in ids if not i.startswith("AwsSolutions-IAM5[Resource::<")} == ACKNOWLEDGED
     assert all(len(reason) >= 20 for reason in acknowledged.values())

@@ -15,7 +15,7 @@ from pathlib import Path
 from unittest.mock import MagicMock
 
 import pytest
-from functions.compact.handler import COMPACTION, CONTINUOUS_QUERIES, RETENTION
+from functions.compact.handler import COMPACTION, CONTINUOUS_QUERIES, IMPORT, RETENTION
 from layers.build import (
     CORE_SOURCE,
     FUNCTION_FOLDERS,
@@ -34,7 +34,7 @@ from layers.build import (
 from layers.check import HOST_ARCH, CheckFailed, Unavailable, check_sizes, native_answers, smoke
 from layers.native_probe import INTEGERS, TIMESTAMPS_S
 from layers.services import UnreadableService, boto3_services
-from layers.smoke import COMPACT_TASKS, QUERY_ROUTES, ROUTES, WRITE_ROUTES
+from layers.smoke import COMPACT_TASKS, IMPORT_TASK, QUERY_ROUTES, ROUTES, WRITE_ROUTES
 
 from arcs.api import routers
 
@@ -165,6 +165,7 @@ def test_the_smoke_calls_every_route_of_the_api_through_the_function_that_serves
     assert served["writes"] == WRITE_ROUTES
     assert served["query"] == QUERY_ROUTES
     assert set(COMPACT_TASKS) == {COMPACTION, CONTINUOUS_QUERIES, RETENTION}
+    assert IMPORT_TASK == IMPORT
 
 
 # --- the real build -------------------------------------------------------------------------------
