@@ -616,6 +616,31 @@ def test_compact_function_runs_retention_policies_on_its_retention_task(fn: Lamb
 
 
 # --- bulk import ----------------------------------------------------------------------------------
+def test_an_empty_upload_is_refused_at_completion_and_may_be_put_again(fn: Lambda) -> None:
+    m = name("cpu")
+    query = {"format": "lp", "import_id": "empty-1", "db": "default"}
+    created = fn.handlers.query(fn.api_event("POST", "/api/v1/import/uploads", query=query), context("arcs-query"))
+    url = json.loads(created["body"])["upload"]["url"]
+    assert httpx.put(url, content=b"").status_code == 200
+    invoked: list[dict[str, Any]] = []
+    fn.runtime._invoke = lambda function, payload: invoked.append(json.loads(payload))
+    path = "/api/v1/import/uploads/empty-1/complete"
+    refused = fn.handlers.query(fn.api_event("POST", path, query={"db": "default"}), context("arcs-query"))
+    assert refused["statusCode"] == 400, refused
+    assert "empty" in json.loads(refused["body"])["error"]
+    assert invoked == []
+    status = fn.handlers.query(
+        fn.api_event("GET", "/api/v1/import/status/empty-1", query={"db": "default"}), context("arcs-query")
+    )
+    assert json.loads(status["body"])["import"]["state"] == "awaiting_upload"
+    # The file put again (the URL is valid for an hour) completes and is imported.
+    assert httpx.put(url, content=(lp(m, 10) + "\n").encode()).status_code == 200
+    done = fn.handlers.query(fn.api_event("POST", path, query={"db": "default"}), context("arcs-query"))
+    assert done["statusCode"] == 202, done
+    assert fn.handlers.compact(invoked[0], context("arcs-compact"))["state"] == "done"
+    assert fn.count(m) == 10
+
+
 def test_an_uploaded_import_cut_short_is_finished_by_lambdas_retry_and_stored_once(
     fn: Lambda, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -198,6 +198,8 @@ def import_uploads_router(runtime: Runtime) -> Router:
             size = store.size(key)
             if size is None:
                 raise BadRequest("nothing was uploaded yet: PUT the file to the upload URL first")
+            if size == 0:  # refused here, as a file posted whole is, rather than failed by the import
+                raise BadRequest("the uploaded file is empty: PUT the file to the upload URL again")
             limit = runtime.settings.import_max_bytes
             if size > limit:
                 runtime.store.delete(key)
