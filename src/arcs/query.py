@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -147,7 +148,13 @@ class QueryService:
         return [f for f in files if (low is None or f.max_time_us >= low) and (high is None or f.min_time_us <= high)]
 
     def evaluate_time(self, expression: str) -> datetime | None:
-        """A constant time expression's value, computed by DuckDB (None if it is not one)."""
+        """A constant time expression's value, computed by DuckDB (None if it is not one).
+
+        A string literal in RFC 3339's shape (what dashboards send) is read here instead: the same
+        instant DuckDB's cast gives, without a round trip through DuckDB for each bound."""
+        literal = _utc_literal(expression)
+        if literal is not None:
+            return literal
         try:
             table = self.engine.query_arrow(f"SELECT epoch_us(CAST(({expression}) AS TIMESTAMPTZ)) AS v")
         except ArcsError:
@@ -157,6 +164,20 @@ class QueryService:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: A quoted date, or date and time to the microsecond, in UTC (no zone, Z or +00:00).
+_UTC_LITERAL = re.compile(r"'(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?))?(?:Z|\+00(?::?00)?)?'")
+
+
+def _utc_literal(expression: str) -> datetime | None:
+    """The instant of a literal ``_UTC_LITERAL`` matches (connections run in UTC); None otherwise."""
+    match = _UTC_LITERAL.fullmatch(expression)
+    if match is None:
+        return None
+    day, clock = match.groups()
+    try:
+        return datetime.fromisoformat(f"{day}T{clock or '00:00:00'}").replace(tzinfo=UTC)
+    except ValueError:
+        return None  # not a real date (February 30th): DuckDB says what it makes of it
 
 
 def _micros(moment: datetime) -> int:
