@@ -33,6 +33,7 @@ never asserted.
 from __future__ import annotations
 
 import argparse
+import functools
 import http.client
 import json
 import math
@@ -53,6 +54,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -197,7 +199,7 @@ bind-address = "127.0.0.1:{_free_port()}"
     def write_path(self) -> str:
         return f"/write?db={DATABASE}&precision=s"
 
-    def influxql(self, text: str, method: str = "GET") -> list[dict[str, object]]:
+    def influxql(self, text: str, method: str = "GET") -> list[dict[str, Any]]:
         params = urllib.parse.urlencode({"db": DATABASE, "q": text, "epoch": "s"})
         connection = self.connection()
         connection.request(method, f"/query?{params}")
@@ -209,7 +211,7 @@ bind-address = "127.0.0.1:{_free_port()}"
 
     def count(self) -> int:
         series = self.influxql("SELECT count(usage_user) FROM cpu")
-        return int(series[0]["values"][0][1]) if series else 0  # type: ignore[index]
+        return int(series[0]["values"][0][1]) if series else 0
 
 
 class Arcs(Server):
@@ -250,9 +252,7 @@ class Arcs(Server):
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {TOKEN}"}
 
-    def call(
-        self, method: str, path: str, body: object | None = None, headers: dict[str, str] | None = None
-    ) -> dict[str, object]:
+    def call(self, method: str, path: str, body: object | None = None, headers: dict[str, str] | None = None) -> Any:
         connection = self.connection()
         data = None if body is None else json.dumps(body).encode()
         sent = {**self.headers(), "Content-Type": "application/json", **(headers or {})}
@@ -261,14 +261,14 @@ class Arcs(Server):
         payload = response.read()
         if response.status >= 300:
             raise RuntimeError(f"arcs {path}: HTTP {response.status}: {payload[:500]!r}")
-        return dict(json.loads(payload))
+        return json.loads(payload)
 
-    def sql(self, text: str) -> dict[str, object]:
+    def sql(self, text: str) -> Any:
         return self.call("POST", "/api/v1/query", {"sql": text}, {"x-arc-database": DATABASE})
 
     def count(self) -> int:
         try:
-            return int(self.sql("SELECT count(*) FROM cpu")["data"][0][0])  # type: ignore[index]
+            return int(self.sql("SELECT count(*) FROM cpu")["data"][0][0])
         except RuntimeError as exc:
             if "not found" not in str(exc):
                 raise
@@ -279,15 +279,15 @@ class Arcs(Server):
         started = time.perf_counter()
         jobs = 0
         for _ in range(20):
-            runs = int(self.call("GET", "/api/v1/compaction/status")["runs"])  # type: ignore[arg-type]
+            runs = int(self.call("GET", "/api/v1/compaction/status")["runs"])
             self.call("POST", "/api/v1/compaction/trigger", {"database": DATABASE})
             while True:
                 status = self.call("GET", "/api/v1/compaction/status")
-                if int(status["runs"]) > runs and not status["running"]:  # type: ignore[arg-type]
+                if int(status["runs"]) > runs and not status["running"]:
                     break
                 time.sleep(0.5)
             last = status.get("last_run") or {}
-            jobs += int(last.get("jobs_committed", 0) or 0)  # type: ignore[union-attr]
+            jobs += len(last.get("jobs") or [])
             if not self.call("GET", f"/api/v1/compaction/candidates?database={DATABASE}")["count"]:
                 break
         return time.perf_counter() - started, jobs
@@ -461,18 +461,18 @@ def _seconds(value: object) -> object:
     return value
 
 
-def from_influx(series: list[dict[str, object]]) -> Rows:
+def from_influx(series: list[dict[str, Any]]) -> Rows:
     """InfluxDB's series as rows: the tag's value (when grouped by one), time, the value."""
     rows: Rows = []
     for item in series:
-        tags = list(dict(item.get("tags") or {}).values())  # type: ignore[call-overload]
-        for values in item["values"]:  # type: ignore[attr-defined]
+        tags = list(dict(item.get("tags") or {}).values())
+        for values in item["values"]:
             rows.append((*tags, *(_seconds(value) for value in values)))
     return sorted(rows, key=_sort_key)
 
 
-def from_arcs(answer: dict[str, object]) -> Rows:
-    data: list[list[object]] = answer["data"]  # type: ignore[assignment]
+def from_arcs(answer: dict[str, Any]) -> Rows:
+    data: list[list[object]] = answer["data"]
     return sorted((tuple(_seconds(value) for value in row) for row in data), key=_sort_key)
 
 
@@ -501,7 +501,7 @@ def _unix(value: object) -> object:
     return int(value.replace(tzinfo=UTC).timestamp()) if isinstance(value, datetime) else value
 
 
-def timed(run: Callable[[], object], runs: int) -> tuple[float, object]:
+def timed(run: Callable[[], Any], runs: int) -> tuple[float, Any]:
     first = run()  # untimed: caches warm, as on a dashboard's refresh
     times = []
     for _ in range(runs):
@@ -523,7 +523,7 @@ def duckdb_alone(files: list[str], sql: str, runs: int, plain: bool) -> tuple[fl
         con.execute(f"CREATE TABLE cpu AS SELECT * EXCLUDE (time), {column} FROM stored")
         con.execute("DROP TABLE stored")
         median, rows = timed(lambda: con.execute(sql).fetchall(), runs)
-        return median, sorted((tuple(map(_unix, row)) for row in rows), key=_sort_key)  # type: ignore[attr-defined]
+        return median, sorted((tuple(map(_unix, row)) for row in rows), key=_sort_key)
     finally:
         con.close()
 
@@ -590,14 +590,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{'query':<54} {'InfluxDB':>9} {'ours':>9} {'ratio':>6}  answer")
             timings: dict[str, float] = {}
             for board in dashboards():
-                ours, answer = timed(lambda board=board: arcs.sql(board.sql), args.runs)  # type: ignore[misc]
+                ours, answer = timed(functools.partial(arcs.sql, board.sql), args.runs)
                 timings[board.name] = ours
-                ours_rows = from_arcs(answer)  # type: ignore[arg-type]
+                ours_rows = from_arcs(answer)
                 if board.influxql is None:
                     print(f"{board.name:<54} {'-':>9} {ours * 1000:>9.1f} {'-':>6}  {len(ours_rows)} rows")
                     continue
-                theirs, series = timed(lambda board=board: influx.influxql(board.influxql), args.runs)  # type: ignore[misc]
-                verdict = same(from_influx(series), ours_rows)  # type: ignore[arg-type]
+                theirs, series = timed(functools.partial(influx.influxql, board.influxql), args.runs)
+                verdict = same(from_influx(series), ours_rows)
                 failures += verdict is not None
                 print(
                     f"{board.name:<54} {theirs * 1000:>9.1f} {ours * 1000:>9.1f} {theirs / ours:>6.2f}  "
