@@ -3,8 +3,10 @@
     python -m clickbench.load hits.parquet --data-dir ./data [--database clickbench]
 
 The input is ClickBench's ``hits.parquet`` (or files in its physical layout: INT64 Unix seconds,
-UINT16 days, binary strings). Two layouts, each with the schema and the file records put in the
-catalog of the standalone server (SQLite):
+UINT16 days, binary strings). Three layouts. ``api`` is a user's: the rows go through a running
+``arcs serve``'s MessagePack write API in requests of at most 4 MB, in the input's order, and the
+product's compaction then runs through its route until nothing is a candidate. The other two put
+the schema and the file records in the catalog of the standalone server (SQLite) directly:
 
 - ``placed`` (the default, what the benchmark measures): the file is placed as ClickBench's entries
   place it. Its rows keep their order (ClickHouse's primary key) and are written by DuckDB, with
