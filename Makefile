@@ -5,7 +5,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 DATA_DIR ?= ./data
 
-.PHONY: setup serve local test test-fast test-localstack lint format bench-ingest bench-compaction layers layers-check synth clickbench clean
+.PHONY: setup serve local test test-fast test-localstack lint format bench-ingest bench-compaction bench-influx layers layers-check synth clickbench clean
 
 NATIVE_LIBRARY := src/arcs/native/_arcs_native.so
 
@@ -64,6 +64,13 @@ synth: setup
 	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(UV) run python -m infra.app
 bench-compaction: setup
 	$(UV) run python -m benchmarks.compaction
+
+# InfluxDB 1.x (Debian's influxdb package, installed here if missing) beside arcs serve: the same
+# line-protocol points and clients, ingest and dashboard queries (benchmarks/influx_peer.py).
+INFLUX_POINTS ?= 5000000
+bench-influx: setup
+	@command -v influxd >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq influxdb >/dev/null; }
+	$(UV) run python -m benchmarks.influx_peer --points $(INFLUX_POINTS)
 
 # ClickBench on this machine: our query path against DuckDB, chDB and DataFusion (clickbench/README.md).
 CLICKBENCH_ROWS ?= 1000000

@@ -2,7 +2,8 @@
 
     <work>/<rows>/hits.parquet             one file, hits.parquet's physical layout (duckdb-parquet, datafusion)
     <work>/<rows>/partitioned/hits_N.parquet  the same rows in 100 files (the *-partitioned entries)
-    <work>/<rows>/arcs/                    the standalone server's data directory, loaded by clickbench.load
+    <work>/<rows>/arcs/                    the standalone server's data directory, loaded by clickbench.load (placed)
+    <work>/<rows>/arcs-api/                the same rows written through the write API, then compacted (api)
 
 Generated in chunks of at most a million rows (each chunk its own seed, so the generator's memory
 stays bounded) and then sorted once more by ClickHouse's primary key, as the official file is.
@@ -45,13 +46,23 @@ class Dataset:
         return self.root / "arcs"
 
     @property
+    def arcs_api(self) -> Path:
+        return self.root / "arcs-api"
+
+    @property
     def ready(self) -> bool:
         return (self.root / "READY").is_file()
 
     @property
     def load_seconds(self) -> float:
-        """How long loading hits.parquet into our storage layout took (clickbench.load)."""
+        """How long loading hits.parquet into our storage layout took (clickbench.load, placed)."""
         path = self.root / "LOAD_SECONDS"
+        return float(path.read_text()) if path.is_file() else 0.0
+
+    @property
+    def api_load_seconds(self) -> float:
+        """How long writing hits through the write API and compacting took (clickbench.load, api)."""
+        path = self.root / "LOAD_SECONDS_API"
         return float(path.read_text()) if path.is_file() else 0.0
 
 
@@ -61,6 +72,7 @@ def prepare(rows: int, work_dir: Path, seed: int = 1, log: bool = True) -> Datas
         if (dataset.root / "LOADER").is_file() and (dataset.root / "LOADER").read_text().strip() == LOADER_VERSION:
             return dataset
         shutil.rmtree(dataset.arcs_data, ignore_errors=True)  # generated data kept, loaded again
+        shutil.rmtree(dataset.arcs_api, ignore_errors=True)
         _load(dataset, log)
         return dataset
     shutil.rmtree(dataset.root, ignore_errors=True)
@@ -98,13 +110,16 @@ def prepare(rows: int, work_dir: Path, seed: int = 1, log: bool = True) -> Datas
 
 
 def _load(dataset: Dataset, log: bool) -> None:
-    """hits.parquet into our storage layout, marked with the loader's version (a new one loads again)."""
-    report = load_into_data_dir([dataset.single], dataset.arcs_data)
-    if log:
-        print(
-            f"  loaded into our storage layout: {report.files} files, {report.bytes / 1e6:.0f} MB "
-            f"in {report.seconds:.1f} s",
-            flush=True,
-        )
-    (dataset.root / "LOAD_SECONDS").write_text(f"{report.seconds:.3f}\n")
+    """hits.parquet into both layouts, marked with the loader's version (a new one loads again)."""
+    for layout, data_dir, record in (
+        ("placed", dataset.arcs_data, "LOAD_SECONDS"),
+        ("api", dataset.arcs_api, "LOAD_SECONDS_API"),
+    ):
+        report = load_into_data_dir([dataset.single], data_dir, layout_kind=layout)  # type: ignore[arg-type]
+        if log:
+            print(
+                f"  loaded ({layout}): {report.files} files, {report.bytes / 1e6:.0f} MB in {report.seconds:.1f} s",
+                flush=True,
+            )
+        (dataset.root / record).write_text(f"{report.seconds:.3f}\n")
     (dataset.root / "LOADER").write_text(LOADER_VERSION + "\n")

@@ -3,8 +3,10 @@
     python -m clickbench.load hits.parquet --data-dir ./data [--database clickbench]
 
 The input is ClickBench's ``hits.parquet`` (or files in its physical layout: INT64 Unix seconds,
-UINT16 days, binary strings). Two layouts, each with the schema and the file records put in the
-catalog of the standalone server (SQLite):
+UINT16 days, binary strings). Three layouts. ``api`` is a user's: the rows go through a running
+``arcs serve``'s MessagePack write API in requests of at most 4 MB, in the input's order, and the
+product's compaction then runs through its route until nothing is a candidate. The other two put
+the schema and the file records in the catalog of the standalone server (SQLite) directly:
 
 - ``placed`` (the default, what the benchmark measures): the file is placed as ClickBench's entries
   place it. Its rows keep their order (ClickHouse's primary key) and are written by DuckDB, with
@@ -33,11 +35,11 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import duckdb
 import pyarrow as pa
@@ -50,9 +52,12 @@ from arcs.ingest import MIN_ROW_GROUP_ROWS, TARGET_ROW_GROUPS_PER_FILE
 from arcs.names import TIME_COLUMN
 from arcs.ports import Catalog, FileRecord, MeasurementSchema, ObjectStore
 
+if TYPE_CHECKING:
+    from clickbench.server import ArcsServer
+
 MEASUREMENT = "hits"
 #: Changed whenever what the loader stores changes: the harness loads its cached data again.
-LOADER_VERSION = "2"
+LOADER_VERSION = "3"
 DEFAULT_DATABASE = "clickbench"
 _SECONDS_COLUMNS = ("EventTime", "ClientEventTime", "LocalEventTime")
 
@@ -65,7 +70,7 @@ class LoadReport:
     seconds: float
 
 
-Layout = Literal["placed", "hourly"]
+Layout = Literal["placed", "hourly", "api"]
 #: About the compaction target (512 MB) at hits' ~140 bytes a row: a few large files per query.
 ROWS_PER_FILE = 4_000_000
 
@@ -261,6 +266,97 @@ def _write_file(
     return FileRecord(database, MEASUREMENT, hour, key, table.num_rows, len(data), first, last, commit_id)
 
 
+#: The largest request the ``api`` layout sends (what a client of the write API would keep under).
+MAX_REQUEST_BYTES = 4 * 1024 * 1024
+
+
+def api_select(con: duckdb.DuckDBPyConnection, source: str) -> str:
+    """The input's columns in storage types, ``time`` the EventTime's whole seconds (sent as ``precision: s``)."""
+    return (
+        f'SELECT * EXCLUDE (__hour, "{TIME_COLUMN}"), CAST("EventTime" AS BIGINT) AS "{TIME_COLUMN}" '
+        f"FROM (SELECT {_select_list(con, source)} FROM {source})"
+    )
+
+
+def msgpack_requests(table: pa.Table, max_bytes: int = MAX_REQUEST_BYTES) -> Iterator[bytes]:
+    """``table`` as MessagePack columnar bodies of at most ``max_bytes`` each, in its row order.
+
+    Rows per body follow the bytes a row took in the body before (90 % of the room, so few bodies
+    are packed twice); a body over the limit is packed again with half the rows."""
+    import msgpack
+
+    rows_per_body = 1000
+    first = 0
+    while first < table.num_rows:
+        rows = min(rows_per_body, table.num_rows - first)
+        columns = table.slice(first, rows).to_pydict()
+        body = msgpack.packb({"m": MEASUREMENT, "precision": "s", "columns": columns}, datetime=True)
+        if len(body) > max_bytes:
+            if rows == 1:
+                raise ValueError(f"row {first} alone packs to {len(body):,} bytes, over {max_bytes:,}")
+            rows_per_body = max(1, rows // 2)
+            continue
+        yield body
+        first += rows
+        rows_per_body = max(1, int(rows * max_bytes * 0.9 / len(body)))
+
+
+def load_through_api(sources: Sequence[Path], data_dir: Path) -> LoadReport:
+    """The user's path: a running ``arcs serve`` on ``data_dir`` gets the rows in MessagePack
+    requests of at most 4 MB through the write API, in the input's order; once every row is
+    queryable, the product's compaction runs (its route) until no partition is a candidate."""
+    from clickbench.server import DATABASE, ArcsServer
+
+    started = time.perf_counter()
+    server = ArcsServer(data_dir)
+    server.start()
+    try:
+        rows = 0
+        con = duckdb.connect(":memory:")
+        con.execute("SET TimeZone = 'UTC'")
+        con.execute("SET preserve_insertion_order = true")  # the input's order, as a client sends it
+        for path in sources:
+            source = "read_parquet('" + str(path).replace("'", "''") + "', binary_as_string = true)"
+            reader = con.execute(api_select(con, source)).to_arrow_reader(100_000)
+            for batch in reader:
+                for body in msgpack_requests(pa.Table.from_batches([batch])):
+                    status, answer = server.request(
+                        "POST", "/api/v1/write/msgpack", body, {"Content-Type": "application/msgpack"}
+                    )
+                    if status != 204:
+                        raise RuntimeError(f"write: HTTP {status}: {answer[:300].decode(errors='replace')}")
+                rows += batch.num_rows
+        con.close()
+        count = 0
+        while count < rows:
+            time.sleep(0.2)
+            answer = server.json("POST", "/api/v1/query", {"sql": f"SELECT count(*) FROM {MEASUREMENT}"})
+            count = int(answer["data"][0][0])
+        _compact(server, DATABASE)
+        measurements = server.json("GET", f"/api/v1/measurements?database={DATABASE}")
+    finally:
+        server.stop()
+    listed = [m for m in measurements if m["measurement"] == MEASUREMENT]
+    files = int(listed[0]["file_count"]) if listed else 0
+    stored = sum(f.stat().st_size for f in data_dir.joinpath("storage").rglob("*.parquet"))
+    return LoadReport(rows, files, stored, time.perf_counter() - started)
+
+
+def _compact(server: ArcsServer, database: str) -> None:
+    """Trigger compaction through its route and wait for each run, until nothing is a candidate."""
+    for _ in range(50):
+        runs = int(server.json("GET", "/api/v1/compaction/status")["runs"])
+        server.json("POST", "/api/v1/compaction/trigger", {"database": database})
+        while True:
+            status = server.json("GET", "/api/v1/compaction/status")
+            if int(status["runs"]) > runs and not status["running"]:
+                break
+            time.sleep(0.5)
+        if not server.json("GET", f"/api/v1/compaction/candidates?database={database}")["count"]:
+            return
+    raise RuntimeError("compaction still has candidates after 50 runs")
+
+
 def load_into_data_dir(
     sources: Sequence[Path], data_dir: Path, database: str = DEFAULT_DATABASE, layout_kind: Layout = "placed"
 ) -> LoadReport:
@@ -268,6 +364,10 @@ def load_into_data_dir(
     from arcs.runtime import local_runtime
     from arcs.settings import Settings
 
+    if layout_kind == "api":
+        if database != DEFAULT_DATABASE:
+            raise ValueError(f"the api layout loads into the database {DEFAULT_DATABASE!r}")
+        return load_through_api(sources, data_dir)
     runtime = local_runtime(Settings().with_(backend="local", data_dir=data_dir))
     try:
         return load_hits(
@@ -287,7 +387,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("sources", nargs="+", type=Path, help="hits.parquet, or hits_*.parquet")
     parser.add_argument("--data-dir", type=Path, default=Path("./data"))
     parser.add_argument("--database", default=DEFAULT_DATABASE)
-    parser.add_argument("--layout", choices=["placed", "hourly"], default="placed")
+    parser.add_argument("--layout", choices=["placed", "hourly", "api"], default="placed")
     args = parser.parse_args(argv)
     report = load_into_data_dir(args.sources, args.data_dir, args.database, args.layout)
     print(

@@ -11,14 +11,11 @@
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -27,10 +24,7 @@ import pyarrow as pa
 
 from clickbench.dataset import Dataset
 from clickbench.dialects import to_chdb, to_datafusion
-
-TOKEN = "clickbench-harness-token-0123456789"
-DATABASE = "clickbench"
-REPO = Path(__file__).resolve().parents[1]
+from clickbench.server import REPO, ArcsServer
 
 
 def drop_page_cache() -> bool:
@@ -181,7 +175,9 @@ class Datafusion(Embedded):
 
 
 class Arcs(System):
-    """``arcs serve`` over the loaded data directory; queries over HTTP as a client sends them."""
+    """``arcs serve`` over the loaded data directory; queries over HTTP as a client sends them.
+
+    The ``placed`` layout: hits placed as ClickBench's entries place ``hits.parquet`` (few large files)."""
 
     name = "arcs"
     title = "Arc Serverless (standalone)"
@@ -190,38 +186,18 @@ class Arcs(System):
 
     def __init__(self, dataset: Dataset) -> None:
         super().__init__(dataset)
-        self._process: subprocess.Popen[str] | None = None
-        self._connection: http.client.HTTPConnection | None = None
-        self._output: list[str] = []
-        self._drainer: threading.Thread | None = None
-        self.url = ""
+        self.server = ArcsServer(self.data_dir)
+
+    @property
+    def data_dir(self) -> Path:
+        return self.dataset.arcs_data
+
+    @property
+    def url(self) -> str:
+        return self.server.url
 
     def start(self) -> None:
-        env = {
-            **os.environ,
-            "ARCS_BOOTSTRAP_TOKEN": TOKEN,
-            "ARCS_QUERY_TIMEOUT_S": "0",
-            "PYTHONPATH": str(REPO / "src"),
-        }
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "arcs.cli", "serve", "--port", "0", "--data-dir", str(self.dataset.arcs_data)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        assert self._process.stdout is not None
-        for line in self._process.stdout:
-            self._output.append(line)
-            if line.startswith('{"event": "listening"'):
-                event = json.loads(line)
-                self.url = f"http://{event['host']}:{event['port']}"
-                self._connection = http.client.HTTPConnection(event["host"], event["port"], timeout=3600)
-                break
-        else:
-            raise RuntimeError("arcs serve exited:\n" + "".join(self._output[-20:]))
-        self._drainer = threading.Thread(target=self._drain, args=(self._process,), daemon=True)
-        self._drainer.start()
+        self.server.start()
         self.check()
 
     def check(self) -> None:
@@ -229,36 +205,14 @@ class Arcs(System):
         sent as ``query`` sends it (so the token is verified, as on EC2, before any timed query)."""
         self.query_over_http("SELECT 1")
 
-    def _drain(self, process: subprocess.Popen[str]) -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            self._output.append(line)
-
     def stop(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
-        process, self._process = self._process, None
-        if process is None:
-            return
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
-        # The process is gone: its pipe reaches end of file, the drain thread ends, the pipe closes.
-        if self._drainer is not None:
-            self._drainer.join(10)
-        if process.stdout is not None:
-            process.stdout.close()
+        self.server.stop()
 
     def cold(self) -> None:
         self.stop()
 
     def restart_if_stopped(self) -> None:
-        if self._process is None:
+        if not self.server.running:
             self.start()
 
     def run(self, sql: str) -> tuple[pa.Table, float]:
@@ -266,20 +220,12 @@ class Arcs(System):
         return self.query_over_http(sql)
 
     def query_over_http(self, sql: str) -> tuple[pa.Table, float]:
-        assert self._connection is not None
         body = json.dumps({"sql": sql}).encode()
-        headers = {
-            "Authorization": f"Bearer {TOKEN}",
-            "Content-Type": "application/json",
-            "x-arc-database": DATABASE,
-        }
         started = time.perf_counter()
-        self._connection.request("POST", "/api/v1/query/arrow", body, headers)
-        response = self._connection.getresponse()
-        payload = response.read()
+        status, payload = self.server.request("POST", "/api/v1/query/arrow", body, {"Content-Type": "application/json"})
         elapsed = time.perf_counter() - started
-        if response.status != 200:
-            raise RuntimeError(f"HTTP {response.status}: {payload[:300].decode(errors='replace')}")
+        if status != 200:
+            raise RuntimeError(f"HTTP {status}: {payload[:300].decode(errors='replace')}")
         return pa.ipc.open_stream(payload).read_all(), elapsed
 
     @property
@@ -287,8 +233,31 @@ class Arcs(System):
         return self.dataset.load_seconds
 
     def data_files(self) -> list[Path]:
-        return sorted(self.dataset.arcs_data.joinpath("storage").rglob("*.parquet"))
+        return sorted(self.data_dir.joinpath("storage").rglob("*.parquet"))
 
 
-ALL: tuple[type[System], ...] = (Arcs, DuckdbParquet, DuckdbParquetPartitioned, ChdbParquetPartitioned, Datafusion)
+class ArcsApi(Arcs):
+    """The same server over hits loaded as a user loads them (``clickbench.load``'s ``api`` layout):
+    MessagePack requests of at most 4 MB through the write API, then the product's compaction."""
+
+    name = "arcs-api"
+    title = "Arc Serverless (standalone, loaded through the write API)"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.dataset.arcs_api
+
+    @property
+    def load_time(self) -> float:
+        return self.dataset.api_load_seconds
+
+
+ALL: tuple[type[System], ...] = (
+    ArcsApi,
+    Arcs,
+    DuckdbParquet,
+    DuckdbParquetPartitioned,
+    ChdbParquetPartitioned,
+    Datafusion,
+)
 BASELINE = "duckdb-parquet"

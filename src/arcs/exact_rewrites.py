@@ -1,4 +1,13 @@
-r"""Exact rewrites: regex calls replaced by plain string functions with the same result for every input.
+r"""Exact rewrites: the same result for every input, computed faster.
+
+Two rewrites: the URL-domain regex below, and ``arg_max(x, time)`` (also ``arg_min``, ``max_by``,
+``min_by``, ``argmax``, ``argmin``) read as ``arg_max(x, epoch_ns(time))``. DuckDB orders these
+aggregates' second argument through generic sort keys for ``TIMESTAMP_NS``, the stored ``time``
+(about five times slower than for a ``BIGINT``: "last value per host" over a day of 86,000 points
+took 24 ms instead of 7 ms); ``epoch_ns`` keeps the order to the nanosecond and NULL as NULL. It
+applies only where a bare ``time`` can only be the measurement's column: one ``SELECT`` from one
+table, without an alias list, CTE or subquery (DuckDB binds a name inside an aggregate to the
+table's column before a select alias), and only to the two-argument form.
 
 Arc rewrites ClickBench Q29's URL-domain regex
 
@@ -38,6 +47,7 @@ original item. That name is DuckDB's own printing of the item, obtained from its
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from arcs.errors import BadRequest
@@ -85,23 +95,34 @@ class _Call:
 
 
 def apply_exact_rewrites(sql: str) -> str:
-    """``sql`` with every rewritable URL-domain regex call replaced by its exact ``CASE`` form."""
-    if URL_DOMAIN_PATTERN not in sql:
+    """``sql`` with every rewritable URL-domain regex call replaced by its exact ``CASE`` form, and
+    ``time`` as the ordering argument of ``arg_max`` and its kin read as ``epoch_ns(time)``."""
+    lowered = sql.lower()
+    regex = URL_DOMAIN_PATTERN in sql
+    ordered = "time" in lowered and any(name in lowered for name in ("arg_m", "argm", "max_by", "min_by"))
+    if not regex and not ordered:
         return sql  # the common case: no tokenizing at all
     try:
         tokens = tokenize(sql)
     except BadRequest:
         return sql  # let the table rewriter report it, exactly as without this step
-    if any(token.kind == "word" and token.text.lower() == "collate" for token in tokens):
-        # A collated column would change what LIKE matches (NOCASE: 'HTTP://' too), not the regex.
-        # Measurements carry no collation and SET is refused, so COLLATE in the query is the only way.
-        return sql
-    candidates = (i for i, t in enumerate(tokens) if t.kind == "word" and t.text[:7].lower() == "regexp_")
-    calls = {index: call for index in candidates if (call := _match_call(tokens, index)) is not None}
-    if not calls or len(calls) > MAX_CALLS:
-        return sql  # beyond MAX_CALLS the regex stays: exact anyway, and the rewrite's work is bounded
+    # token index -> (index just past what is replaced, the text written instead)
+    spans: dict[int, tuple[int, str]] = {}
+    # A collated column would change what LIKE matches (NOCASE: 'HTTP://' too), not the regex.
+    # Measurements carry no collation and SET is refused, so COLLATE in the query is the only way.
+    if regex and not any(token.kind == "word" and token.text.lower() == "collate" for token in tokens):
+        candidates = (i for i, t in enumerate(tokens) if t.kind == "word" and t.text[:7].lower() == "regexp_")
+        for index in candidates:
+            if (call := _match_call(tokens, index)) is not None:
+                spans[index] = (call.end, url_domain_case(call.column, call.function, call.group))
+    if ordered and _reads_one_measurement(sql):
+        for index in range(len(tokens)):
+            if (found := _stored_time_ordering(tokens, index)) is not None:
+                spans[found[0]] = (found[1], f"epoch_ns({tokens[found[0]].text})")
+    if not spans or len(spans) > MAX_CALLS:
+        return sql  # beyond MAX_CALLS the calls stay: exact anyway, and the rewrite's work is bounded
     aliases: dict[int, str] = {}  # token index -> " AS name" to write just before that token
-    items = {span for found in _select_items(tokens, set(calls)).values() for span in found}
+    items = {span for found in _select_items(tokens, set(spans)).values() for span in found}
     if len(items) > 2 * MAX_CALLS:
         return sql  # deeply nested selects: naming every enclosing item is not worth it
     for item_start, item_end in items:
@@ -112,15 +133,88 @@ def apply_exact_rewrites(sql: str) -> str:
     index = 0
     while index < len(tokens):
         out.append(aliases.get(index, ""))
-        call = calls.get(index)
-        if call is None:
+        span = spans.get(index)
+        if span is None:
             out.append(tokens[index].text)
             index += 1
         else:
-            out.append(url_domain_case(call.column, call.function, call.group))
-            index = call.end
+            out.append(span[1])
+            index = span[0]
     out.append(aliases.get(len(tokens), ""))
     return "".join(out)
+
+
+#: DuckDB's aggregates that pick a value by the order of their second argument (all spellings).
+_ORDERED_BY_SECOND = frozenset({"arg_max", "argmax", "max_by", "arg_min", "argmin", "min_by"})
+
+
+def _reads_one_measurement(sql: str) -> bool:
+    """True when ``sql`` is one ``SELECT`` from one table, without an alias list, CTE or subquery:
+    there, a bare ``time`` inside an aggregate is the measurement's stored time (a timestamp),
+    since DuckDB binds a name in an aggregate to the table's column before any select alias."""
+    try:
+        node = parse_select(sql)["node"]
+    except (BadRequest, KeyError, TypeError):
+        return False
+    table = node.get("from_table") or {}
+    return (
+        node.get("type") == "SELECT_NODE"
+        and table.get("type") == "BASE_TABLE"
+        and not table.get("column_name_alias")
+        and not (node.get("cte_map") or {}).get("map")
+        and not _has_class(node, "SUBQUERY")
+    )
+
+
+def _has_class(node: object, kind: str) -> bool:
+    if isinstance(node, dict):
+        return node.get("class") == kind or any(_has_class(value, kind) for value in node.values())
+    if isinstance(node, list):
+        return any(_has_class(value, kind) for value in node)
+    return False
+
+
+def _stored_time_ordering(tokens: list[Token], index: int) -> tuple[int, int] | None:
+    """Where ``time`` stands as the second and last argument of ``arg_max(x, time)`` (or a kin)
+    starting at ``index``: its token index and the index past it; None for any other call.
+
+    The rewrite reads it as ``epoch_ns(time)``, the same order and the same NULLs: DuckDB orders
+    ``arg_max``'s argument through its generic sort keys for ``TIMESTAMP_NS`` (about five times the
+    time it takes for a ``BIGINT``)."""
+    if not _is_word(tokens, index, _ORDERED_BY_SECOND):
+        return None
+    if _is_punct(tokens, _previous_significant(tokens, index), "."):
+        return None
+    cursor = _significant(tokens, index + 1)
+    if not _is_punct(tokens, cursor, "("):
+        return None
+    depth, comma = 0, -1
+    for position in range(cursor + 1, len(tokens)):
+        token = tokens[position]
+        if token.kind != "punct":
+            continue
+        if token.text in ("(", "["):
+            depth += 1
+        elif token.text in (")", "]") and depth > 0:
+            depth -= 1
+        elif token.text == ")":
+            if comma < 0:
+                return None
+            argument = _significant(tokens, comma + 1)
+            if _previous_significant(tokens, position) != argument or not _is_time(tokens[argument]):
+                return None
+            return argument, argument + 1
+        elif token.text == "," and depth == 0:
+            if comma >= 0:
+                return None  # arg_max(x, time, n): a list of the top n, left as written
+            comma = position
+    return None
+
+
+def _is_time(token: Token) -> bool:
+    if token.kind == "word":
+        return token.text.lower() == "time"
+    return token.kind == "quoted" and token.text == '"time"'
 
 
 def url_domain_case(column: str, function: str = "regexp_replace", group: int = 1) -> str:
@@ -174,7 +268,7 @@ def _is_punct(tokens: list[Token], index: int, text: str) -> bool:
     return 0 <= index < len(tokens) and tokens[index].kind == "punct" and tokens[index].text == text
 
 
-def _is_word(tokens: list[Token], index: int, words: set[str] | tuple[str, ...]) -> bool:
+def _is_word(tokens: list[Token], index: int, words: Collection[str]) -> bool:
     return 0 <= index < len(tokens) and tokens[index].kind == "word" and tokens[index].text.lower() in words
 
 

@@ -12,7 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 from clickbench.dataset import Dataset
 from clickbench.generate import generate_hits, to_parquet_layout
-from clickbench.systems import TOKEN, Arcs
+from clickbench.server import TOKEN
+from clickbench.systems import Arcs
 
 ENTRY = Path(__file__).resolve().parents[2] / "clickbench" / "entry"
 ROWS = 3_000

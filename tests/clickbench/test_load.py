@@ -8,7 +8,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 from clickbench.generate import generate_hits, to_parquet_layout
-from clickbench.load import load_into_data_dir
+from clickbench.load import api_select, load_into_data_dir, msgpack_requests
 
 from arcs.adapters.sqlite_catalog import SqliteCatalog
 from arcs.adapters.sqlite_database import SqliteDatabase
@@ -49,6 +49,39 @@ def test_every_row_is_stored_once(hits_file: Path, tmp_path: Path) -> None:
     ).fetchone()
     assert differ == (0,)
     assert con.execute("SELECT count(*) FROM stored").fetchone() == (ROWS,)
+
+
+def test_api_writes_every_row_once_through_the_write_api_and_compacts(hits_file: Path, tmp_path: Path) -> None:
+    report = load_into_data_dir([hits_file], tmp_path, layout_kind="api")
+    (tmp_path / "SOURCE").write_text(str(hits_file))
+    files, con = _stored(tmp_path)
+    assert report.rows == ROWS and report.files == len(files)
+    columns = "WatchID, EventTime, URL, UserID"
+    differ = con.execute(
+        f"SELECT count(*) FROM (SELECT {columns}, make_date(EventDate::INTEGER) FROM source "
+        f"EXCEPT ALL SELECT {columns}, EventDate::DATE FROM stored)"
+    ).fetchone()
+    assert differ == (0,)
+    assert con.execute("SELECT count(*) FROM stored").fetchone() == (ROWS,)
+    # time is the EventTime, so rows are in their event hour, as ingest partitions them
+    assert con.execute("SELECT count(*) FROM stored WHERE epoch(time)::BIGINT <> EventTime").fetchone() == (0,)
+    catalog = SqliteCatalog(SqliteDatabase(tmp_path / "catalog.sqlite"))
+    assert not catalog.list_compaction_jobs(active=True, limit=10)  # no run left half done
+
+
+def test_api_bodies_stay_under_the_limit_and_keep_the_order(hits_file: Path) -> None:
+    import msgpack
+    import pyarrow as pa
+
+    source = duckdb.connect(":memory:")
+    table = source.execute(api_select(source, f"read_parquet('{hits_file}', binary_as_string = true)")).to_arrow_table()
+    bodies = list(msgpack_requests(table, max_bytes=64 * 1024))
+    assert len(bodies) > 10 and all(len(body) <= 64 * 1024 for body in bodies)
+    watch_ids = [w for body in bodies for w in msgpack.unpackb(body, timestamp=3)["columns"]["WatchID"]]
+    assert watch_ids == table.column("WatchID").to_pylist()
+    first = msgpack.unpackb(bodies[0], timestamp=3)
+    assert first["m"] == "hits" and first["precision"] == "s"
+    assert isinstance(pa.scalar(first["columns"]["EventDate"][0]).type, pa.TimestampType)
 
 
 def test_placed_keeps_the_input_order_in_one_partition_at_the_load_time(hits_file: Path, tmp_path: Path) -> None:

@@ -117,13 +117,13 @@ def test_scopes_are_checked_before_the_cache_is_asked(world: World) -> None:
     world.write("secret", "cpu", 0, 2)
     owner = Principal("owner", "owner", frozenset({"read"}), ("secret",))
     other = Principal("other", "other", frozenset({"read"}), ("db",))
-    assert world.rows("SELECT count(*) FROM secret.cpu", "secret", owner) == [(2,)]
+    assert world.rows("SELECT count(value) FROM secret.cpu", "secret", owner) == [(2,)]
     # Both spellings run the same SQL on the same files: one entry.
-    assert world.rows("SELECT count(*) FROM cpu", "secret", owner) == [(2,)]
+    assert world.rows("SELECT count(value) FROM cpu", "secret", owner) == [(2,)]
     assert (world.cache.hits, world.cache.misses) == (1, 1)
-    for sql, database in (("SELECT count(*) FROM secret.cpu", "db"), ("SELECT count(*) FROM cpu", "secret")):
+    for sql, database in (("SELECT count(value) FROM secret.cpu", "db"), ("SELECT count(value) FROM cpu", "secret")):
         with pytest.raises(Forbidden, match="may not use database 'secret'"):
             world.rows(sql, database, other)
     assert (world.cache.hits, world.cache.misses) == (1, 1)
     # And the same SQL in the caller's own database reads the caller's own files.
-    assert world.rows("SELECT count(*) FROM cpu", "db", other) == [(5,)]
+    assert world.rows("SELECT count(value) FROM cpu", "db", other) == [(5,)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,7 +25,10 @@ def hour_text(hour: datetime) -> str:
     return hour.astimezone(UTC).strftime(HOUR_FORMAT)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def hour_value(text: str) -> datetime:
+    """The hour ``hour_text`` spelled. Cached: a query's file list names each hour many times (a
+    measurement of 4,400 files in 720 hours), and ``strptime`` took 70 % of preparing that query."""
     return datetime.strptime(text, HOUR_FORMAT).replace(tzinfo=UTC)
 
 
