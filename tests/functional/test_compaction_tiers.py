@@ -229,6 +229,31 @@ def test_an_hour_swap_left_unsettled_by_an_earlier_version_is_finished_before_it
     assert_clean(env)
 
 
+def test_an_hour_job_that_finds_its_hour_naming_a_day_s_unsettled_swap_finishes_the_whole_day(env: Env) -> None:
+    after = fill_day(env)
+    hours_only(env).run()
+    inputs = keys(env.listed())
+    with pytest.raises(Crash):
+        tiers(env, crash_at("committed")).days.compact(DAY)
+    for n in range(3):  # late writes: hour 5 becomes a candidate of its own
+        env.ingest(batch([at(5, 900 + n)], ["c"], [float(n)]))
+    late = [(at(5, 900 + n), "c", float(n)) for n in range(3)]
+    job = hours_only(env).compact(Partition("db", "cpu", H5))  # no recovery first: the job finds it
+    assert job is not None and job.status == "settled"
+    (day_job,) = [j for j in env.catalog.list_compaction_jobs(limit=100) if j.partition.tier == "day"]
+    assert day_job.status == "settled" and set(day_job.input_keys) == inputs  # every hour's, for the sweep
+    assert all(state.settled for state in _states(env))
+    assert env.rows() == sorted(after + late)
+    tiers(env).run()
+    assert env.rows() == sorted(after + late)
+    assert_clean(env)
+
+
+def _states(env: Env) -> list[CompactionState]:
+    found = [env.catalog.get_compaction_state(Partition("db", "cpu", DAY0 + timedelta(hours=h))) for h in range(24)]
+    return [state for state in found if state is not None]
+
+
 def test_a_crashed_day_job_is_fenced_before_its_outputs_are_deleted(env: Env) -> None:
     after = fill_day(env)
     hours_only(env).run()
