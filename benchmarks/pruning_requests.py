@@ -179,6 +179,7 @@ def bench_aws(days: int, rows_per_hour: int) -> None:
         leases_table=resources["leases_table"],
         aws_endpoint_url=endpoint,
         result_cache=False,
+        query_timeout_s=0,  # the figures of the slow layout too, not a time-out
     )
     store, catalog, tokens, queue, roots, s3, _invoke = aws_runtime_parts(settings, session)
     runtime = Runtime(settings, store, catalog, tokens, queue, roots, s3)
@@ -194,7 +195,7 @@ def bench_local(days: int, rows_per_hour: int) -> None:
     from arcs.runtime import local_runtime
 
     with tempfile.TemporaryDirectory() as root:
-        runtime = local_runtime(Settings(backend="local", data_dir=Path(root), result_cache=False))
+        runtime = local_runtime(Settings(backend="local", data_dir=Path(root), result_cache=False, query_timeout_s=0))
         print("\n== standalone server: SQLite and a directory ==")
         load(runtime, "", days, rows_per_hour)
         run_windows(runtime, days, None, "hour tier only (one file per hour):")

@@ -96,9 +96,7 @@ def test_trigger_compacts_and_queries_answer_the_same(triggered: Client) -> None
     assert client.http.get("/api/v1/compaction/candidates").json()["candidates"] == []
 
 
-def test_a_run_merges_hours_then_their_day_and_the_routes_report_both_tiers(
-    triggered: Client, tmp_path: Path
-) -> None:
+def test_a_run_merges_hours_then_their_day_and_the_routes_report_both_tiers(triggered: Client, tmp_path: Path) -> None:
     client = triggered
     write_small_files(client, "cpu", 4)  # one hour: an hour job, then the day's
     line = f"cpu,host=h9 v=1i {T0_NS + 3600 * 10**9}"  # the next hour: one file, no hour job
