@@ -21,6 +21,7 @@ from arcs.ports import CompactionState, FileRecord, Partition
 from arcs.pruning import TimeRange
 from arcs.query import QueryService
 from arcs.retention import Retention
+from arcs.routes.databases import drop_database
 from arcs.tokens import Principal
 from tests.functional.test_compaction_protocol import STEPS, Crash, Env, Row, assert_clean, batch, crash_at
 from tests.functional.test_compaction_protocol import env as env  # the fixture: both catalogs
@@ -302,6 +303,16 @@ def test_a_delete_in_the_middle_of_a_merged_day_rewrites_its_day_file_in_the_day
     assert env.rows() == [r for r in after if not (r[1] == "b" and at(5) <= int(str(r[0])) < at(6))]
     tiers(env).run()
     assert_clean(env)
+
+
+def test_dropping_a_database_deletes_its_day_files_too(env: Env) -> None:
+    fill_day(env)
+    tiers(env).run()
+    env.ingest(batch([at(5, 77)], ["a"], [1.0]))  # and a late write's hour file beside it
+    assert {layout.key_tier(key) for key in env.data_keys()} == {"day", "hour"}
+    result = drop_database(env.catalog, env.store, env.prefix, "db")
+    assert result.existed and result.objects_deleted == 2
+    assert env.data_keys() == []
 
 
 # --- queries read across tiers (DuckDB over the local store) ------------------------------------------
