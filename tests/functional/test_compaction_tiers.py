@@ -107,6 +107,25 @@ def test_a_day_too_young_or_already_one_file_is_no_candidate(env: Env) -> None:
     assert all(job.partition.tier == "hour" for job in hours_only(env).run().jobs)
 
 
+def test_a_day_commit_moves_every_hour_s_record_or_none(env: Env) -> None:
+    first, fifth = Partition("db", "cpu", DAY0), Partition("db", "cpu", H5)
+    hour_job = CompactionState(1, "hourjob", False)
+    assert env.catalog.commit_compaction(fifth, hour_job)
+    env.catalog.settle_compaction(fifth, hour_job)
+    stale = [(first, CompactionState(1, "dayjob", False)), (fifth, CompactionState(1, "dayjob", False))]
+    assert not env.catalog.commit_compactions(stale)  # hour 5 is at 1, not 0: nothing moves
+    assert env.catalog.get_compaction_state(first) is None
+    assert env.catalog.get_compaction_state(fifth) == CompactionState(1, "hourjob", True)
+    fresh = [(first, CompactionState(1, "dayjob", False)), (fifth, CompactionState(2, "dayjob", False))]
+    assert env.catalog.commit_compactions(fresh)
+    assert not env.catalog.commit_compactions([(fifth, CompactionState(3, "other", False))])  # not settled
+    env.catalog.settle_compactions(fresh)
+    assert [env.catalog.get_compaction_state(p) for p in (first, fifth)] == [
+        CompactionState(1, "dayjob", True),
+        CompactionState(2, "dayjob", True),
+    ]
+
+
 # --- crashes and readers -----------------------------------------------------------------------------
 
 
