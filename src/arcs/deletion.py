@@ -124,8 +124,9 @@ class Deleter:
         self.row_group_rows = row_group_rows
 
     def candidates(self, database: str, measurement: str, bounds: TimeRange) -> list[FileRecord]:
-        """The listed files that can hold a row in ``bounds``: hour partitions first, then min/max."""
-        first = layout.floor_hour(bounds.lower) if bounds.lower is not None else None
+        """The listed files that can hold a row in ``bounds``: partitions first (from the start of
+        the day, where a day file's record sits), then min/max."""
+        first = layout.tier_start(bounds.lower) if bounds.lower is not None else None
         last = layout.floor_hour(bounds.upper) if bounds.upper is not None else None
         if first is not None and last is not None and first > last:
             return []
@@ -189,8 +190,14 @@ class Deleter:
     ) -> None:
         # Only the matched positions are kept between picking and writing: one file's rows in memory at a time.
         matches: dict[str, pa.Array] = {}
-        hour = TimeRange(partition.hour, partition.hour + timedelta(hours=1) - timedelta(microseconds=1))
-        in_bounds = {f.key for f in self.candidates(partition.database, partition.measurement, bounds.intersect(hour))}
+        # The files recorded at this hour: its own, and at a day's first hour, the day's files.
+        span = timedelta(days=1) if partition.hour == layout.floor_day(partition.hour) else timedelta(hours=1)
+        hour = TimeRange(partition.hour, partition.hour + span - timedelta(microseconds=1))
+        in_bounds = {
+            f.key
+            for f in self.candidates(partition.database, partition.measurement, bounds.intersect(hour))
+            if f.hour == partition.hour
+        }
 
         def select(listed: list[FileRecord]) -> list[FileRecord]:
             picked: list[FileRecord] = []

@@ -1,7 +1,9 @@
 """The storage layout, in one place.
 
 Data files live at ``{prefix}/{database}/{measurement}/{YYYY}/{MM}/{DD}/{HH}/{file}.parquet``,
-Arc's own layout. Everything that is not a data file lives under ``{prefix}/_arcs/``: database
+Arc's own layout; files compaction merged a whole day into sit in the day's directory,
+``{prefix}/{database}/{measurement}/{YYYY}/{MM}/{DD}/{file}.parquet`` (docs/compaction.md, "Tiers").
+Everything that is not a data file lives under ``{prefix}/_arcs/``: database
 names must start with a letter, so no data glob can ever reach it.
 """
 
@@ -13,6 +15,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 
 from arcs.names import check_database, check_measurement
 
@@ -24,20 +27,42 @@ IMPORTS_DIR = "imports"
 #: Hex digits at the start of a data file's name that order it among its partition's files.
 SEQUENCE_LENGTH = 32
 _KEY_RE = re.compile(
-    r"(?P<db>[^/]+)/(?P<m>[^/]+)/(?P<y>\d{4})/(?P<mo>\d{2})/(?P<d>\d{2})/(?P<h>\d{2})/(?P<f>[^/]+\.parquet)"
+    r"(?P<db>[^/]+)/(?P<m>[^/]+)/(?P<y>\d{4})/(?P<mo>\d{2})/(?P<d>\d{2})(?:/(?P<h>\d{2}))?/(?P<f>[^/]+\.parquet)"
 )
+#: What a data file spans: an hour partition's file, or a file compaction merged a whole day into.
+Tier = Literal["hour", "day"]
+DAY = timedelta(days=1)
 
 
 @dataclass(frozen=True, slots=True)
 class DataKey:
     database: str
     measurement: str
-    hour: datetime  # UTC, truncated to the hour
+    hour: datetime  # UTC, truncated to the hour (a day file: the day's first hour)
     filename: str
+    tier: Tier = "hour"
 
 
 def floor_hour(ts: datetime) -> datetime:
     return ts.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def floor_day(ts: datetime) -> datetime:
+    return ts.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def tier_start(ts: datetime) -> datetime:
+    """Where a listing by time must start to find every file that can hold ``ts``: a day file's
+    record sits at its day's first hour, so a range that starts mid-day lists from the day's start."""
+    return floor_day(ts)
+
+
+def key_tier(key: str) -> Tier:
+    """Whether a data key is an hour partition's file or a day file, from its directories: a day
+    file's parent is ``{YYYY}/{MM}/{DD}``, an hour file's ``{YYYY}/{MM}/{DD}/{HH}`` (database and
+    measurement names start with a letter, so a four-digit year is never one of them)."""
+    parts = key.rsplit("/", 5)
+    return "day" if len(parts) >= 5 and len(parts[-4]) == 4 and parts[-4].isdigit() else "hour"
 
 
 def hour_from_micros(micros: int) -> datetime:
@@ -57,12 +82,17 @@ def _join(prefix: str, rest: str) -> str:
     return f"{prefix}/{rest}" if prefix else rest
 
 
-def data_key(prefix: str, database: str, measurement: str, hour: datetime, filename: str) -> str:
+def day_dir(day: datetime) -> str:
+    return day.strftime("%Y/%m/%d")
+
+
+def data_key(prefix: str, database: str, measurement: str, hour: datetime, filename: str, tier: Tier = "hour") -> str:
     check_database(database)
     check_measurement(measurement)
     if "/" in filename or not filename.endswith(".parquet"):
         raise ValueError(f"bad data file name {filename!r}")
-    return _join(prefix, f"{database}/{measurement}/{hour_dir(floor_hour(hour))}/{filename}")
+    directory = hour_dir(floor_hour(hour)) if tier == "hour" else day_dir(floor_day(hour))
+    return _join(prefix, f"{database}/{measurement}/{directory}/{filename}")
 
 
 def measurement_prefix(prefix: str, database: str, measurement: str) -> str:
@@ -75,8 +105,9 @@ def parse_data_key(prefix: str, key: str) -> DataKey:
     match = _KEY_RE.fullmatch(rest)
     if match is None:
         raise ValueError(f"not a data key: {key!r}")
-    hour = datetime(int(match["y"]), int(match["mo"]), int(match["d"]), int(match["h"]), tzinfo=UTC)
-    return DataKey(match["db"], match["m"], hour, match["f"])
+    day_file = match["h"] is None
+    hour = datetime(int(match["y"]), int(match["mo"]), int(match["d"]), 0 if day_file else int(match["h"]), tzinfo=UTC)
+    return DataKey(match["db"], match["m"], hour, match["f"], "day" if day_file else "hour")
 
 
 def system_prefix(prefix: str) -> str:
@@ -137,19 +168,21 @@ def file_order(key: str) -> str:
     return key.rsplit("/", 1)[-1]
 
 
-def compacted_filename(latest_input_key: str, job_id: str, index: int, merged: bool = True) -> str:
+def compacted_filename(latest_input_key: str, job_id: str, index: int, merged: bool = True, tier: Tier = "hour") -> str:
     """A compaction output's name: it sorts with the latest write it holds (its inputs' last).
 
     Every file written after the job picked its inputs has a later sequence, so it still sorts
     after the output, and rows written later keep winning when the output is compacted again.
-    ``merged`` (a compaction's merge: its outputs hold each point once between them) is ``-c``;
-    a rewrite of retention or delete, each output the rest of one input, is ``-r``.
+    ``merged`` (a compaction's merge: its outputs hold each point once between them) is ``-c``,
+    ``-d`` for a day's merge; a rewrite of retention or delete, each output the rest of one
+    input, is ``-r``.
     """
     sequence = file_order(latest_input_key)[:SEQUENCE_LENGTH].removesuffix(".parquet")
-    return f"{sequence}-{'c' if merged else 'r'}{job_id}-{index:04d}.parquet"
+    marker = ("d" if tier == "day" else "c") if merged else "r"
+    return f"{sequence}-{marker}{job_id}-{index:04d}.parquet"
 
 
-_MERGED_NAME = re.compile(r"[0-9a-f]+-c(?P<job>[0-9a-f]+)-\d{4}\.parquet")
+_MERGED_NAME = re.compile(r"[0-9a-f]+-[cd](?P<job>[0-9a-f]+)-\d{4}\.parquet")
 
 
 def compaction_job_of(name: str) -> str | None:
@@ -161,6 +194,11 @@ def compaction_job_of(name: str) -> str | None:
 def hour_prefix(prefix: str, database: str, measurement: str, hour: datetime) -> str:
     """The key prefix of one hour partition's data files."""
     return _join(prefix, f"{database}/{measurement}/{hour_dir(floor_hour(hour))}/")
+
+
+def day_prefix(prefix: str, database: str, measurement: str, day: datetime) -> str:
+    """The key prefix of one day's data files: its day files and, below them, its hours'."""
+    return _join(prefix, f"{database}/{measurement}/{day_dir(floor_day(day))}/")
 
 
 def quarantine_key(prefix: str, key: str) -> str:

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Literal, Protocol
 
+from arcs.layout import Tier
+
 if TYPE_CHECKING:
     from arcs.batch import WriteBatch
 
@@ -132,15 +134,18 @@ class CommitRecord:
 
 @dataclass(frozen=True, slots=True)
 class Partition:
-    """What compaction works on: one hour of one measurement."""
+    """What compaction works on: one hour of one measurement, or (``tier`` "day") one day of it,
+    ``hour`` then being the day's first hour, where the day's files are recorded."""
 
     database: str
     measurement: str
     hour: datetime
+    tier: Tier = "hour"
 
     @property
     def name(self) -> str:
-        return f"{self.database}/{self.measurement}/{self.hour.strftime('%Y-%m-%dT%H')}"
+        moment = self.hour.strftime("%Y-%m-%d" if self.tier == "day" else "%Y-%m-%dT%H")
+        return f"{self.database}/{self.measurement}/{moment}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +187,9 @@ class CompactionJob:
     error: str = ""
     #: What rewrote the partition: compaction, retention (inputs all its files, no outputs) or a delete.
     kind: JobKind = "compaction"
+    #: A day job: each hour it took inputs from (and the day's first hour, where its outputs are
+    #: recorded) with that hour's compaction version when it picked them; it commits each + 1.
+    base_versions: tuple[tuple[datetime, int], ...] = ()
 
     @property
     def active(self) -> bool:
@@ -330,6 +338,18 @@ class Catalog(Protocol):
 
         Idempotent; does nothing once the partition has moved past ``state``.
         """
+        ...
+
+    def commit_compactions(self, commits: Sequence[tuple[Partition, CompactionState]]) -> bool:
+        """A day's swap: ``commit_compaction`` for each hour, all in one transaction (SQLite
+        transaction, DynamoDB ``TransactWriteItems``): every hour's record moves, or none does.
+        False when any hour was not at its version - 1 or not settled."""
+        ...
+
+    def settle_compactions(self, commits: Sequence[tuple[Partition, CompactionState]]) -> None:
+        """Settle a day's swap: put every output's record, retire every hour's inputs, and only
+        then mark each record settled, so a record read settled means its files have moved.
+        Idempotent; an hour whose record moved past its state is left alone."""
         ...
 
     def put_compaction_job(self, job: CompactionJob) -> None:

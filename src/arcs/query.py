@@ -14,7 +14,7 @@ from arcs.catalog_answers import counted_rows
 from arcs.engine import Engine
 from arcs.errors import ArcsError, BadRequest, NotFound, QueryTimeout
 from arcs.exact_rewrites import apply_exact_rewrites
-from arcs.layout import floor_hour
+from arcs.layout import floor_hour, tier_start
 from arcs.names import check_database, check_measurement
 from arcs.ports import Catalog, FileRecord, ObjectStore
 from arcs.pruning import TimeConstants, TimeRange, time_range
@@ -145,8 +145,9 @@ class QueryService:
         return points.scan(files, schema.tags, list(schema.columns), self.store.url)
 
     def _files(self, database: str, measurement: str, bounds: TimeRange) -> list[FileRecord]:
-        """The measurement's files that can hold rows in ``bounds``: hour partitions first, then min/max."""
-        first = floor_hour(bounds.lower) if bounds.lower is not None else None
+        """The measurement's files that can hold rows in ``bounds``: partitions first (from the start
+        of the day, where a day file's record sits), then min/max."""
+        first = tier_start(bounds.lower) if bounds.lower is not None else None
         last = floor_hour(bounds.upper) if bounds.upper is not None else None
         if first is not None and last is not None and first > last:
             return []

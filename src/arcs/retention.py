@@ -1,4 +1,5 @@
-"""Retention: whole hour partitions older than a cutoff are removed, atomically each.
+"""Retention: whole hour partitions older than a cutoff are removed, atomically each (and day
+files once their whole day is older: one that straddles the cutoff stays).
 
 A policy's cutoff is ``now - retention_days - buffer_days``; continuous queries add rules derived
 from their definitions at run time (``arcs.cq_retention``). An hour partition goes only once its
@@ -57,6 +58,13 @@ def cutoff(policy: RetentionPolicy, now: datetime) -> datetime:
 def expired(hour: datetime, limit: datetime) -> bool:
     """True if the whole hour partition starting at ``hour`` ends at or before ``limit``."""
     return hour + HOUR <= limit
+
+
+def file_expired(record: FileRecord, limit: datetime) -> bool:
+    """True if everything ``record`` can hold is older than ``limit``: the whole hour of an hour's
+    file, the whole day of a day file (one that straddles the limit holds rows to keep, so it stays)."""
+    span = layout.DAY if layout.key_tier(record.key) == "day" else HOUR
+    return record.hour + span <= limit
 
 
 def last_expired_hour(limit: datetime) -> datetime:
@@ -183,7 +191,8 @@ class Retention:
                 continue
             by_hour: dict[datetime, list[FileRecord]] = {}
             for record in self.catalog.list_files(schema.database, schema.measurement, last_hour=last):
-                by_hour.setdefault(record.hour, []).append(record)
+                if file_expired(record, limit):  # a day file recorded at an expired hour may not be
+                    by_hour.setdefault(record.hour, []).append(record)
             for hour, files in sorted(by_hour.items()):
                 if expired(hour, limit):  # list_files stops at ``last``; this says why it is enough
                     partition = Partition(schema.database, schema.measurement, hour)
@@ -258,7 +267,9 @@ class Retention:
             job = self.compactor.rewrite(
                 partition,
                 "retention",
-                lambda listed: sorted(listed, key=lambda f: layout.file_order(f.key))[:cap],
+                lambda listed: sorted(
+                    (f for f in listed if file_expired(f, limit)), key=lambda f: layout.file_order(f.key)
+                )[:cap],
                 _no_build,
             )
             if job is None:

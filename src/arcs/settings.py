@@ -61,6 +61,10 @@ class CompactionSettings:
     time_budget_s: float = 0.0
     zstd_level: int = 3
     function_name: str = ""
+    #: The tiers a run compacts into: hours, then whole days merged into day files.
+    tiers: tuple[str, ...] = ("hour", "day")
+    day_min_age_s: float = 7200.0
+    day_min_files: int = 2
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], number: Callable[[str, float], float]) -> CompactionSettings:
@@ -83,7 +87,12 @@ class CompactionSettings:
             sort=sort,  # type: ignore[arg-type]
             time_budget_s=number(envvars.COMPACTION_TIME_BUDGET_S, base.time_budget_s),
             function_name=env.get(envvars.COMPACT_FUNCTION, ""),
+            tiers=_tiers(env.get(envvars.COMPACTION_TIERS) or ",".join(base.tiers)),
+            day_min_age_s=number(envvars.COMPACTION_DAY_MIN_AGE_S, base.day_min_age_s),
+            day_min_files=int(number(envvars.COMPACTION_DAY_MIN_FILES, base.day_min_files)),
         )
+        if made.day_min_files < 2:
+            raise ConfigError(f"{envvars.COMPACTION_DAY_MIN_FILES} must be 2 or more")
         if made.min_files < 2 or made.max_files < made.min_files:
             raise ConfigError(
                 f"{envvars.COMPACTION_MIN_FILES} must be 2 or more and at most {envvars.COMPACTION_MAX_FILES}"
@@ -91,6 +100,13 @@ class CompactionSettings:
         if made.max_files > MAX_FILES_PER_JOB:
             raise ConfigError(f"{envvars.COMPACTION_MAX_FILES} must be at most {MAX_FILES_PER_JOB}")
         return made
+
+
+def _tiers(text: str) -> tuple[str, ...]:
+    tiers = tuple(part.strip() for part in text.split(",") if part.strip())
+    if tiers not in (("hour",), ("hour", "day")):
+        raise ConfigError(f"{envvars.COMPACTION_TIERS} must be 'hour,day' or 'hour', got {text!r}")
+    return tiers
 
 
 _MB = 1024 * 1024

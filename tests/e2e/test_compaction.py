@@ -71,7 +71,11 @@ def test_trigger_compacts_and_queries_answer_the_same(triggered: Client) -> None
     before = client.rows(sql)
     assert file_count(client, "cpu") == 6
     candidates = client.http.get("/api/v1/compaction/candidates").json()
-    assert [(c["measurement"], c["file_count"]) for c in candidates["candidates"]] == [("cpu", 6)]
+    # The hour, and its day (the day tier would merge it too, after the hour tier has run).
+    assert [(c["measurement"], c["file_count"], c["tier"]) for c in candidates["candidates"]] == [
+        ("cpu", 6, "hour"),
+        ("cpu", 6, "day"),
+    ]
     status = client.http.get("/api/v1/compaction/status").json()
     assert (status["enabled"], status["settings"]["min_files"], status["settings"]["compression"]) == (
         False,
@@ -90,6 +94,30 @@ def test_trigger_compacts_and_queries_answer_the_same(triggered: Client) -> None
     assert (stats["files_compacted"], stats["files_written"], stats["jobs_by_status"]) == (6, 1, {"done": 1})
     assert client.http.get("/api/v1/compaction/jobs").json()["jobs"] == []
     assert client.http.get("/api/v1/compaction/candidates").json()["candidates"] == []
+
+
+def test_a_run_merges_hours_then_their_day_and_the_routes_report_both_tiers(triggered: Client, tmp_path: Path) -> None:
+    client = triggered
+    write_small_files(client, "cpu", 4)  # one hour: an hour job, then the day's
+    line = f"cpu,host=h9 v=1i {T0_NS + 3600 * 10**9}"  # the next hour: one file, no hour job
+    assert client.write("/api/v1/write/line-protocol", line.encode()).status_code == 204
+    assert client.wait_count("cpu", 41) == 41
+    sql = "SELECT time, host, v FROM cpu ORDER BY time, host"
+    before = client.rows(sql)
+    assert client.http.post("/api/v1/compaction/trigger", json={}).status_code == 202
+    history = wait_for(
+        client, "/api/v1/compaction/history", lambda a: [j["status"] for j in a["jobs"]] == ["done", "done"]
+    )
+    assert sorted((j["tier"], j["files_compacted"], j["files_written"]) for j in history["jobs"]) == [
+        ("day", 2, 1),
+        ("hour", 4, 1),
+    ]
+    assert client.rows(sql) == before
+    assert file_count(client, "cpu") == 1
+    day_files = list((tmp_path / "data" / "storage" / "default" / "cpu").glob("????/??/??/*-d*.parquet"))
+    assert len(day_files) == 1  # in the day's directory, Arc's layout
+    status = client.http.get("/api/v1/compaction/status").json()
+    assert status["settings"]["tiers"] == ["hour", "day"]
 
 
 def test_trigger_needs_admin_and_reads_are_scoped(triggered: Client) -> None:
@@ -115,8 +143,12 @@ def test_the_timer_compacts_without_being_asked(tmp_path: Path) -> None:
     client = Client(process.url)
     try:
         write_small_files(client, "disk", 4)
-        wait_for(client, "/api/v1/compaction/history", lambda a: [j["status"] for j in a["jobs"]] == ["done"])
-        assert file_count(client, "disk") == 1
+        # The hour's job, or (the hour being long past) its day's while the writes still arrive.
+        wait_for(
+            client,
+            "/api/v1/compaction/history",
+            lambda a: a["jobs"] and {j["status"] for j in a["jobs"]} == {"done"} and file_count(client, "disk") == 1,
+        )
         assert client.rows("SELECT count(*) FROM disk") == [[40]]
         status = client.http.get("/api/v1/compaction/status").json()
         assert status["enabled"] is True and status["runs"] >= 1

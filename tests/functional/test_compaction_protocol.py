@@ -66,7 +66,8 @@ class Env:
 
     def compactor(self, fault: Callable[[str], None] | None = None, **changes: object) -> Compactor:
         holder = changes.pop("holder", None)
-        config = CompactionSettings(min_age_s=0, min_files=3, grace_s=0, lease_s=0.05)
+        # The hour tier alone: the day tier's protocol is tests/functional/test_compaction_tiers.py's.
+        config = CompactionSettings(min_age_s=0, min_files=3, grace_s=0, lease_s=0.05, tiers=("hour",))
         config = replace(config, **changes)  # type: ignore[arg-type]
         now = lambda: datetime.now(UTC) + timedelta(days=1)  # noqa: E731 - every test hour is old enough
         return Compactor(

@@ -14,15 +14,17 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pytest
 
+from arcs import layout
 from arcs.adapters.aws import aws_runtime_parts, queued_write_from_sqs
 from arcs.batch import TIME_TYPE, MeasurementRows
+from arcs.compaction.compactor import Compactor
 from arcs.continuous_queries import ContinuousQueries
 from arcs.cq_definitions import micros, substitute
 from arcs.emulation import FakeLambdaContext, load_handler
 from arcs.errors import BadRequest, PayloadTooLarge
 from arcs.runtime import Runtime, local_runtime
 from arcs.server import IngestLoop
-from arcs.settings import Settings
+from arcs.settings import CompactionSettings, Settings
 from arcs.sql_tree import MAX_SQL_BYTES
 from arcs.tokens import Principal
 
@@ -297,6 +299,20 @@ def test_a_dry_run_writes_nothing_and_returns_the_rows(world: World) -> None:
     assert world.runtime.catalog.list_cq_executions(query_id) == []
     # Dry runs may look anywhere, even at windows the schedule has not run.
     assert world.service().execute(query_id, micros(T0), micros(T0 + HOUR), dry_run=True).write_id is None
+
+
+def test_a_window_in_the_middle_of_a_day_merged_into_a_day_file_aggregates_exactly(
+    world: World, tmp_path: Path
+) -> None:
+    query_id = create(world)
+    write_source(world, T0 - 5 * HOUR, 180)  # three hours of the day before T0
+    world.drain()
+    runtime = world.runtime
+    config = CompactionSettings(min_age_s=0, min_files=2, day_min_age_s=0, grace_s=0)
+    Compactor(runtime.catalog, runtime.store, runtime.settings.prefix, config, tmp_path / "compaction").run()
+    assert [layout.key_tier(f.key) for f in runtime.catalog.list_files(DB, "cpu")] == ["day"]
+    result = world.service().execute(query_id, micros(T0 - 4 * HOUR), micros(T0 - 3 * HOUR), dry_run=True)
+    assert sorted(result.rows.column("n").to_pylist()) == [10] * 12
 
 
 def test_manual_execute_backfills_and_adds(world: World) -> None:

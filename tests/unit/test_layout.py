@@ -44,3 +44,21 @@ def test_result_keys_are_system_keys_of_their_own_folder() -> None:
     for result_id, extension in (("../x", "json"), ("a/b", "json"), ("abc", "js/on"), ("", "json")):
         with pytest.raises(ValueError, match="bad result name"):
             layout.result_key("arcs", result_id, extension)
+
+
+@pytest.mark.parametrize("prefix", ["", "arcs", "deep/prefix/"])
+def test_a_day_file_sits_in_its_day_s_directory_and_parses_as_the_day(prefix: str) -> None:
+    moment = datetime(2024, 2, 29, 23, 17, 5, tzinfo=UTC)
+    name = layout.compacted_filename("x/0123456789abc" + "d" * 19 + "-0000.parquet", "feed", 1, tier="day")
+    assert name == "0123456789abc" + "d" * 19 + "-dfeed-0001.parquet"
+    key = layout.data_key(prefix, "metrics", "cpu", moment, name, "day")
+    assert key.endswith(f"metrics/cpu/2024/02/29/{name}")
+    parsed = layout.parse_data_key(prefix, key)
+    assert parsed == layout.DataKey("metrics", "cpu", datetime(2024, 2, 29, tzinfo=UTC), name, "day")
+    assert layout.key_tier(key) == "day"
+    assert layout.compaction_job_of(name) == "feed"  # a day's outputs are one unit, like an hour job's
+    hour_key = layout.data_key(prefix, "metrics", "cpu", moment, "a-0001.parquet")
+    assert layout.key_tier(hour_key) == "hour"
+    assert layout.parse_data_key(prefix, hour_key).tier == "hour"
+    assert layout.day_prefix(prefix, "metrics", "cpu", moment).endswith("metrics/cpu/2024/02/29/")
+    assert layout.tier_start(moment) == datetime(2024, 2, 29, tzinfo=UTC)

@@ -50,15 +50,40 @@ def test_only_files_of_different_units_whose_times_meet_are_merged() -> None:
     one = record(f"{COMMIT}-0000.parquet", 0, 10)
     meets_one = record(f"{'0' * 12}2{'2' * 19}-0000.parquet", 10, 20)
     apart = record(f"{'0' * 12}3{'3' * 19}-0000.parquet", 21, 30)
-    other_hour = record(f"{'0' * 12}4{'4' * 19}-0000.parquet", 0, 10, HOUR.replace(hour=6))
-    assert may_repeat([one, apart, other_hour]) == []
-    assert {f.key for f in may_repeat([apart, meets_one, one, other_hour])} == {one.key, meets_one.key}
+    other_day = record(f"{'0' * 12}4{'4' * 19}-0000.parquet", 0, 10, HOUR.replace(day=2))
+    assert may_repeat([one, apart, other_day]) == []
+    assert {f.key for f in may_repeat([apart, meets_one, one, other_day])} == {one.key, meets_one.key}
     # The outputs of one compaction job hold each point once between them; a delete's rewrite does not.
     job = layout.sequence_id()
     merged = [record(layout.compacted_filename(one.key, job, n), 0, 10) for n in range(2)]
     assert may_repeat(merged) == []
     rewritten = [record(layout.compacted_filename(one.key, job, n, merged=False), 0, 10) for n in range(2)]
     assert len(may_repeat(rewritten)) == 2
+
+
+def test_a_day_file_and_a_later_write_into_one_of_its_hours_are_merged_on_read() -> None:
+    # A day file's record sits at its day's first hour, a late write's at its own hour: the same
+    # point can be in both, so the two are read through the merge; the day's outputs are one unit.
+    day = HOUR.replace(hour=0)
+    job = layout.sequence_id()
+    day_files = [
+        FileRecord(
+            "db",
+            "cpu",
+            day,
+            f"db/cpu/2024/03/01/{layout.compacted_filename(COMMIT + '-0000.parquet', job, n, tier='day')}",
+            1,
+            1,
+            0,
+            100,
+            job,
+        )
+        for n in range(2)
+    ]
+    assert all(layout.key_tier(f.key) == "day" for f in day_files)
+    assert may_repeat(day_files) == []
+    late = record(f"{'0' * 12}5{'5' * 19}-0000.parquet", 50, 60)  # hour 05
+    assert {f.key for f in may_repeat([*day_files, late])} == {late.key, *(f.key for f in day_files)}
 
 
 def test_scan_merges_only_what_may_repeat() -> None:

@@ -57,6 +57,8 @@ if TYPE_CHECKING:
 #: How often ``list_files`` reads again when a compaction commit lands while it lists.
 _LIST_ATTEMPTS = 5
 _SCHEMAS_PER_TRANSACTION = 50
+#: DynamoDB's limit of items in one TransactWriteItems (a day's swap: at most 24 hours).
+_MAX_TRANSACTION_ITEMS = 100
 
 
 def _drop_pk(database: str) -> str:
@@ -345,7 +347,12 @@ class DynamoCatalog(DynamoContinuousQueries, DynamoRetentionPolicies):
         return None if item is None else _state(item)
 
     def commit_compaction(self, partition: Partition, state: CompactionState) -> bool:
-        values = {
+        return self._put(*self._commit_put(partition, state))
+
+    def _commit_put(
+        self, partition: Partition, state: CompactionState
+    ) -> tuple[dict[str, object], str, dict[str, str] | None, dict[str, object] | None]:
+        values: dict[str, object] = {
             "pk": _compaction_pk(partition.database, partition.measurement),
             "sk": hour_text(partition.hour),
             "version": state.version,
@@ -355,41 +362,88 @@ class DynamoCatalog(DynamoContinuousQueries, DynamoRetentionPolicies):
             "outputs": json.dumps([file_to_json(f) for f in state.outputs]),
         }
         if state.version == 1:
-            return self._put(values, "attribute_not_exists(pk)")
-        return self._put(
+            return values, "attribute_not_exists(pk)", None, None
+        return (
             values,
             "#version = :previous AND settled = :yes",
             {"#version": "version"},
             {":previous": state.version - 1, ":yes": True},
         )
 
+    def commit_compactions(self, commits: Sequence[tuple[Partition, CompactionState]]) -> bool:
+        if len(commits) == 1:
+            return self.commit_compaction(*commits[0])
+        if len(commits) > _MAX_TRANSACTION_ITEMS:
+            raise ValueError(f"a transaction holds at most {_MAX_TRANSACTION_ITEMS} commit records")
+        items: list[TransactWriteItemTypeDef] = []
+        for partition, state in commits:
+            values, condition, names, conditions = self._commit_put(partition, state)
+            put = put_op(self.table, values, condition)
+            if names is not None and conditions is not None:
+                put["Put"]["ExpressionAttributeNames"] = names
+                put["Put"]["ExpressionAttributeValues"] = to_item(conditions)
+            items.append(put)
+        codes = self._transact(items)
+        if codes is None:
+            return True
+        if "ConditionalCheckFailed" in codes:
+            return False
+        raise StorageFault(f"DynamoDB compaction commit of {commits[0][0].name} cancelled: {codes}")
+
     def settle_compaction(self, partition: Partition, state: CompactionState) -> None:
-        current = self.get_compaction_state(partition)
-        if current is None or current.settled or (current.version, current.job_id) != (state.version, state.job_id):
+        self.settle_compactions([(partition, state)])
+
+    def settle_compactions(self, commits: Sequence[tuple[Partition, CompactionState]]) -> None:
+        pending = []
+        for partition, state in commits:
+            current = self.get_compaction_state(partition)
+            if (
+                current is not None
+                and not current.settled
+                and (current.version, current.job_id)
+                == (
+                    state.version,
+                    state.job_id,
+                )
+            ):
+                pending.append((partition, state))
+        if not pending:
             return
-        self.put_files(state.outputs)
+        self.put_files([f for _partition, state in pending for f in state.outputs])
         # The inputs' records stay as markers that are never listed until a late ingest
         # roll-forward can no longer put them back (put_files keeps an existing item).
-        pk = _files_pk(partition.database, partition.measurement)
-        marker = {"replaced_by": state.job_id, TTL_ATTRIBUTE: expiry()}
         self._batch_write(
             [
-                {"PutRequest": {"Item": to_item({"pk": pk, "sk": f"{hour_text(partition.hour)}#{key}", **marker})}}
+                {
+                    "PutRequest": {
+                        "Item": to_item(
+                            {
+                                "pk": _files_pk(partition.database, partition.measurement),
+                                "sk": f"{hour_text(partition.hour)}#{key}",
+                                "replaced_by": state.job_id,
+                                TTL_ATTRIBUTE: expiry(),
+                            }
+                        )
+                    }
+                }
+                for partition, state in pending
                 for key in state.inputs
             ]
         )
-        self._put(
-            {
-                "pk": _compaction_pk(partition.database, partition.measurement),
-                "sk": hour_text(partition.hour),
-                "version": state.version,
-                "job_id": state.job_id,
-                "settled": True,
-            },
-            "#version = :version AND job_id = :job",
-            {"#version": "version"},
-            {":version": state.version, ":job": state.job_id},
-        )
+        # Last: a record read settled means its files have moved (list_files relies on it).
+        for partition, state in pending:
+            self._put(
+                {
+                    "pk": _compaction_pk(partition.database, partition.measurement),
+                    "sk": hour_text(partition.hour),
+                    "version": state.version,
+                    "job_id": state.job_id,
+                    "settled": True,
+                },
+                "#version = :version AND job_id = :job",
+                {"#version": "version"},
+                {":version": state.version, ":job": state.job_id},
+            )
 
     # --- leases and compaction jobs: the leases table ----------------------------------------
     def acquire_lease(self, name: str, owner: str, ttl_s: float) -> bool:

@@ -183,13 +183,20 @@ def job_to_json(job: CompactionJob) -> dict[str, object]:
         "delete_after": _time(job.delete_after),
         "error": job.error,
         "kind": job.kind,
+        "tier": job.partition.tier,
+        "base_versions": [[hour_text(hour), version] for hour, version in job.base_versions],
     }
 
 
 def job_from_json(data: dict[str, Any]) -> CompactionJob:
     return CompactionJob(
         job_id=str(data["job_id"]),
-        partition=Partition(str(data["database"]), str(data["measurement"]), hour_value(str(data["hour"]))),
+        partition=Partition(
+            str(data["database"]),
+            str(data["measurement"]),
+            hour_value(str(data["hour"])),
+            "day" if data.get("tier") == "day" else "hour",
+        ),
         status=data["status"],
         started_at=_moment(data["started_at"]) or datetime.now(UTC),
         updated_at=_moment(data["updated_at"]) or datetime.now(UTC),
@@ -204,6 +211,7 @@ def job_from_json(data: dict[str, Any]) -> CompactionJob:
         delete_after=_moment(data.get("delete_after")),
         error=str(data.get("error", "")),
         kind=data.get("kind", "compaction"),
+        base_versions=tuple((hour_value(str(hour)), _int(version)) for hour, version in data.get("base_versions", [])),
     )
 
 

@@ -37,7 +37,7 @@ TOMBSTONE_TTL_S = 15 * 24 * 3600.0
 
 
 class _Stale(Exception):
-    """A schema changed since the request read it: its transaction stores nothing."""
+    """A schema or compaction record changed since the caller read it: its transaction stores nothing."""
 
 
 class SqliteCatalog(SqliteContinuousQueries, SqliteRetentionPolicies):
@@ -264,54 +264,73 @@ class SqliteCatalog(SqliteContinuousQueries, SqliteRetentionPolicies):
         return _state(version, job_id, inputs, outputs, settled)
 
     def commit_compaction(self, partition: Partition, state: CompactionState) -> bool:
+        return self.commit_compactions([(partition, state)])
+
+    def commit_compactions(self, commits: Sequence[tuple[Partition, CompactionState]]) -> bool:
+        try:
+            self._commit_compactions(commits)
+        except _Stale:
+            return False
+        return True
+
+    def _commit_compactions(self, commits: Sequence[tuple[Partition, CompactionState]]) -> None:
         with self.db.transaction() as conn:
-            row = conn.execute(
-                "SELECT version, settled FROM compaction_state WHERE database=? AND measurement=? AND hour=?",
-                _partition_key(partition),
-            ).fetchone()
-            current, settled = (0, 1) if row is None else (int(row[0]), int(row[1]))
-            if current != state.version - 1 or not settled:
-                return False
-            conn.execute(
-                "INSERT OR REPLACE INTO compaction_state VALUES (?, ?, ?, ?, ?, 0, ?, ?)",
-                (
-                    *_partition_key(partition),
-                    state.version,
-                    state.job_id,
-                    json.dumps(list(state.inputs)),
-                    json.dumps([file_to_json(f) for f in state.outputs]),
-                ),
-            )
-            return True
+            for partition, state in commits:
+                row = conn.execute(
+                    "SELECT version, settled FROM compaction_state WHERE database=? AND measurement=? AND hour=?",
+                    _partition_key(partition),
+                ).fetchone()
+                current, settled = (0, 1) if row is None else (int(row[0]), int(row[1]))
+                if current != state.version - 1 or not settled:
+                    raise _Stale  # an hour moved: the rollback leaves every record as it was
+                conn.execute(
+                    "INSERT OR REPLACE INTO compaction_state VALUES (?, ?, ?, ?, ?, 0, ?, ?)",
+                    (
+                        *_partition_key(partition),
+                        state.version,
+                        state.job_id,
+                        json.dumps(list(state.inputs)),
+                        json.dumps([file_to_json(f) for f in state.outputs]),
+                    ),
+                )
 
     def settle_compaction(self, partition: Partition, state: CompactionState) -> None:
-        # One transaction: the records move and the commit record empties together.
+        self.settle_compactions([(partition, state)])
+
+    def settle_compactions(self, commits: Sequence[tuple[Partition, CompactionState]]) -> None:
+        # One transaction: the records move and the commit records empty together.
         with self.db.transaction() as conn:
-            row = conn.execute(
-                "SELECT version, job_id, settled FROM compaction_state WHERE database=? AND measurement=? AND hour=?",
-                _partition_key(partition),
-            ).fetchone()
-            if row is None or (int(row[0]), str(row[1])) != (state.version, state.job_id) or int(row[2]):
+            pending: list[tuple[Partition, CompactionState]] = []
+            for partition, state in commits:
+                row = conn.execute(
+                    "SELECT version, job_id, settled FROM compaction_state "
+                    "WHERE database=? AND measurement=? AND hour=?",
+                    _partition_key(partition),
+                ).fetchone()
+                if row is not None and (int(row[0]), str(row[1])) == (state.version, state.job_id) and not int(row[2]):
+                    pending.append((partition, state))
+            if not pending:
                 return
             conn.executemany(
                 "INSERT OR IGNORE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [_file_row(f) for f in state.outputs],
-            )
-            conn.executemany(
-                "DELETE FROM files WHERE database=? AND measurement=? AND hour=? AND key=?",
-                [(*_partition_key(partition), key) for key in state.inputs],
+                [_file_row(f) for _partition, state in pending for f in state.outputs],
             )
             now = time.time()
-            conn.executemany(
-                "INSERT OR IGNORE INTO compacted VALUES (?, ?, ?, ?, ?, ?)",
-                [(*_partition_key(partition), key, state.job_id, now + TOMBSTONE_TTL_S) for key in state.inputs],
-            )
+            for partition, state in pending:
+                conn.executemany(
+                    "DELETE FROM files WHERE database=? AND measurement=? AND hour=? AND key=?",
+                    [(*_partition_key(partition), key) for key in state.inputs],
+                )
+                conn.executemany(
+                    "INSERT OR IGNORE INTO compacted VALUES (?, ?, ?, ?, ?, ?)",
+                    [(*_partition_key(partition), key, state.job_id, now + TOMBSTONE_TTL_S) for key in state.inputs],
+                )
+                conn.execute(
+                    "UPDATE compaction_state SET settled=1, inputs='[]', outputs='[]' "
+                    "WHERE database=? AND measurement=? AND hour=?",
+                    _partition_key(partition),
+                )
             conn.execute("DELETE FROM compacted WHERE until < ?", (now,))
-            conn.execute(
-                "UPDATE compaction_state SET settled=1, inputs='[]', outputs='[]' "
-                "WHERE database=? AND measurement=? AND hour=?",
-                _partition_key(partition),
-            )
 
     def put_compaction_job(self, job: CompactionJob) -> None:
         with self.db.transaction() as conn:

@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from arcs import layout
+from arcs.compaction.days import DayJobs
 from arcs.compaction.merge import CorruptInput, check_parquet, merge, time_bounds
 from arcs.compaction.report import Candidate, RunReport
 from arcs.errors import ArcsError, NotFound
@@ -120,6 +121,7 @@ class Compactor:
         self._fault = fault
         self._now = now
         self._run_lock = threading.Lock()
+        self.days = DayJobs(self)
 
     # --- what to compact ---------------------------------------------------------------------------
     def candidates(self, database: str | None = None, measurement: str | None = None) -> list[Candidate]:
@@ -131,7 +133,8 @@ class Compactor:
                 continue
             by_hour: dict[datetime, list[FileRecord]] = {}
             for record in self.catalog.list_files(schema.database, schema.measurement, last_hour=newest):
-                by_hour.setdefault(record.hour, []).append(record)
+                if layout.key_tier(record.key) == "hour":  # a day file recorded at its day's first hour is no hour's
+                    by_hour.setdefault(record.hour, []).append(record)
             for hour, files in sorted(by_hour.items()):
                 if len(files) >= self.config.min_files:
                     partition = Partition(schema.database, schema.measurement, hour)
@@ -156,6 +159,16 @@ class Compactor:
                     report.skipped.append(candidate.partition.name)
                 else:
                     report.jobs.append(job)
+            if "day" in self.config.tiers:
+                for candidate in self.days.candidates(database, measurement):
+                    budget = self.config.time_budget_s
+                    if budget and time.monotonic() - started > budget:
+                        break
+                    job = self.days.compact(candidate.partition)
+                    if job is None:
+                        report.skipped.append(candidate.partition.name)
+                    else:
+                        report.jobs.append(job)
             report.inputs_deleted = self.sweep()
             report.finished_at = self._now()
             return report
@@ -224,7 +237,7 @@ class Compactor:
 
     def _compact_leased(self, partition: Partition, job_id: str) -> CompactionJob | None:
         self._fault("leased")
-        opened = self._open_job(partition, job_id, "compaction", self._pick, self.config.min_files)
+        opened = self._open_job(partition, job_id, "compaction", self._pick_hour_files, self.config.min_files)
         if opened is None:
             return None
         job, picked = opened
@@ -240,6 +253,10 @@ class Compactor:
         if isinstance(built, CompactionJob):
             return built
         return self._swap(partition, *built)
+
+    def _pick_hour_files(self, listed: Sequence[FileRecord]) -> list[FileRecord]:
+        """An hour job's inputs: the hour's own files (a day file recorded at this hour is the day's)."""
+        return self._pick([f for f in listed if layout.key_tier(f.key) == "hour"])
 
     def _pick(self, listed: Sequence[FileRecord]) -> list[FileRecord]:
         """The oldest files first, so that everything left out is newer than the output."""
@@ -287,7 +304,11 @@ class Compactor:
             with tempfile.TemporaryDirectory(dir=self.work_dir, prefix=f"{kind}-") as tmp:
                 for index, (source, path) in enumerate(build(picked, Path(tmp))):
                     name = layout.compacted_filename(source, job_id, index, merged=False)
-                    key = layout.data_key(self.prefix, partition.database, partition.measurement, partition.hour, name)
+                    # The rest of a day file stays a day file, in the day's directory.
+                    tier = layout.key_tier(source)
+                    key = layout.data_key(
+                        self.prefix, partition.database, partition.measurement, partition.hour, name, tier
+                    )
                     outputs.append(self._upload(path, key, partition, job_id))
                     path.unlink()
                     self._fault("output-written")
@@ -349,6 +370,8 @@ class Compactor:
         """Settle a committed swap. The journal says ``committed`` first, so that no later commit
         (which waits for this one to be settled) can hide that this job's swap happened."""
         job = job or self.catalog.get_compaction_job(state.job_id) or _job_from_state(partition, state, self._now())
+        if job.partition.tier == "day":
+            return self.days.finish(job)  # one hour's record names a day's swap: finish all of it
         # The commit record's inputs are the truth: a crash may have come before the journal knew them.
         job = replace(
             job,
@@ -427,8 +450,10 @@ class Compactor:
         latest = staged[-1].record.key
         outputs: list[FileRecord] = []
         for index, path in enumerate(merge([s.path for s in staged], tags, tmp, self.config, self.row_group_rows)):
-            name = layout.compacted_filename(latest, job.job_id, index)
-            key = layout.data_key(self.prefix, partition.database, partition.measurement, partition.hour, name)
+            name = layout.compacted_filename(latest, job.job_id, index, tier=partition.tier)
+            key = layout.data_key(
+                self.prefix, partition.database, partition.measurement, partition.hour, name, partition.tier
+            )
             outputs.append(self._upload(path, key, partition, job.job_id))
             path.unlink()
             self._fault("output-written")
@@ -472,6 +497,8 @@ class Compactor:
         return recovered
 
     def _recover(self, job: CompactionJob) -> bool:
+        if job.partition.tier == "day":
+            return self.days.recover(job)
         partition = job.partition
         fence_id = layout.sequence_id()
         owner = self._owner(fence_id)
@@ -523,11 +550,15 @@ class Compactor:
 
     def _delete_orphans(self, partition: Partition, job_id: str) -> None:
         """Delete the objects a job uploaded that no reader can see (it never committed)."""
-        markers = (f"-c{job_id}-", f"-r{job_id}-")
-        prefix = layout.hour_prefix(self.prefix, partition.database, partition.measurement, partition.hour)
+        markers = (f"-c{job_id}-", f"-r{job_id}-", f"-d{job_id}-")
+        # The day's directory holds its hours' too: a rewrite of a day file writes there.
+        day = layout.floor_day(partition.hour)
+        prefix = layout.day_prefix(self.prefix, partition.database, partition.measurement, day)
         listed = {
             f.key
-            for f in self.catalog.list_files(partition.database, partition.measurement, partition.hour, partition.hour)
+            for f in self.catalog.list_files(
+                partition.database, partition.measurement, day, day + layout.DAY - timedelta(hours=1)
+            )
         }
         for info in list(self.store.list(prefix)):
             if any(marker in info.key for marker in markers) and info.key not in listed:

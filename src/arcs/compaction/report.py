@@ -21,6 +21,7 @@ class Candidate:
             "database": self.partition.database,
             "measurement": self.partition.measurement,
             "hour": self.partition.hour.isoformat(),
+            "tier": self.partition.tier,
             "file_count": self.files,
             "total_bytes": self.bytes,
             "rows": self.rows,
@@ -58,6 +59,7 @@ def job_json(job: CompactionJob) -> dict[str, Any]:
         "database": job.partition.database,
         "measurement": job.partition.measurement,
         "hour": job.partition.hour.isoformat(),
+        "tier": job.partition.tier,  # "day": the day starting at "hour", merged into day files
         "status": job.status,
         "started_at": job.started_at.isoformat(),
         "updated_at": job.updated_at.isoformat(),

@@ -39,6 +39,9 @@ def _settings_json(runtime: Runtime) -> dict[str, Any]:
         "compression": f"zstd({config.zstd_level})",
         "row_group_rows": runtime.settings.row_group_rows,
         "grace_s": config.grace_s,
+        "tiers": list(config.tiers),
+        "day_min_age_s": config.day_min_age_s,
+        "day_min_files": config.day_min_files,
     }
 
 
@@ -109,7 +112,10 @@ def compaction_router(runtime: Runtime) -> Router:
         caller = reader()
         database, measurement = request.param("database"), request.param("measurement")
         scope(caller, database, measurement)
-        found = [c for c in runtime.compactor.candidates(database, measurement) if caller.may_use(c.partition.database)]
+        compactor = runtime.compactor
+        days = compactor.days.candidates(database, measurement) if "day" in compactor.config.tiers else []
+        every = [*compactor.candidates(database, measurement), *days]
+        found = [c for c in every if caller.may_use(c.partition.database)]
         return {"success": True, "candidates": [c.to_json() for c in found], "count": len(found)}
 
     @router.get("/api/v1/compaction/jobs")
