@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 
 MEASUREMENT = "hits"
 #: Changed whenever what the loader stores changes: the harness loads its cached data again.
-LOADER_VERSION = "3"
+LOADER_VERSION = "4"
 DEFAULT_DATABASE = "clickbench"
 _SECONDS_COLUMNS = ("EventTime", "ClientEventTime", "LocalEventTime")
 
