@@ -7,16 +7,18 @@ test_compaction_protocol.py), except the query-side ones, which read through Duc
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from arcs import layout
+from arcs.adapters.records import hour_text
 from arcs.compaction.compactor import Compactor
 from arcs.deletion import Deleter
 from arcs.engine import Engine
+from arcs.errors import StorageFault
 from arcs.ports import CompactionState, FileRecord, Partition
 from arcs.pruning import TimeRange
 from arcs.query import QueryService
@@ -169,6 +171,60 @@ def test_a_reader_between_every_two_steps_sees_the_day_s_inputs_or_its_outputs(e
     tiers(env, check).run()
     assert "outputs-written:inputs" in seen and "committed:outputs" in seen
     assert_clean(env)
+
+
+def _stale_commit_reads(
+    env: Env, monkeypatch: pytest.MonkeyPatch, old: dict[str, dict[str, object]], hour: str, reads: int
+) -> list[int]:
+    """Make the next ``reads`` queries of the commit records show ``hour``'s record as ``old`` had
+    it (absent if it had none) and the others as they are: a transaction DynamoDB has applied to
+    some items and not yet to others, as its read-committed Query may see. Returns the reads done."""
+    real = env.catalog._query  # type: ignore[attr-defined]
+    done: list[int] = []
+
+    def query(pk: str, *args: object, **kwargs: object) -> Iterator[dict[str, object]]:
+        items = list(real(pk, *args, **kwargs))
+        if not pk.startswith("COMPACTION#"):
+            return iter(items)
+        done.append(1)
+        if len(done) > reads:
+            return iter(items)
+        mixed = [item for item in items if item["sk"] != hour]
+        if hour in old:
+            mixed.append(old[hour])
+        return iter(sorted(mixed, key=lambda item: str(item["sk"])))
+
+    monkeypatch.setattr(env.catalog, "_query", query)
+    return done
+
+
+@pytest.mark.parametrize("env", ["aws"], indirect=True)
+@pytest.mark.parametrize("stale", [0, 5])
+def test_a_listing_that_sees_a_day_s_commit_half_applied_reads_again(
+    env: Env, monkeypatch: pytest.MonkeyPatch, stale: int
+) -> None:
+    # Stale hour 0 (its record new in the transaction): inputs hidden without the outputs, rows
+    # missing. Stale hour 5: the outputs shown with hour 5's input still listed, rows twice.
+    after = fill_day(env)
+    hours_only(env).run()
+    inputs = keys(env.listed())
+    pk = "COMPACTION#db#cpu"
+    old = {str(item["sk"]): item for item in env.catalog._query(pk)}  # type: ignore[attr-defined]
+    with pytest.raises(Crash):
+        tiers(env, crash_at("committed")).days.compact(DAY)
+    outputs = keys(env.listed())
+    assert outputs != inputs and all(layout.key_tier(key) == "day" for key in outputs)
+    hour = hour_text(DAY0 + timedelta(hours=stale))
+    # Both reads of one listing alike, and half applied: only the transaction's own versions show it.
+    reads = _stale_commit_reads(env, monkeypatch, old, hour, reads=2)
+    assert keys(env.listed()) == outputs
+    assert len(reads) == 4  # read again once
+    _stale_commit_reads(env, monkeypatch, old, hour, reads=2)
+    assert env.rows() == after
+    # Seen half applied on every attempt: a clear error, never a wrong answer.
+    _stale_commit_reads(env, monkeypatch, old, hour, reads=1000)
+    with pytest.raises(StorageFault, match="half applied"):
+        env.listed()
 
 
 # --- races with hour jobs, retention and delete rewrites ----------------------------------------------

@@ -11,11 +11,14 @@ Catalog table items (continuous queries and retention policies: their own module
 | write marker | ``WRITE#{write_id}`` | ``#`` | commit_id, updated_at, expires_at (TTL) |
 | commit | ``COMMIT#{commit_id}`` | ``#`` | status, files (JSON text), expires_at (TTL) |
 | compacted file | ``FILES#{db}#{measurement}`` | ``{YYYY-MM-DDTHH}#{key}`` | replaced_by, expires_at (TTL); hidden |
-| compaction commit | ``COMPACTION#{db}#{measurement}`` | ``{YYYY-MM-DDTHH}`` | version, job_id, settled, in/outputs |
+| compaction commit | ``COMPACTION#{db}#{m}`` | ``{YYYY-MM-DDTHH}`` | version, job_id, settled, inputs, outputs, swap |
 | database drop | ``DROP#{db}`` | ``#`` | measurements (list): what a dropping database had, until it is gone |
 
 Compaction commits stay here, not with the leases: readers list files through them. Every
-transaction touches this table only.
+transaction touches this table only. A commit record written by a transaction of several (a day's
+swap) names in ``swap`` (JSON text, hour -> version) the version that transaction gave each of its
+records, settled or not: a listing that reads one of them and another below that version has seen
+the transaction half applied (a Query is read-committed item by item) and reads again.
 """
 
 from __future__ import annotations
@@ -73,10 +76,10 @@ def _compaction_pk(database: str, measurement: str) -> str:
     return f"COMPACTION#{database}#{measurement}"
 
 
-def _states_in(
+def _records_in(
     table: DynamoTable, database: str, measurement: str, first: str | None, last: str | None
-) -> dict[str, CompactionState]:
-    """The compaction commit records of the hours in [first, last] (hour texts), by hour."""
+) -> dict[str, dict[str, Any]]:
+    """The compaction commit records (items) of the hours in [first, last] (hour texts), by hour."""
     pk = _compaction_pk(database, measurement)
     if first is not None and last is not None:
         items = table._query(pk, "sk BETWEEN :lo AND :hi", {":lo": first, ":hi": last})
@@ -86,7 +89,21 @@ def _states_in(
         items = table._query(pk, "sk <= :hi", {":hi": last})
     else:
         items = table._query(pk)
-    return {str(item["sk"]): _state(item) for item in items}
+    return {str(item["sk"]): item for item in items}
+
+
+def _half_applied(items: Mapping[str, Mapping[str, Any]], first: str | None, last: str | None) -> str | None:
+    """An hour in [first, last] whose commit record was read below the version that a transaction,
+    named by another record of ``items`` (the records read, by hour), gave it; None when every
+    transaction read shows whole. Hours outside the range are not read, nor listed."""
+    for hour, item in items.items():
+        for member, version in json.loads(str(item.get("swap", "{}"))).items():
+            if (first is not None and member < first) or (last is not None and member > last):
+                continue
+            seen = items.get(member)
+            if seen is None or int(seen["version"]) < int(version):
+                return f"{member} (its swap named by {hour})"
+    return None
 
 
 def _state(item: Mapping[str, Any]) -> CompactionState:
@@ -241,15 +258,22 @@ class DynamoCatalog(DynamoContinuousQueries, DynamoRetentionPolicies):
             return []
         # A query is no snapshot: a compaction could commit and move records while the files are
         # read. Reading the commit records before and after shows whether one did; if so, again.
+        # Nor is it one for the commit records: a query may see a day's transaction applied to
+        # some hours and not yet to others, which the records' ``swap`` versions show; again too.
+        partial = None
         for attempt in range(_LIST_ATTEMPTS):
-            before = _states_in(self, database, measurement, first, last)
+            before = _records_in(self, database, measurement, first, last)
             items = list(self._file_items(database, measurement, first, last))
-            after = _states_in(self, database, measurement, first, last)
-            if {h: s.version for h, s in before.items()} == {h: s.version for h, s in after.items()}:
+            after = _records_in(self, database, measurement, first, last)
+            partial = _half_applied(before, first, last)
+            versions = {hour: int(item["version"]) for hour, item in before.items()}
+            if partial is None and versions == {hour: int(item["version"]) for hour, item in after.items()}:
                 files = [file_from_json(item) for item in items if "replaced_by" not in item]
-                return apply_compactions(files, [state for state in before.values() if not state.settled])
+                states = [_state(item) for item in before.values()]
+                return apply_compactions(files, [state for state in states if not state.settled])
             backoff(attempt)
-        raise StorageFault(f"files of {database}.{measurement} kept changing while being listed")
+        seen = f"a compaction commit seen half applied at {partial}" if partial else "commits landing"
+        raise StorageFault(f"files of {database}.{measurement} kept changing while being listed ({seen})")
 
     def _file_items(self, database: str, measurement: str, first: str | None, last: str | None) -> Iterator[Any]:
         # Sort keys are "{hour}#{key}": "#" < "$", so "{hour}$" sorts after every key of that hour.
@@ -375,9 +399,12 @@ class DynamoCatalog(DynamoContinuousQueries, DynamoRetentionPolicies):
             return self.commit_compaction(*commits[0])
         if len(commits) > _MAX_TRANSACTION_ITEMS:
             raise ValueError(f"a transaction holds at most {_MAX_TRANSACTION_ITEMS} commit records")
+        # Every record names the versions the transaction gives all of them (list_files checks).
+        swap = json.dumps({hour_text(partition.hour): state.version for partition, state in commits}, sort_keys=True)
         items: list[TransactWriteItemTypeDef] = []
         for partition, state in commits:
             values, condition, names, conditions = self._commit_put(partition, state)
+            values["swap"] = swap
             put = put_op(self.table, values, condition)
             if names is not None and conditions is not None:
                 put["Put"]["ExpressionAttributeNames"] = names
@@ -395,18 +422,15 @@ class DynamoCatalog(DynamoContinuousQueries, DynamoRetentionPolicies):
 
     def settle_compactions(self, commits: Sequence[tuple[Partition, CompactionState]]) -> None:
         pending = []
+        swaps: dict[Partition, object] = {}
         for partition, state in commits:
-            current = self.get_compaction_state(partition)
-            if (
-                current is not None
-                and not current.settled
-                and (current.version, current.job_id)
-                == (
-                    state.version,
-                    state.job_id,
-                )
-            ):
+            item = self._get(_compaction_pk(partition.database, partition.measurement), hour_text(partition.hour))
+            if item is None or item["settled"]:
+                continue
+            if (int(item["version"]), str(item["job_id"])) == (state.version, state.job_id):
                 pending.append((partition, state))
+                if "swap" in item:
+                    swaps[partition] = item["swap"]
         if not pending:
             return
         self.put_files([f for _partition, state in pending for f in state.outputs])
@@ -430,8 +454,10 @@ class DynamoCatalog(DynamoContinuousQueries, DynamoRetentionPolicies):
                 for key in state.inputs
             ]
         )
-        # Last: a record read settled means its files have moved (list_files relies on it).
+        # Last: a record read settled means its files have moved (list_files relies on it). It
+        # keeps naming its transaction's versions, which a listing still checks.
         for partition, state in pending:
+            swap = {"swap": swaps[partition]} if partition in swaps else {}
             self._put(
                 {
                     "pk": _compaction_pk(partition.database, partition.measurement),
@@ -439,6 +465,7 @@ class DynamoCatalog(DynamoContinuousQueries, DynamoRetentionPolicies):
                     "version": state.version,
                     "job_id": state.job_id,
                     "settled": True,
+                    **swap,
                 },
                 "#version = :version AND job_id = :job",
                 {"#version": "version"},
