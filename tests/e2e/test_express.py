@@ -42,7 +42,8 @@ def express() -> Iterator[tuple[Client, S3Client]]:
         ARCS_EXPRESS_BUCKET=EXPRESS,
         ARCS_INGEST_BATCH_MESSAGES="1",  # one file per write: small files to compact
         ARCS_CLAIM_CHECK_BYTES="1",  # every write is staged as a claim-check object
-        ARCS_QUERY_INLINE_MAX_BYTES="20000",  # big results are handed off through storage
+        ARCS_QUERY_INLINE_MAX_BYTES="20000",  # big results are handed off through storage, buffered
+        ARCS_QUERY_STREAM_MAX_BYTES="20000",  # or streamed
         ARCS_COMPACTION_MIN_AGE_S="0",
         ARCS_COMPACTION_MIN_FILES="4",
         ARCS_COMPACTION_GRACE_S="0",

@@ -133,7 +133,8 @@ def test_every_readme_example_works_as_pasted_on_the_standalone_server(tmp_path:
 
 def test_the_write_and_query_examples_follow_handed_off_results_on_arcs_local(shell: dict[str, str]) -> None:
     blocks = shell_blocks()
-    server = local(ARCS_QUERY_INLINE_MAX_BYTES="1").start()  # every result goes through the bucket
+    # Every result goes through the bucket, buffered or streamed.
+    server = local(ARCS_QUERY_INLINE_MAX_BYTES="1", ARCS_QUERY_STREAM_MAX_BYTES="1").start()
     try:
         for block in blocks:
             if "/write" in block and "query" not in block:
