@@ -52,7 +52,10 @@ class FileBody:
 
         def on_headers_finished() -> None:
             _kind, params = parse_options_header(self._disposition)
-            self._in_file = params.get(b"name") == FILE_FIELD and not self._found
+            if params.get(b"name") == FILE_FIELD and self._found:
+                # Importing one and dropping the other would acknowledge what was never checked.
+                raise BadRequest("the form holds more than one 'file' field: send one file per import")
+            self._in_file = params.get(b"name") == FILE_FIELD
             self._disposition = b""
 
         def on_part_data(data: bytes, start: int, end: int) -> None:

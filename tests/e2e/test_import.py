@@ -36,6 +36,13 @@ def form(data: bytes, name: str = "file") -> tuple[bytes, str]:
     return body, f"multipart/form-data; boundary={boundary}"
 
 
+def two_files(first: bytes, second: bytes) -> bytes:
+    """A form of two ``file`` fields: which one would be the import is anybody's guess."""
+    body, _ = form(first)
+    closing = body.rindex(b"--\r\n")
+    return body[:closing] + b"\r\n" + form(second)[0].split(b"\r\n", 1)[1]
+
+
 def post(
     client: Client, kind: str, body: bytes, database: str, content_type: str = "text/plain", **params: str
 ) -> httpx.Response:
@@ -105,6 +112,7 @@ def test_csv_and_parquet_at_arcs_paths(client: Client) -> None:
         (zstandard.ZstdCompressor().compress(lp(10))[:-3], "text/plain", 400, "corrupt or truncated"),
         (b"", "text/plain", 400, "file is empty"),
         (b"# nothing but a comment\n", "text/plain", 400, "no rows"),
+        (two_files(lp(10), b"not line protocol at all\n"), form(b"")[1], 400, "more than one 'file' field"),
     ],
     ids=[
         "bad-line",
@@ -115,6 +123,7 @@ def test_csv_and_parquet_at_arcs_paths(client: Client) -> None:
         "truncated-zstd",
         "empty",
         "no-rows",
+        "two-file-fields",
     ],
 )
 def test_hostile_files_are_a_4xx_that_stores_nothing(

@@ -292,6 +292,10 @@ def test_uploads_take_the_file_field_of_a_form_in_any_pieces() -> None:
         body.write(form)
     with pytest.raises(BadRequest, match="boundary"):
         FileBody("multipart/form-data", bytearray().extend, 100)
+    second = b'--XyZ\r\nContent-Disposition: form-data; name="file"; filename="b.lp"\r\n\r\nb v=1 1\r\n--XyZ--\r\n'
+    twice = FileBody("multipart/form-data; boundary=XyZ", bytearray().extend, 1 << 20)
+    with pytest.raises(BadRequest, match="more than one 'file' field"):
+        twice.write(form[: -len(b"--XyZ--\r\n")] + second)
     empty = FileBody("text/plain", bytearray().extend, 100)
     with pytest.raises(BadRequest, match="file is empty"):
         empty.finish()

@@ -241,15 +241,7 @@ class Compactor:
         if opened is None:
             return None
         job, picked = opened
-        try:
-            built = self._build(partition, job, picked)
-        except Exception as exc:
-            # Nothing is committed: the outputs uploaded so far are garbage.
-            logger.exception("compaction of %s failed", partition.name)
-            self._delete_orphans(partition, job_id)
-            failed = replace(job, status="failed", updated_at=self._now(), error=str(exc)[:1000])
-            self.catalog.put_compaction_job(failed)
-            return failed
+        built = self._build_or_fail(partition, job, picked)
         if isinstance(built, CompactionJob):
             return built
         return self._swap(partition, *built)
@@ -329,6 +321,20 @@ class Compactor:
             output_rows=sum(f.rows for f in outputs),
         )
         return self._swap(partition, job, state)
+
+    def _build_or_fail(
+        self, partition: Partition, job: CompactionJob, picked: list[FileRecord]
+    ) -> CompactionJob | tuple[CompactionJob, CompactionState]:
+        """:meth:`_build`, or the job journaled ``failed`` if it raised."""
+        try:
+            return self._build(partition, job, picked)
+        except Exception as exc:
+            # Nothing is committed: the outputs uploaded so far are garbage.
+            logger.exception("compaction of %s failed", partition.name)
+            self._delete_orphans(partition, job.job_id)
+            failed = replace(job, status="failed", updated_at=self._now(), error=str(exc)[:1000])
+            self.catalog.put_compaction_job(failed)
+            return failed
 
     def _build(
         self, partition: Partition, job: CompactionJob, picked: list[FileRecord]

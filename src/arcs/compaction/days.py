@@ -15,7 +15,6 @@ listing of one hour hides them as soon as the day commits. The argument: docs/co
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -28,7 +27,6 @@ from arcs.ports import CompactionJob, CompactionState, FileRecord, Partition
 if TYPE_CHECKING:
     from arcs.compaction.compactor import Compactor
 
-logger = logging.getLogger(__name__)
 
 HOUR = timedelta(hours=1)
 Commits = list[tuple[Partition, CompactionState]]
@@ -110,14 +108,7 @@ class DayJobs:
         )
         c.catalog.put_compaction_job(job)
         c._fault("journaled")
-        try:
-            built = c._build(partition, job, picked)
-        except Exception as exc:
-            logger.exception("compaction of %s failed", partition.name)
-            c._delete_orphans(partition, job_id)
-            failed = replace(job, status="failed", updated_at=c._now(), error=str(exc)[:1000])
-            c.catalog.put_compaction_job(failed)
-            return failed
+        built = c._build_or_fail(partition, job, picked)
         if isinstance(built, CompactionJob):
             return built
         job, state = built
