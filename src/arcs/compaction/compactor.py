@@ -218,6 +218,18 @@ class Compactor:
         picked = select(listed)
         if len(picked) < minimum:
             return None
+        return self._journal_running(partition, job_id, picked, base_version, kind=kind), picked
+
+    def _journal_running(
+        self,
+        partition: Partition,
+        job_id: str,
+        picked: Sequence[FileRecord],
+        base_version: int,
+        kind: JobKind = "compaction",
+        base_versions: tuple[tuple[datetime, int], ...] = (),
+    ) -> CompactionJob:
+        """Journals the job ``running`` over ``picked``, before any output exists (recovery starts here)."""
         now = self._now()
         job = CompactionJob(
             job_id,
@@ -230,10 +242,11 @@ class Compactor:
             input_bytes=sum(f.size for f in picked),
             input_rows=sum(f.rows for f in picked),
             kind=kind,
+            base_versions=base_versions,
         )
         self.catalog.put_compaction_job(job)
         self._fault("journaled")
-        return job, picked
+        return job
 
     def _compact_leased(self, partition: Partition, job_id: str) -> CompactionJob | None:
         self._fault("leased")

@@ -93,21 +93,13 @@ class DayJobs:
         if len(picked) < 2 or all(layout.key_tier(f.key) == "day" for f in picked):
             return None
         used = sorted({f.hour for f in picked} | {day})
-        now = c._now()
-        job = CompactionJob(
-            job_id,
+        job = c._journal_running(
             partition,
-            "running",
-            now,
-            now,
-            base_version=versions[day],
-            input_keys=tuple(f.key for f in picked),
-            input_bytes=sum(f.size for f in picked),
-            input_rows=sum(f.rows for f in picked),
+            job_id,
+            picked,
+            versions[day],
             base_versions=tuple((hour, versions[hour]) for hour in used),
         )
-        c.catalog.put_compaction_job(job)
-        c._fault("journaled")
         built = c._build_or_fail(partition, job, picked)
         if isinstance(built, CompactionJob):
             return built
