@@ -21,6 +21,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from arcs.errors import BadRequest, Conflict, NotFound
 from arcs.names import check_database
+from arcs.numeric_ids import numeric_id
 from arcs.ports import RetentionExecution, RetentionPolicy
 from arcs.routes.request import RequestView
 from arcs.runtime import Runtime
@@ -53,13 +54,17 @@ def policy_json(policy: RetentionPolicy) -> dict[str, Any]:
 
 
 def execution_json(execution: RetentionExecution) -> dict[str, Any]:
+    cutoff = _time(_EPOCH + timedelta(microseconds=execution.cutoff_us))
     return {
+        # Arc's integer id (its clients require one), derived from the execution's own id.
+        "id": numeric_id(f"{execution.policy_id}/{execution.execution_id}"),
         "execution_id": execution.execution_id,
         "policy_id": execution.policy_id,
         "kind": execution.kind,
         "dry_run": execution.dry_run,
         "status": execution.status,
-        "cutoff_time": _time(_EPOCH + timedelta(microseconds=execution.cutoff_us)),
+        "cutoff_time": cutoff,
+        "cutoff_date": cutoff,  # Arc's name
         "partitions_deleted": execution.partitions,
         "files_deleted": execution.files,
         "deleted_count": execution.rows,
@@ -170,6 +175,7 @@ def retention_router(runtime: Runtime) -> Router:
             "success": execution.status in ("succeeded", "dry_run"),
             "policy_name": policy.name,
             **execution_json(execution),
+            "execution_time_ms": round(execution.duration_ms, 3),  # Arc's name for the execute answer
         }
 
     @router.post(f"{BASE}/run")
