@@ -409,6 +409,11 @@ def test_async_continuous_queries(server: ServerProcess, client: Client, loaded:
 def check_delete(client: Client, database: str, run: Any) -> None:
     config = run("get_config")
     assert config.enabled is True and config.confirmation_threshold == 10_000
+    assert config.implementation == "rewrite-based" and set(config.performance_impact) == {
+        "writes",
+        "queries",
+        "deletes",
+    }
     dry = run("delete", database, "cpu", "host = 'a'", dry_run=True)
     assert (dry.success, dry.dry_run, dry.deleted_count, dry.affected_files) == (True, True, 2, 1)
     assert len(dry.files_processed) == 1 and dry.files_processed[0].endswith(".parquet")
