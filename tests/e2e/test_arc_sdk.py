@@ -315,7 +315,7 @@ def check_retention(client: Client, database: str, run: Any) -> None:
         1,
     )
     assert created.id in [p.id for p in run("list")]
-    assert run("get", created.id) == created
+    assert run("get", created.id) == created and created.last_execution_time is None
     updated = run("update", created.id, retention_days=60)
     assert (updated.id, updated.retention_days) == (created.id, 60)
     dry = run("execute", created.id, dry_run=True)
@@ -324,6 +324,8 @@ def check_retention(client: Client, database: str, run: Any) -> None:
     done = run("execute", created.id, dry_run=False, confirm=True)
     assert (done.dry_run, done.deleted_count, done.files_deleted) == (False, 3, 1)
     assert rows(client, "SELECT count(*) FROM cpu", database) == [[0]]
+    latest = run("get", created.id)
+    assert (latest.last_execution_status, latest.last_deleted_count) == ("succeeded", 3) and latest.last_execution_time
     executions = run("get_executions", created.id)
     assert [(e.policy_id, e.status, e.deleted_count) for e in executions] == [
         (created.id, "succeeded", 3),
