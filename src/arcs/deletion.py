@@ -51,7 +51,7 @@ class DeleteResult:
     deleted_count: int = 0
     affected_files: list[str] = field(default_factory=list)
     rewritten_files: list[str] = field(default_factory=list)
-    files_processed: int = 0
+    files_read: int = 0
     failed_files: list[str] = field(default_factory=list)
     execution_time_ms: float = 0.0
 
@@ -63,7 +63,10 @@ class DeleteResult:
             "rewritten_files": len(self.rewritten_files),
             "execution_time_ms": round(self.execution_time_ms, 3),
             "dry_run": self.dry_run,
-            "files_processed": self.files_processed,
+            # Arc's ``files_processed``: the files holding matching rows (those rewritten, or on a
+            # dry run, those that would be), by key.
+            "files_processed": self.affected_files,
+            "files_read": self.files_read,
             "failed_files": self.failed_files,
             "affected_file_keys": self.affected_files,
         }
@@ -158,7 +161,7 @@ class Deleter:
                 continue
             if matched:
                 counts[record.key] = matched
-        result.files_processed = len(files)
+        result.files_read = len(files)
         result.affected_files = sorted(counts)
         result.deleted_count = sum(counts.values())
         if dry_run or not counts:

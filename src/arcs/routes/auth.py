@@ -2,7 +2,9 @@
 
 Response shapes follow Arc's (and its Python client's): creation answers ``token`` (the value),
 rotation ``new_token``, each shown once and never stored; a token's record is never sent with
-its hash, salt or lookup. The permission each route family needs is tabled in ``arcs.tokens``.
+its hash, salt or lookup. ``id`` is Arc's integer id (``arcs.numeric_ids``), ``token_id`` the
+token's own id (16 hex digits, the one the logs name); the routes take either in the path.
+The permission each route family needs is tabled in ``arcs.tokens``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
+from arcs.errors import NotFound
+from arcs.numeric_ids import numeric_id
 from arcs.ports import TokenRecord
 from arcs.routes.request import RequestView
 from arcs.runtime import Runtime
@@ -26,7 +30,8 @@ def token_json(record: TokenRecord, now: datetime) -> dict[str, Any]:
     """A token's record as clients see it: never the hash, salt or lookup."""
     expired = record.expires_at is not None and record.expires_at <= now
     return {
-        "id": record.token_id,
+        "id": numeric_id(record.token_id),
+        "token_id": record.token_id,
         "name": record.name,
         "description": record.description,
         "permissions": list(record.permissions),
@@ -59,6 +64,17 @@ def auth_router(runtime: Runtime) -> Router:
     @router.get("/api/v1/auth/verify")
     def verify() -> dict[str, Any]:
         caller = request.principal()
+        # The record as token routes show it (Arc's ``token_info``). The caller was verified up to
+        # a cache TTL ago: a record deleted since leaves what the verification knew.
+        try:
+            info = token_json(tokens.get(caller.token_id), datetime.now(UTC))
+        except NotFound:
+            info = {
+                "id": numeric_id(caller.token_id),
+                "token_id": caller.token_id,
+                "name": caller.name,
+                "permissions": sorted(caller.permissions),
+            }
         return {
             "success": True,
             "valid": True,
@@ -66,7 +82,7 @@ def auth_router(runtime: Runtime) -> Router:
             "name": caller.name,
             "permissions": sorted(caller.permissions),
             "databases": list(caller.databases) or ["*"],
-            "token_info": {"id": caller.token_id, "name": caller.name, "is_admin": "admin" in caller.permissions},
+            "token_info": {**info, "is_admin": "admin" in caller.permissions},
         }
 
     @router.post("/api/v1/auth/tokens")
@@ -99,8 +115,14 @@ def auth_router(runtime: Runtime) -> Router:
     @router.delete("/api/v1/auth/tokens/<token_id>")
     def delete_token(token_id: str) -> dict[str, Any]:
         admin()
-        tokens.delete(token_id)
-        return {"success": True, "message": "token deleted", "id": token_id}
+        record = tokens.get(token_id)
+        tokens.delete(record.token_id)
+        return {
+            "success": True,
+            "message": "token deleted",
+            "id": numeric_id(record.token_id),
+            "token_id": record.token_id,
+        }
 
     @router.post("/api/v1/auth/tokens/<token_id>/rotate")
     def rotate_token(token_id: str) -> Response[Any]:

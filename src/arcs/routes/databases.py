@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -173,10 +174,17 @@ def databases_router(runtime: Runtime) -> Router:
         }
 
     @router.get("/api/v1/measurements")
-    def list_measurements() -> Response[Any]:
+    def list_measurements() -> dict[str, Any]:
+        started = time.perf_counter()
         caller = reader()
         database = request.param("database") or None
         infos = database_measurements(caller, runtime.catalog, runtime.store, database, runtime.settings.prefix)
-        return _json(200, [info.to_json() for info in infos])
+        # Arc's shape (its clients read ``measurements``), sorted by database, then measurement.
+        return {
+            "success": True,
+            "measurements": [info.to_json() for info in infos],
+            "count": len(infos),
+            "execution_time_ms": round((time.perf_counter() - started) * 1000, 3),
+        }
 
     return router

@@ -67,6 +67,14 @@ def delete_router(runtime: Runtime) -> Router:
             "success": True,
             "enabled": True,
             "confirmation_threshold": CONFIRM_ROWS,
+            # Arc's description of the method; Arc's ``max_rows_per_delete`` is not answered, as
+            # no such cap applies here (a delete goes one partition at a time).
+            "implementation": "rewrite-based",
+            "performance_impact": {
+                "writes": "none",
+                "queries": "none",
+                "deletes": "reads the candidate files and rewrites those holding matching rows",
+            },
             "max_where_chars": MAX_WHERE_CHARS,
             "where_rule": WHERE_RULE,
             "permission": "admin",

@@ -23,6 +23,9 @@ from arcs.show import estimate_query
 from arcs.sql_tree import parse_select
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
+#: User agents of clients that follow no redirect (Arc's Python SDK uses httpx's default): a 303
+#: would only end their request in an error, after storing a result nobody fetches.
+NO_REDIRECT_AGENTS = ("arc-client-python/",)
 
 
 def queries_router(runtime: Runtime) -> Router:
@@ -41,6 +44,7 @@ def queries_router(runtime: Runtime) -> Router:
         if runtime.result_handoff is None or body.size <= runtime.settings.query_stream_max_bytes:
             stream_answer(body.pieces)
             return Response(200, content_type, "", headers)
+        refuse_unless_redirects_followed(body.size, runtime.settings.query_stream_max_bytes)
         return handed_off(b"".join(body.pieces), content_type, extension, headers)
 
     def answer(body: str | bytes, content_type: str, extension: str, headers: dict[str, str]) -> Response[Any]:
@@ -48,7 +52,18 @@ def queries_router(runtime: Runtime) -> Router:
         handoff = runtime.result_handoff
         if handoff is None or not handoff.too_big_to_answer(body):
             return Response(200, content_type, body, headers)
+        refuse_unless_redirects_followed(len(body), runtime.settings.query_inline_max_bytes)
         return handed_off(body, content_type, extension, headers)
+
+    def refuse_unless_redirects_followed(size: int, limit: int) -> None:
+        """A 400 instead of a 303 for a client known to follow no redirect: it says why and what to do."""
+        agent = request.header("user-agent") or ""
+        if agent.startswith(NO_REDIRECT_AGENTS):
+            raise BadRequest(
+                f"the result ({size} bytes) is larger than one response carries here ({limit} bytes), and "
+                f"this client ({agent.split()[0][:60]}) follows no redirect to it: narrow the query (a shorter "
+                "time range, fewer columns, a LIMIT), or use a client that follows redirects"
+            )
 
     def handed_off(body: str | bytes, content_type: str, extension: str, headers: dict[str, str]) -> Response[Any]:
         """303 to the result, stored for the caller to GET."""
