@@ -17,8 +17,6 @@ import zlib
 from collections.abc import Iterable, Iterator
 from typing import Literal
 
-import zstandard
-
 Coding = Literal["zstd", "gzip"]
 #: Added to every answer whose coding was negotiated: caches must key on the request's header.
 VARY = {"Vary": "Accept-Encoding"}
@@ -60,6 +58,8 @@ def headers(coding: Coding | None) -> dict[str, str]:
 
 def compress(data: bytes, coding: Coding) -> bytes:
     if coding == "zstd":
+        import zstandard  # loaded by the first request that asks for it, not by every cold start
+
         return zstandard.ZstdCompressor(level=_ZSTD_LEVEL).compress(data)
     encoder = zlib.compressobj(1, zlib.DEFLATED, _GZIP_WINDOW)
     return encoder.compress(data) + encoder.flush()
@@ -68,6 +68,8 @@ def compress(data: bytes, coding: Coding) -> bytes:
 def compress_pieces(pieces: Iterable[bytes], coding: Coding) -> Iterator[bytes]:
     """``pieces`` as one compressed stream, each piece flushed as it comes."""
     if coding == "zstd":
+        import zstandard
+
         encoder = zstandard.ZstdCompressor(level=_ZSTD_LEVEL).compressobj()
         for piece in pieces:
             if out := encoder.compress(piece) + encoder.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK):

@@ -112,6 +112,11 @@ def test_three_transports_agree(server: ServerProcess, database: str, encoding: 
     for name, values in zip(document["columns"][1:], document["data"][1:], strict=True):
         assert all(same(a, b) for a, b in zip(values, arrow_columns[name], strict=True)), name
 
+    with grafana(server, database, encoding) as http, http.stream("GET", "/api/v1/query/m?limit=5") as latest:
+        latest_body = b"".join(latest.iter_raw())
+    assert latest.status_code == 200 and latest.headers.get("content-encoding") == expected
+    assert httpx.Response(200, content=decoded(latest, latest_body)).json()["row_count"] == 3
+
     json_document = httpx.Response(200, content=decoded(*answers["/api/v1/query"])).json()
     assert json_document["columns"] == document["columns"]
     assert [row[1:] for row in json_document["data"]] == [list(row) for row in zip(*document["data"][1:], strict=True)]

@@ -15,9 +15,6 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from arcs import response_encoding
 from arcs.api import answer_streams, stream_answer
 from arcs.errors import ArcsError, BadRequest, NotFound, ServiceUnavailable
-from arcs.msgpack_results import CONTENT_TYPE as MSGPACK
-from arcs.msgpack_results import error_document as msgpack_error
-from arcs.msgpack_results import msgpack_body
 from arcs.names import DEFAULT_DATABASE, check_database, check_measurement
 from arcs.query import QueryResult
 from arcs.response_encoding import Coding
@@ -29,6 +26,7 @@ from arcs.show import estimate_query
 from arcs.sql_tree import parse_select
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
+MSGPACK = "application/msgpack"
 
 
 def queries_router(runtime: Runtime) -> Router:
@@ -111,6 +109,10 @@ def queries_router(runtime: Runtime) -> Router:
     @router.post("/api/v1/query/msgpack")
     def query_msgpack() -> Response[Any]:
         """Arc's columnar MessagePack answer (``arcs.msgpack_results``); its errors in MessagePack too."""
+        # Loaded with its first request: a query function that never answers one never pays for it.
+        from arcs.msgpack_results import error_document as msgpack_error
+        from arcs.msgpack_results import msgpack_body
+
         started = time.perf_counter()
         try:
             result = run_query()
