@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import re
 import time
 from collections.abc import Mapping
@@ -13,8 +14,8 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from arcs import response_encoding
-from arcs.api import answer_streams, stream_answer
-from arcs.errors import ArcsError, BadRequest, NotFound, ServiceUnavailable
+from arcs.api import answer_streams, error_response, stream_answer
+from arcs.errors import ArcsError, BadRequest, NotFound
 from arcs.names import DEFAULT_DATABASE, check_database, check_measurement
 from arcs.query import QueryResult
 from arcs.response_encoding import Coding
@@ -28,6 +29,8 @@ from arcs.sql_tree import parse_select
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 MSGPACK = "application/msgpack"
 
+logger = logging.getLogger(__name__)
+
 
 def queries_router(runtime: Runtime) -> Router:
     router = Router()
@@ -39,7 +42,7 @@ def queries_router(runtime: Runtime) -> Router:
         database = request.database(str(document["database"]) if document.get("database") else None)
         return runtime.queries.run(document.get("sql"), database, caller)
 
-    def coding() -> Coding | None:
+    def negotiated_coding() -> Coding | None:
         return response_encoding.negotiate(request.header("accept-encoding"))
 
     def answer_streamed(
@@ -93,7 +96,7 @@ def queries_router(runtime: Runtime) -> Router:
         )
 
     def answer_json(result: QueryResult) -> Response[Any]:
-        negotiated = coding()
+        negotiated = negotiated_coding()
         vary = dict(response_encoding.VARY)
         if answer_streams():
             body = json_document_body(result, runtime.settings.query_max_result_bytes)
@@ -116,16 +119,18 @@ def queries_router(runtime: Runtime) -> Router:
         started = time.perf_counter()
         try:
             result = run_query()
-            negotiated = coding()
+            negotiated = negotiated_coding()
             vary = dict(response_encoding.VARY)
             body = msgpack_body(result, runtime.settings.query_max_result_bytes)
             if answer_streams():
                 return answer_streamed(body, MSGPACK, "msgpack", vary, negotiated)
             return answer(b"".join(body.pieces), MSGPACK, "msgpack", vary, negotiated)
         except ArcsError as exc:
+            (logger.warning if exc.client_error else logger.error)("msgpack query -> %d: %s", exc.status, exc.message)
             elapsed_ms = (time.perf_counter() - started) * 1000
-            retry = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, ServiceUnavailable) else {}
-            return _response(exc.status, MSGPACK, msgpack_error(exc.message, elapsed_ms), retry)
+            # The status and headers every route answers this error with; the body in MessagePack.
+            headers = {k: str(v) for k, v in error_response(exc).headers.items() if k.lower() != "content-type"}
+            return _response(exc.status, MSGPACK, msgpack_error(exc.message, elapsed_ms), headers)
 
     @router.post("/api/v1/query/arrow")
     def query_arrow() -> Response[Any]:
