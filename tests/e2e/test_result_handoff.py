@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgpack
 import pyarrow as pa
 import pytest
 from arc_client import ArcClient
@@ -83,6 +84,19 @@ def test_an_arrow_result_over_the_limit_arrives_whole(loaded: tuple[str, Client]
     assert table.column("v").to_pylist() == [row[2] for row in rows]
     assert table.column("s").to_pylist() == [row[3] for row in rows]
     assert table.column("time").cast(pa.int64()).to_pylist() == [(T0_US + i) * 1000 for i in range(ROWS)]
+    assert [r.status_code for r in response.history] == ([303] if runtime == "local" else [])
+
+
+def test_a_msgpack_result_over_the_limit_arrives_whole(loaded: tuple[str, Client]) -> None:
+    runtime, client = loaded
+    response = client.http.post("/api/v1/query/msgpack", json={"sql": SQL}, follow_redirects=True)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/msgpack"
+    document = msgpack.unpackb(response.content)
+    assert document["row_count"] == ROWS and document["types"] == ["timestamp[ns]", "utf8", "int64", "utf8"]
+    rows = expected_rows()
+    assert document["data"][2] == [row[2] for row in rows] and document["data"][3] == [row[3] for row in rows]
+    assert [t.to_unix_nano() for t in document["data"][0]] == [(T0_US + i) * 1000 for i in range(ROWS)]
     assert [r.status_code for r in response.history] == ([303] if runtime == "local" else [])
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import gzip
 import io
 import json
 import string
@@ -21,9 +22,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
+import msgpack
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import zstandard
 
 from arcs import layout
 from arcs.adapters.aws import AwsResources
@@ -538,6 +541,41 @@ def test_what_a_body_costs_in_the_proxy_response_decides_not_its_length(fn: Lamb
         assert len(json.dumps(fits)) <= LAMBDA_PAYLOAD_LIMIT
         over = fn.query(f"SELECT repeat('x', {text_bytes + 2000}) AS s", arrow=arrow)
         assert over["statusCode"] == 303
+
+
+def test_a_compressed_answer_is_measured_against_the_limit_compressed(
+    fn: Lambda, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lambda's limit holds the body as sent: a result too big plain fits once gzip or zstd shrinks it,
+    base64 in the proxy response; one still too big compressed is handed off plain."""
+    m = name("wide")
+    fn.write("\n".join(f'{m},host=h{i % 7} v={i}i,s="row {i}" {T0_NS + i * 1000}' for i in range(2000)))
+    assert fn.ingest(fn.receive(1)) == []
+    sql = json.dumps({"sql": f"SELECT time, host, v, s FROM {m} ORDER BY time"}).encode()
+    plain = json.loads(fn.query(f"SELECT time, host, v, s FROM {m} ORDER BY time")["body"])
+    reload_with(monkeypatch, ARCS_QUERY_INLINE_MAX_BYTES="40000")
+
+    def post(path: str, encoding: str) -> dict[str, Any]:
+        headers = {"Content-Type": "application/json", "Accept-Encoding": encoding}
+        response: dict[str, Any] = fn.handlers.query(fn.api_event("POST", path, sql, headers), context("arcs-query"))
+        return response
+
+    assert post("/api/v1/query", "identity")["statusCode"] == 303
+    unzstd = zstandard.ZstdDecompressor().decompressobj
+    for encoding, decode in (("gzip", gzip.decompress), ("zstd", lambda data: unzstd().decompress(data))):
+        response = post("/api/v1/query", encoding)
+        assert response["statusCode"] == 200 and response["isBase64Encoded"] is True
+        assert header(response, "Content-Encoding") == encoding and header(response, "Vary") == "Accept-Encoding"
+        assert json.loads(decode(base64.b64decode(response["body"])))["data"] == plain["data"]
+        document = msgpack.unpackb(decode(base64.b64decode(post("/api/v1/query/msgpack", encoding)["body"])))
+        assert document["row_count"] == 2000 and document["data"][2] == [row[2] for row in plain["data"]]
+
+    reload_with(monkeypatch, ARCS_QUERY_INLINE_MAX_BYTES="2000")
+    response = post("/api/v1/query/msgpack", "gzip")
+    assert header(response, "X-Arc-Result-Content-Type") == "application/msgpack"
+    assert "Content-Encoding" not in response["multiValueHeaders"]
+    fetched = follow(response)
+    assert msgpack.unpackb(fetched.content)["data"][2] == [row[2] for row in plain["data"]]
 
 
 def test_a_result_over_the_row_cap_is_a_clear_400_never_a_truncation(

@@ -294,6 +294,16 @@ def test_a_write_the_authorizer_denies_for_its_size_is_a_413_in_the_api_error_sh
         assert methods[(path, "POST")]["AuthorizerId"] == request_authorizer, path
 
 
+def test_the_gateway_passes_compressed_answers_through_as_they_are(synth: Synth) -> None:
+    """The query function compresses what the caller accepts (arcs.response_encoding) and says so in
+    Content-Encoding: every body is binary to API Gateway (*/*), so the base64 of a buffered answer
+    becomes its bytes again, and without minimumCompressionSize the gateway compresses nothing itself
+    (docs/aws-limits.md)."""
+    props = synth.props(synth.stack.api.api)
+    assert props["BinaryMediaTypes"] == ["*/*"]
+    assert props.get("MinimumCompressionSize") is None
+
+
 def test_no_route_where_the_authorizer_may_deny_is_cached(synth: Synth) -> None:
     """A cached Deny would refuse the caller's every route for the TTL: the cached authorizer
     never sees a path the authorizer treats as a write (``arcs.write_paths``)."""

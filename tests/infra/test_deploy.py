@@ -547,6 +547,7 @@ API_ROUTES = [
     ("POST", "/api/v1/write/json", WRITE),
     ("POST", "/api/v1/query", QUERY),
     ("POST", "/api/v1/query/arrow", QUERY),
+    ("POST", "/api/v1/query/msgpack", QUERY),
     ("POST", "/api/v1/query/estimate", QUERY),
     ("GET", "/api/v1/query/cpu", QUERY),
     ("GET", "/api/v1/measurements", QUERY),

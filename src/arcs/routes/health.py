@@ -1,6 +1,10 @@
 """``/health``, ``/ready`` and ``/ping`` (GET or HEAD): the probes, the routes that need no token.
 
 On AWS API Gateway answers them itself in the same shape (``infra/api.py``), without a function.
+``/health`` is InfluxDB's (1.8 and 2.x: ``name``, ``message``, ``status: "pass"``, ``checks``,
+``version``), which InfluxDB's clients parse, with Arc's ``time``, ``uptime`` and ``uptime_sec``
+besides; Arc answers ``status: "ok"``, a value InfluxDB's clients refuse (their ``health()`` reports
+"fail"), while Arc's own SDK accepts any status.
 """
 
 from __future__ import annotations
@@ -21,6 +25,14 @@ PROBE_METHODS = ["GET", "HEAD"]
 #: InfluxDB version whose write API this one speaks (``/write``, and ``/api/v2/write`` for 2.x clients).
 PING_VERSION = "1.8.10"
 PING_BUILD = "arcs"
+#: The part of ``/health`` InfluxDB's clients read; the same wherever it is answered.
+HEALTH: dict[str, Any] = {
+    "name": "arcs",
+    "message": "ready for queries and writes",
+    "status": "pass",
+    "checks": [],
+    "version": PING_VERSION,
+}
 _STARTED = time.time()
 
 
@@ -31,7 +43,7 @@ def health_router(runtime: Runtime) -> Router:
     def health() -> dict[str, Any]:
         uptime = time.time() - _STARTED
         return {
-            "status": "ok",
+            **HEALTH,
             "time": datetime.now(UTC).isoformat(),
             "uptime": f"{uptime:.0f}s",
             "uptime_sec": round(uptime, 3),
