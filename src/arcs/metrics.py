@@ -201,13 +201,17 @@ class PrometheusRecorder:
 
         self.registry: CollectorRegistry = CollectorRegistry()
         kinds: dict[Kind, Any] = {Kind.COUNTER: Counter, Kind.GAUGE: Gauge, Kind.HISTOGRAM: Histogram}
+        # Each series once looked up: the client's own lookup takes a lock and builds a key each time.
+        self._series: dict[tuple[Measure, tuple[str, ...]], Any] = {}
         self._metrics = {m: kinds[m.kind](m.name, m.help, m.labels, registry=self.registry) for m in MEASURES}
 
     def record(self, values: Mapping[Measure, Values], labels: Mapping[str, str]) -> None:
         for measure, value in values.items():
-            metric = self._metrics[measure]
-            if measure.labels:
-                metric = metric.labels(*(labels[name] for name in measure.labels))
+            key = (measure, tuple(labels[name] for name in measure.labels))
+            metric = self._series.get(key)
+            if metric is None:
+                metric = self._metrics[measure]
+                metric = self._series[key] = metric.labels(*key[1]) if measure.labels else metric
             for each in _each(value):
                 if measure.kind is Kind.COUNTER:
                     metric.inc(each)
