@@ -36,6 +36,8 @@ WORK_DIR = "ARCS_WORK_DIR"  # DuckDB home, temp and extension directory (/tmp in
 QUERY_MAX_ROWS = "ARCS_QUERY_MAX_ROWS"
 QUERY_MAX_RESULT_BYTES = "ARCS_QUERY_MAX_RESULT_BYTES"  # larger results are refused; default 1/32 of memory, <= 256 MiB
 QUERY_TIMEOUT_S = "ARCS_QUERY_TIMEOUT_S"  # a query running longer is interrupted (503); 0 = no limit
+SLOW_QUERY_MS = "ARCS_SLOW_QUERY_MS"  # queries running longer are logged as slow queries; 0 = none
+METRICS_NAMESPACE = "ARCS_METRICS_NAMESPACE"  # Lambda: CloudWatch namespace of the embedded metrics
 QUEUE_TIMEOUT_S = "ARCS_QUEUE_TIMEOUT_S"  # how long a request waits for a free worker before a 503
 HTTP_BODY_TIMEOUT_S = "ARCS_HTTP_BODY_TIMEOUT_S"  # standalone/local HTTP: a body must arrive within this (408)
 HTTP_HEAD_TIMEOUT_S = "ARCS_HTTP_HEAD_TIMEOUT_S"  # standalone/local HTTP: a request head must arrive within this

@@ -199,6 +199,10 @@ class Settings:
     # Locally; in Lambda the function's timeout minus a margin, so the caller gets the error, not a 504.
     query_timeout_s: float = 30.0
     queue_timeout_s: float = 10.0
+    # A query running longer is logged as a slow query (arcs.slow_queries); 0 logs none.
+    slow_query_ms: float = 1000.0
+    # The CloudWatch namespace of the Lambda functions' embedded metrics (arcs.metrics).
+    metrics_namespace: str = "ArcServerless"
     # The HTTP front of the standalone server and arcs local (API Gateway bounds its own).
     http_body_timeout_s: float = 60.0
     http_head_timeout_s: float = 10.0
@@ -254,6 +258,9 @@ class Settings:
         query_timeout_s = number(envvars.QUERY_TIMEOUT_S, base.query_timeout_s)
         if query_timeout_s < 0:
             raise ConfigError(f"{envvars.QUERY_TIMEOUT_S} must be 0 (no limit) or more, got {query_timeout_s:g}")
+        slow_query_ms = number(envvars.SLOW_QUERY_MS, base.slow_query_ms)
+        if slow_query_ms < 0:
+            raise ConfigError(f"{envvars.SLOW_QUERY_MS} must be 0 (log none) or more, got {slow_query_ms:g}")
         cache = text(envvars.RESULT_CACHE, "false").strip().lower()
         if cache not in ("true", "false", "1", "0", ""):
             raise ConfigError(f"{envvars.RESULT_CACHE} must be 'true' or 'false', got {cache!r}")
@@ -306,6 +313,8 @@ class Settings:
             query_max_result_bytes=max_result_bytes,
             query_timeout_s=query_timeout_s,
             queue_timeout_s=number(envvars.QUEUE_TIMEOUT_S, base.queue_timeout_s),
+            slow_query_ms=slow_query_ms,
+            metrics_namespace=text(envvars.METRICS_NAMESPACE, base.metrics_namespace).strip() or base.metrics_namespace,
             http_body_timeout_s=number(envvars.HTTP_BODY_TIMEOUT_S, base.http_body_timeout_s),
             http_head_timeout_s=number(envvars.HTTP_HEAD_TIMEOUT_S, base.http_head_timeout_s),
             http_max_connections=max(1, int(number(envvars.HTTP_MAX_CONNECTIONS, base.http_max_connections))),

@@ -46,6 +46,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 
+from arcs import metrics
 from arcs.auth_failures import AuthFailures
 from arcs.errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
 from arcs.numeric_ids import numeric_id
@@ -331,11 +332,13 @@ class TokenService:
         self.failures.check(client)
         if refused is not None and refused[0] > now:
             self.failures.failed(client)
+            metrics.record({metrics.AUTH_FAILURES: 1})
             raise Unauthorized(refused[2])
         try:
             principal, expires_at = self._verify_slow(secret, digest)
         except _Refusal as exc:
             self.failures.failed(client)
+            metrics.record({metrics.AUTH_FAILURES: 1})
             with self._lock:
                 if generation == self._generation:
                     if len(self._refused) > 10_000:

@@ -743,7 +743,10 @@ EXPECTED_RESOURCE_TYPES = {
     "AWS::DynamoDB::Table": 3,  # tokens, catalog, leases
     "AWS::SQS::Queue": 3,
     "AWS::SQS::QueuePolicy": 3,
-    "AWS::CloudWatch::Alarm": 2,  # dead letters; failed asynchronous runs
+    # dead letters; failed asynchronous runs; the oldest queued write; 6 functions' errors and
+    # throttles; API 5xx; the compaction backlog (infra/monitoring.py)
+    "AWS::CloudWatch::Alarm": 17,
+    "AWS::CloudWatch::Dashboard": 1,
     "AWS::Lambda::LayerVersion": 3,
     "AWS::Lambda::Function": 6,
     "AWS::Lambda::EventSourceMapping": 1,

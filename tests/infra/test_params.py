@@ -164,6 +164,13 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"athena_tables": '["metrics.cpu"]'}, 'athena_tables must be an object {"db.measurement"'),
     ({"athena_tables": '{"metrics.cpu": {"usage": 1}}'}, "athena_tables: 'metrics.cpu' must map column names to type"),
     ({"athena_tables": '{"metrics.cpu": {"usage": "decimal"}}'}, "athena_tables: metrics.cpu: unknown types"),
+    ({"alarm_email": "ops at example.com"}, "alarm_email must be an e-mail address, got 'ops at example.com'"),
+    ({"alarm_topic_arn": "ops-topic"}, "alarm_topic_arn must be an SNS topic ARN"),
+    (
+        {"alarm_email": "ops@example.com", "alarm_topic_arn": "arn:aws:sns:us-east-1:123456789012:ops"},
+        "give alarm_email or alarm_topic_arn, not both",
+    ),
+    ({"alarm_oldest_write_s": "59"}, "alarm_oldest_write_s must be 60 to 1209600 s, got 59"),
     ({"query_memory": "4096"}, "unknown parameter 'query_memory'; did you mean 'query_memory_mb'?"),
     ({"ingest_memory_mb": "512"}, "ingest_memory_mb must be"),
     ({"edge_memory_mb": "128"}, "edge_memory_mb must be"),

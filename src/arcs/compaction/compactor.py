@@ -41,7 +41,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from arcs import layout
+from arcs import layout, metrics
 from arcs.compaction.days import DayJobs
 from arcs.compaction.merge import CorruptInput, check_parquet, merge, time_bounds
 from arcs.compaction.report import Candidate, RunReport
@@ -146,11 +146,29 @@ class Compactor:
     # --- a run: recover, compact, delete what waited out its grace ---------------------------------
     def run(self, database: str | None = None, measurement: str | None = None) -> RunReport:
         """One pass over every candidate; a second call while one runs in this process waits for it."""
+        try:
+            report = self._run(database, measurement)
+        except BaseException:
+            metrics.record({metrics.COMPACTION_RUNS: 1}, status="failed")
+            raise
+        metrics.record({metrics.COMPACTION_RUNS: 1}, status="ok")
+        metrics.record({metrics.COMPACTION_JOBS: len(report.jobs)})
+        return report
+
+    def _run(self, database: str | None, measurement: str | None) -> RunReport:
         with self._run_lock:
             report = RunReport(self._now())
             started = time.monotonic()
             report.recovered = self.recover()
-            for candidate in self.candidates(database, measurement):
+            waiting = self.candidates(database, measurement)
+            if database is None and measurement is None:  # the whole backlog, not one measurement's
+                metrics.record(
+                    {
+                        metrics.COMPACTION_WAITING: len(waiting),
+                        metrics.COMPACTION_FILES_PER_PARTITION: max((c.files for c in waiting), default=0),
+                    }
+                )
+            for candidate in waiting:
                 budget = self.config.time_budget_s
                 if budget and time.monotonic() - started > budget:
                     break
