@@ -21,6 +21,7 @@ from typing import Any
 
 from layers.build import ARCHITECTURES, DEFAULT_ARCH
 
+from arcs.settings import ConfigError, parse_sort_keys, parse_tiers
 from arcs.streaming import QUERY_BUDGET_S
 
 #: The stack's functions, as the ``<function>_memory_mb`` and ``<function>_reserved_concurrency`` keys name them.
@@ -122,6 +123,12 @@ PARAMETERS: tuple[Parameter, ...] = (
     Parameter("glue_database", "the Glue database for Athena", "the stack name, lower case"),
     Parameter("athena_tables", 'JSON `{"db.measurement": {"column": "type"}}`', "none"),
     Parameter("express_zone", "AZ id (`use1-az4`) of an S3 Express One Zone directory bucket", "none"),
+    Parameter(
+        "compaction_tiers",
+        "`ARCS_COMPACTION_TIERS` of every function: `hour,day`, `hour,day,month`, `hour,month` or `hour`",
+        "`hour,day`",
+    ),
+    Parameter("sort_keys", "`ARCS_SORT_KEYS` of every function, e.g. `cpu:host;hits:CounterID,UserID`", "none"),
 )
 KEYS = frozenset(p.key for p in PARAMETERS)
 
@@ -147,6 +154,22 @@ class Parameters:
     glue_database: str | None = None
     athena_tables: Mapping[str, Mapping[str, str]] | None = None
     express_zone: str | None = None
+    #: As the functions' environment takes them (checked with the functions' own parsers).
+    compaction_tiers: str | None = None
+    sort_keys: str | None = None
+
+
+def _setting(parse: Callable[[str], object]) -> Callable[[str, Any], str]:
+    """A value the functions read from their environment, refused here as they would refuse it."""
+
+    def check(key: str, value: Any) -> str:
+        try:
+            parse(str(value))
+        except ConfigError as exc:
+            raise ParameterError(f"{key}: {exc.message}") from None
+        return str(value)
+
+    return check
 
 
 def _integer(key: str, value: Any, low: int, high: int, unit: str = "") -> int:
@@ -266,4 +289,6 @@ def read(context: Mapping[str, Any]) -> Parameters:
         ),
         athena_tables=take("athena_tables", lambda key, value: _athena_tables(value), None),
         express_zone=take("express_zone", _pattern(_ZONE_ID, "an availability zone id such as 'use1-az4'"), None),
+        compaction_tiers=take("compaction_tiers", _setting(parse_tiers), None),
+        sort_keys=take("sort_keys", _setting(parse_sort_keys), None),
     )

@@ -96,7 +96,7 @@ class CompactionSettings:
             sort=sort,  # type: ignore[arg-type]
             time_budget_s=number(envvars.COMPACTION_TIME_BUDGET_S, base.time_budget_s),
             function_name=env.get(envvars.COMPACT_FUNCTION, ""),
-            tiers=_tiers(env.get(envvars.COMPACTION_TIERS) or ",".join(base.tiers)),
+            tiers=parse_tiers(env.get(envvars.COMPACTION_TIERS) or ",".join(base.tiers)),
             day_min_age_s=number(envvars.COMPACTION_DAY_MIN_AGE_S, base.day_min_age_s),
             day_min_files=int(number(envvars.COMPACTION_DAY_MIN_FILES, base.day_min_files)),
             month_min_age_s=number(envvars.COMPACTION_MONTH_MIN_AGE_S, base.month_min_age_s),
@@ -119,7 +119,7 @@ class CompactionSettings:
 _TIER_CHOICES = (("hour",), ("hour", "day"), ("hour", "day", "month"), ("hour", "month"))
 
 
-def _tiers(text: str) -> tuple[str, ...]:
+def parse_tiers(text: str) -> tuple[str, ...]:
     tiers = tuple(part.strip() for part in text.split(",") if part.strip())
     if tiers not in _TIER_CHOICES:
         choices = ", ".join(repr(",".join(choice)) for choice in _TIER_CHOICES)
