@@ -58,11 +58,18 @@ class FunctionDefaults:
 
 
 def base_environment(
-    *, bucket_name: str, prefix: str, token_cache_ttl_s: int, metrics_namespace: str
+    *,
+    bucket_name: str,
+    prefix: str,
+    token_cache_ttl_s: int,
+    metrics_namespace: str,
+    settings: Mapping[str, str | None] | None = None,
 ) -> dict[str, str]:
     """The variables every function needs to build its runtime on AWS; each table's name comes with
-    its grant (``ArcsStorage.use_table``)."""
+    its grant (``ArcsStorage.use_table``). ``settings``: deploy-time choices (unset ones left out)."""
+    chosen = {name: value for name, value in (settings or {}).items() if value}
     return {
+        **chosen,
         envvars.BACKEND: "aws",
         envvars.BUCKET: bucket_name,
         envvars.PREFIX: prefix,

@@ -21,6 +21,7 @@ from typing import Any
 
 from layers.build import ARCHITECTURES, DEFAULT_ARCH
 
+from arcs.settings import ConfigError, parse_sort_keys, parse_tiers
 from arcs.streaming import QUERY_BUDGET_S
 
 #: The stack's functions, as the ``<function>_memory_mb`` and ``<function>_reserved_concurrency`` keys name them.
@@ -134,6 +135,12 @@ PARAMETERS: tuple[Parameter, ...] = (
         "the oldest queued write's age that raises an alarm (60-1,209,600 s)",
         f"`{DEFAULT_OLDEST_WRITE_S}`",
     ),
+    Parameter(
+        "compaction_tiers",
+        "`ARCS_COMPACTION_TIERS` of every function: `hour,day`, `hour,day,month`, `hour,month` or `hour`",
+        "`hour,day`",
+    ),
+    Parameter("sort_keys", "`ARCS_SORT_KEYS` of every function, e.g. `cpu:host;hits:CounterID,UserID`", "none"),
 )
 KEYS = frozenset(p.key for p in PARAMETERS)
 
@@ -162,6 +169,22 @@ class Parameters:
     alarm_email: str | None = None
     alarm_topic_arn: str | None = None
     alarm_oldest_write_s: int = DEFAULT_OLDEST_WRITE_S
+    #: As the functions' environment takes them (checked with the functions' own parsers).
+    compaction_tiers: str | None = None
+    sort_keys: str | None = None
+
+
+def _setting(parse: Callable[[str], object]) -> Callable[[str, Any], str]:
+    """A value the functions read from their environment, refused here as they would refuse it."""
+
+    def check(key: str, value: Any) -> str:
+        try:
+            parse(str(value))
+        except ConfigError as exc:
+            raise ParameterError(f"{key}: {exc.message}") from None
+        return str(value)
+
+    return check
 
 
 def _integer(key: str, value: Any, low: int, high: int, unit: str = "") -> int:
@@ -290,4 +313,6 @@ def read(context: Mapping[str, Any]) -> Parameters:
         alarm_email=email,
         alarm_topic_arn=topic,
         alarm_oldest_write_s=take("alarm_oldest_write_s", _ranged(*OLDEST_WRITE_RANGE_S, " s"), DEFAULT_OLDEST_WRITE_S),
+        compaction_tiers=take("compaction_tiers", _setting(parse_tiers), None),
+        sort_keys=take("sort_keys", _setting(parse_sort_keys), None),
     )

@@ -10,6 +10,7 @@ from aws_cdk import CfnOutput, Duration, Stack
 from constructs import Construct
 from layers.build import BUILD_DIR
 
+from arcs import envvars
 from infra.api import ArcsApi
 from infra.athena import ArcsAthena
 from infra.authorizer import ArcsAuthorizer
@@ -55,6 +56,8 @@ class ArcsStack(Stack):
                 token_cache_ttl_s=TOKEN_CACHE_TTL_S,
                 # One namespace per stack, so two stacks in an account keep their metrics apart.
                 metrics_namespace=construct_id,
+                # Every function: the API's candidates and status routes read them too.
+                settings={envvars.COMPACTION_TIERS: params.compaction_tiers, envvars.SORT_KEYS: params.sort_keys},
             ),
             layers=self.layers.layers,
             architecture=self.layers.architecture,

@@ -65,8 +65,11 @@ COMPACTION_GRACE_S = "ARCS_COMPACTION_GRACE_S"  # replaced files are deleted thi
 COMPACTION_LEASE_S = "ARCS_COMPACTION_LEASE_S"
 COMPACTION_SORT = "ARCS_COMPACTION_SORT"  # "time" or "tags" (tags, then time)
 COMPACTION_TIME_BUDGET_S = "ARCS_COMPACTION_TIME_BUDGET_S"  # a run starts no job after this; 0 = none
-COMPACTION_TIERS = "ARCS_COMPACTION_TIERS"  # "hour,day" (the default) or "hour": hours only
+COMPACTION_TIERS = "ARCS_COMPACTION_TIERS"  # "hour,day" (the default), "hour,day,month", "hour,month" or "hour"
 COMPACTION_DAY_MIN_AGE_S = "ARCS_COMPACTION_DAY_MIN_AGE_S"  # a day is merged this long after it ends
 COMPACTION_DAY_MIN_FILES = "ARCS_COMPACTION_DAY_MIN_FILES"  # ... once it has at least this many files
+COMPACTION_MONTH_MIN_AGE_S = "ARCS_COMPACTION_MONTH_MIN_AGE_S"  # a month is merged this long after it ends
+COMPACTION_MONTH_MIN_FILES = "ARCS_COMPACTION_MONTH_MIN_FILES"  # ... once it has at least this many files
+SORT_KEYS = "ARCS_SORT_KEYS"  # "m1:col1,col2;m2:col3": the columns files are sorted by, then time
 COMPACT_FUNCTION = "ARCS_COMPACT_FUNCTION"  # AWS: the compact function the trigger route invokes
 NATIVE = "ARCS_NATIVE"  # "0": skip the C library of arcs.native (same results, slower)

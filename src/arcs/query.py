@@ -186,7 +186,7 @@ class QueryService:
 
     def _files(self, database: str, measurement: str, bounds: TimeRange) -> list[FileRecord]:
         """The measurement's files that can hold rows in ``bounds``: partitions first (from the start
-        of the day, where a day file's record sits), then min/max."""
+        of the month, where a day or month file's record sits), then min/max."""
         first = tier_start(bounds.lower) if bounds.lower is not None else None
         last = floor_hour(bounds.upper) if bounds.upper is not None else None
         if first is not None and last is not None and first > last:

@@ -62,9 +62,9 @@ def expired(hour: datetime, limit: datetime) -> bool:
 
 def file_expired(record: FileRecord, limit: datetime) -> bool:
     """True if everything ``record`` can hold is older than ``limit``: the whole hour of an hour's
-    file, the whole day of a day file (one that straddles the limit holds rows to keep, so it stays)."""
-    span = layout.DAY if layout.key_tier(record.key) == "day" else HOUR
-    return record.hour + span <= limit
+    file, the whole day (month) of a day (month) file (one that straddles the limit holds rows to
+    keep, so it stays)."""
+    return layout.tier_end(record.hour, layout.key_tier(record.key)) <= limit
 
 
 def last_expired_hour(limit: datetime) -> datetime:
