@@ -95,7 +95,7 @@ def msgpack_body(result: QueryResult, max_bytes: int | None = None) -> SizedBody
     Refused (413) as it is built once the columns pass ``max_bytes``.
     """
     started = time.perf_counter()
-    table = result.table
+    table = _plain_decimals(result.table)
     packer = msgpack.Packer(use_bin_type=True)
     head = bytearray(packer.pack_map_header(7))
     head += packer.pack("success") + packer.pack(True)
@@ -181,6 +181,28 @@ def _packs_as_is(kind: pa.DataType) -> bool:
         or pa.types.is_large_binary(kind)
         or pa.types.is_binary_view(kind)
     )
+
+
+def _plain_decimals(table: pa.Table) -> pa.Table:
+    """Decimal columns as ``int64`` (scale 0, every value in range) or ``float64`` (as JSON writes
+    them): DuckDB's sums of BIGINT are HUGEINT, a ``decimal128(38, 0)`` whose values may not fit."""
+    for index, field in enumerate(table.schema):
+        if not pa.types.is_decimal(field.type):
+            continue
+        column = table.column(index)
+        try:
+            plain = pa.chunked_array([_decimal(chunk) for chunk in column.chunks], _decimal_type(field.type))
+        except pa.ArrowInvalid:  # an integer past int64's range
+            plain = pa.chunked_array(
+                [_call("cast", chunk, options=_compute.CastOptions.unsafe(pa.float64())) for chunk in column.chunks],
+                pa.float64(),
+            )
+        table = table.set_column(index, field.with_type(plain.type), plain)
+    return table
+
+
+def _decimal_type(kind: pa.DataType) -> pa.DataType:
+    return pa.int64() if kind.scale == 0 else pa.float64()
 
 
 def _decimal(values: pa.Array) -> pa.Array:

@@ -669,6 +669,9 @@ def run_http(
         lifespan="on",
         access_log=False,
         http=head_timed_protocol(app.limits.head_timeout_s),
+        # The caller is the peer of the connection: uvicorn would otherwise take X-Forwarded-For
+        # from loopback peers as the address, and a caller could name a new one per failed token.
+        proxy_headers=False,
         # Connections (and requests in flight) beyond this are answered 503 at once. uvicorn counts
         # the connection asking among those open, so its limit is one above the number served.
         limit_concurrency=app.limits.max_connections + 1,

@@ -218,6 +218,9 @@ class TokenFields:
         if document.get("permissions", ()) is None:
             # A null is not "the default" here: it would change a token's permissions unasked.
             raise BadRequest(f"permissions must be a non-empty list of {', '.join(PERMISSIONS)}")
+        if document.get("databases", ()) is None:
+            # Nor here: a null would widen a scoped token to every database. '["*"]' says so.
+            raise BadRequest("databases must name at least one database or pattern; ['*'] is every database")
         return cls._parse(document, now)
 
     @classmethod

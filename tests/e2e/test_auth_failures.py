@@ -88,3 +88,16 @@ def failing_address_is_limited(valid: str, guesser: httpx.Client, other: httpx.C
     assert guesser.get(VERIFY, headers={"Authorization": f"Bearer {valid}"}).status_code == 200
     assert other.get(VERIFY, headers={"Authorization": f"Bearer {valid}"}).status_code == 200
     assert other.get(VERIFY, headers={"Authorization": "Bearer guess-other-0123456789"}).status_code == 401
+
+
+def test_a_forwarded_for_header_does_not_make_a_new_address(server: ServerProcess) -> None:
+    # From 127.0.0.1, the one peer whose X-Forwarded-For uvicorn would believe by default.
+    with from_address(server, "127.0.0.1") as guesser:
+        statuses = [
+            guesser.get(
+                VERIFY,
+                headers={"Authorization": f"Bearer guess-{i}-0123456789", "X-Forwarded-For": f"203.0.113.{i}"},
+            ).status_code
+            for i in range(25)
+        ]
+    assert statuses[:20] == [401] * 20 and statuses[-1] == 429, statuses

@@ -191,6 +191,16 @@ def test_bad_updates_are_400_and_change_nothing(client: Client) -> None:
     client.http.delete(url)
 
 
+def test_a_null_never_widens_a_scoped_token(client: Client) -> None:
+    created = create(client, permissions=["read"], databases=["scoped_db"])
+    url = f"{TOKENS}/{created['id']}"
+    response = client.http.patch(url, json={"databases": None})
+    assert response.status_code == 400, response.text
+    assert "databases" in response.json()["error"]
+    assert client.http.get(url).json()["token"]["databases"] == ["scoped_db"]
+    client.http.delete(url)
+
+
 @pytest.mark.parametrize(
     ("method", "suffix"),
     [("GET", ""), ("PATCH", ""), ("DELETE", ""), ("POST", "/rotate"), ("POST", "/revoke")],

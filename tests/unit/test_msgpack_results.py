@@ -123,3 +123,12 @@ def test_wire_type_of_large_and_view_types() -> None:
     assert wire_type(pa.duration("s")) == "string_encoded"
     assert wire_type(pa.struct([("a", pa.int64())])) == "struct"
     assert wire_type(pa.map_(pa.string(), pa.int64())) == "map"
+
+
+def test_a_decimal_past_int64_is_a_float_not_an_error() -> None:
+    # DuckDB's sum of BIGINT is a HUGEINT, read as decimal128(38, 0): its values may not fit int64.
+    huge = pa.array([decimal.Decimal(2**63), None], pa.decimal128(38, 0))
+    small = pa.array([decimal.Decimal(-(2**63)), decimal.Decimal(7)], pa.decimal128(38, 0))
+    got = document(pa.table({"huge": huge, "small": small}))
+    assert got["types"] == ["float64", "int64"]
+    assert got["data"] == [[float(2**63), None], [-(2**63), 7]]

@@ -368,7 +368,9 @@ def test_bad_create_fields_name_the_field(document: dict[str, object], field: st
 def test_update_fields() -> None:
     assert TokenFields.for_update({}, NOW) == TokenFields()
     assert TokenFields.for_update({"expires_in": None}, NOW).expires_at is None
-    assert TokenFields.for_update({"databases": None}, NOW).databases == ()
+    assert TokenFields.for_update({"databases": ["*"]}, NOW).databases == ()
+    with pytest.raises(BadRequest, match="databases"):  # a null must not widen a scoped token
+        TokenFields.for_update({"databases": None}, NOW)
     with pytest.raises(BadRequest, match="permissions"):
         TokenFields.for_update({"permissions": None}, NOW)
     with pytest.raises(BadRequest, match="name"):
