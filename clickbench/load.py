@@ -346,7 +346,7 @@ def load_through_api(sources: Sequence[Path], data_dir: Path, settings: Mapping[
         measurements = server.json("GET", f"/api/v1/measurements?database={DATABASE}")
     finally:
         server.stop()
-    listed = [m for m in measurements if m["measurement"] == MEASUREMENT]
+    listed = [m for m in measurements["measurements"] if m["measurement"] == MEASUREMENT]
     files = int(listed[0]["file_count"]) if listed else 0
     stored = sum(f.stat().st_size for f in data_dir.joinpath("storage").rglob("*.parquet"))
     return LoadReport(rows, files, stored, time.perf_counter() - started)

@@ -75,6 +75,7 @@ QUERY_ROUTES = frozenset(
         ("HEAD", "/ping"),
         ("POST", "/api/v1/query"),
         ("POST", "/api/v1/query/arrow"),
+        ("POST", "/api/v1/query/msgpack"),
         ("POST", "/api/v1/query/estimate"),
         ("GET", "/api/v1/query/<measurement>"),
         ("GET", "/api/v1/auth/verify"),
@@ -368,6 +369,13 @@ def query_everything(api: Api) -> dict[str, Any]:
 
     arrow = api.call("POST", "/api/v1/query/arrow", body=sql)
     assert pyarrow.ipc.open_stream(io.BytesIO(arrow)).read_all().num_rows == 2
+    # The MessagePack answer, zstd-compressed as asked: the layers hold both libraries.
+    import msgpack
+    import zstandard
+
+    packed = api.call("POST", "/api/v1/query/msgpack", body=sql, headers={"Accept-Encoding": "zstd"})
+    document = msgpack.unpackb(zstandard.ZstdDecompressor().decompressobj().decompress(packed))
+    assert document["data"] == [["a", "b"], [1.5, 2.5]], document
     assert api.call("POST", "/api/v1/query/estimate", body=sql)["success"] is True
     rows = api.call("GET", "/api/v1/query/<measurement>", "/api/v1/query/mem", query={"database": DATABASE})
     assert rows["row_count"] == 1, rows

@@ -65,9 +65,10 @@ def test_a_one_hour_query_lists_one_hour_of_files(service: QueryService, monkeyp
     start = BASE_US + 10 * HOUR_US
     assert count(service, f"time >= '{at(start)}' AND time < '{at(start + HOUR_US - 1)}'") == 6
     [(_db, _m, first, last)] = calls
-    # One hour asked for, from its day's start (where a day file's record sits), not the whole measurement.
+    # One hour asked for, from its month's start (where a day's or month's file record sits), not
+    # the whole measurement.
     hour = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=start)
-    assert (first, last) == (hour.replace(hour=0), hour)
+    assert (first, last) == (hour.replace(day=1, hour=0), hour)
 
 
 def test_a_range_without_data_just_works(service: QueryService) -> None:
