@@ -400,19 +400,20 @@ class AsgiApp:
         directory.mkdir(parents=True, exist_ok=True)
         target = directory / f"{os.urandom(12).hex()}.upload"
         try:
-            with open(target, "wb") as sink:
-                try:
+            try:
+                # Closing flushes what the file still buffers, so a full disk may show only then.
+                with open(target, "wb") as sink:
                     body = FileBody(headers.get("content-type"), sink.write, self.uploads.max_bytes)  # type: ignore[arg-type]
                     await self._stream_body(receive, body)
                     body.finish()
                     await loop.run_in_executor(self.executor, os.fsync, sink.fileno())
-                except ArcsError as exc:
-                    return error_http_response(exc)
-                except _ClientGone:
-                    return None
-                except OSError as exc:  # a full disk: nothing was imported
-                    fault = StorageFault(f"the file cannot be kept on disk: {exc}", retry_after_s=DISK_FULL_RETRY_S)
-                    return error_http_response(fault)
+            except ArcsError as exc:
+                return error_http_response(exc)
+            except _ClientGone:
+                return None
+            except OSError as exc:  # a full disk: nothing was imported
+                fault = StorageFault(f"the file cannot be kept on disk: {exc}", retry_after_s=DISK_FULL_RETRY_S)
+                return error_http_response(fault)
             try:
                 await self._acquire(self._slots, "no worker freed up")
             except ArcsError as exc:
