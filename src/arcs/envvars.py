@@ -70,3 +70,5 @@ COMPACTION_DAY_MIN_AGE_S = "ARCS_COMPACTION_DAY_MIN_AGE_S"  # a day is merged th
 COMPACTION_DAY_MIN_FILES = "ARCS_COMPACTION_DAY_MIN_FILES"  # ... once it has at least this many files
 COMPACT_FUNCTION = "ARCS_COMPACT_FUNCTION"  # AWS: the compact function the trigger route invokes
 NATIVE = "ARCS_NATIVE"  # "0": skip the C library of arcs.native (same results, slower)
+# arcs local only: a file each emulated function invocation appends its CPU time and peak memory to.
+LOCAL_INVOCATION_LOG = "ARCS_LOCAL_INVOCATION_LOG"
