@@ -15,8 +15,8 @@ its ingest invocation, so an invocation's CPU time is its own.
 - Queries: ClickBench's 43 over ``--clickbench-rows`` generated rows written through the
   MessagePack API and compacted; a dashboard (last hour, day and 30 days, by minute/hour/day and
   host) over 30 days written as line protocol and compacted.
-- Idle: each scheduled task (compaction, continuous queries, retention) run by its rule on a
-  stack with that data and nothing to do, priced at the stack's default schedules (infra/compact.py).
+- Idle: each scheduled task (compaction, continuous queries, retention) run by its rule on the
+  stack before any data, so it finds nothing to do, priced at the stack's default schedules (infra/compact.py).
 
 Each invocation is billed for its measured wall time at the function's configured memory
 (infra/params.py): that assumes a Lambda core as fast as this machine's and S3's latency as low
@@ -65,6 +65,7 @@ MEMORY_MB = {
 #: The stack's schedules (infra/compact.py DEFAULT_SCHEDULES), seconds between runs.
 SCHEDULES_S = {"compaction": 15 * 60, "continuous_queries": 60, "retention": 3600}
 #: The stack's alarms and dashboards (tests/infra/test_deploy.py EXPECTED_RESOURCE_TYPES).
+SCHEDULES_OFF = {envvars.COMPACTION_INTERVAL_S: "0", CQ_SCHEDULE_S: "0", RETENTION_SCHEDULE_S: "0"}
 STACK_ALARMS = 17
 STACK_DASHBOARDS = 1
 STACK_SECRETS = 1  # the admin token
@@ -303,6 +304,8 @@ class Bench:
 
     def stop(self) -> None:
         self.server.stop()
+        if self.server.process.stdout is not None:
+            self.server.process.stdout.close()
 
 
 def measure_ingest(bench: Bench, fmt: str, rows: int, rows_per_request: int) -> Measured:
@@ -404,10 +407,9 @@ def measure_idle(endpoint: str, meter: MeteringApp, work: Path, seconds: float) 
         "continuous_queries": (CQ_SCHEDULE_S, f"{COMPACT_FUNCTION}-continuous-queries"),
         "retention": (RETENTION_SCHEDULE_S, f"{COMPACT_FUNCTION}-retention"),
     }
-    off = {envvars.COMPACTION_INTERVAL_S: "0", CQ_SCHEDULE_S: "0", RETENTION_SCHEDULE_S: "0"}
     results = {}
     for task, (variable, function) in names.items():
-        bench = Bench(endpoint, meter, work, {**off, variable: "2"})
+        bench = Bench(endpoint, meter, work, {**SCHEDULES_OFF, variable: "2"})
         try:
             measured = bench.measure(task, lambda: (time.sleep(seconds), 0)[1])
         finally:
@@ -543,7 +545,7 @@ def summary(
     )
     lines.append("")
     lines.append(
-        f"Measured by `python -m benchmarks.cost --rows {args.rows} --clickbench-rows {args.clickbench_rows}` "
+        f"Measured by `python -m benchmarks.cost {' '.join(args.argv)}` "
         f"on {platform.machine()} Linux, {os.cpu_count()} cores, Python {platform.python_version()}."
     )
     return "\n".join(lines)
@@ -559,10 +561,11 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--idle-seconds", type=float, default=10.0)
     parser.add_argument("--idle-gb", type=float, default=100.0, help="the dataset an idle stack stores")
     parser.add_argument(
-        "--compact", action=argparse.BooleanOptionalAction, default=True, help="compact before the queries and idle"
+        "--compact", action=argparse.BooleanOptionalAction, default=True, help="compact before the queries"
     )
     parser.add_argument("--out", type=Path, help="write the markdown tables here")
     args = parser.parse_args(argv)
+    args.argv = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("--out")]
 
     from clickbench.generate import scale_query
     from clickbench.harness import queries
@@ -571,7 +574,10 @@ def main(argv: list[str] | None = None) -> str:
     endpoint, meter = start_metered_moto()
     with tempfile.TemporaryDirectory(prefix="arcs-cost-") as tmp:
         work = Path(tmp)
-        bench = Bench(endpoint, meter, work)
+        # Idle first: the stack as deployed, before any data, each scheduled run finding nothing to do.
+        idle = measure_idle(endpoint, meter, work, args.idle_seconds)
+        # The schedules off: each figure is the workload's alone.
+        bench = Bench(endpoint, meter, work, SCHEDULES_OFF)
         try:
             ingest = []
             for fmt in WRITE_PATHS:
@@ -581,15 +587,14 @@ def main(argv: list[str] | None = None) -> str:
             load_dashboard(bench, args.dashboard_days)
             load_clickbench(bench, args.clickbench_rows, work)
             if args.compact:
-                # Queries read what compaction leaves, and the idle stack has nothing left to compact.
-                for database in [DASHBOARD_DB, CLICKBENCH_DB, *(ingest_database(fmt) for fmt in WRITE_PATHS)]:
+                # Queries read what compaction leaves, as they do once it has caught up.
+                for database in (DASHBOARD_DB, CLICKBENCH_DB):
                     compact(bench.server, database)
             dashboard = measure_queries(bench, DASHBOARD_DB, dashboard_queries(args.dashboard_days))
             sqls = [scale_query(sql, args.clickbench_rows) for sql in queries()[: args.clickbench_queries]]
             clickbench = measure_queries(bench, CLICKBENCH_DB, [(f"Q{n}", sql) for n, sql in enumerate(sqls)])
         finally:
             bench.stop()
-        idle = measure_idle(endpoint, meter, work, args.idle_seconds)
     table = render(args, ingest, stored, clickbench, dashboard, idle)
     print(table)
     if args.out:
