@@ -43,7 +43,7 @@ DATABASE = "bench"
 class ArcsLocal:
     """An ``arcs local`` process on the given emulator, its banner read for the URL."""
 
-    def __init__(self, endpoint: str) -> None:
+    def __init__(self, endpoint: str, extra_env: dict[str, str] | None = None) -> None:
         env = {
             **os.environ,
             "AWS_ENDPOINT_URL": endpoint,
@@ -53,6 +53,7 @@ class ArcsLocal:
             # Replaced files are deleted a second after the swap instead of five minutes: nothing
             # else reads them here, and the run waits for every job to settle.
             "ARCS_COMPACTION_GRACE_S": "1",
+            **(extra_env or {}),
         }
         self.process = subprocess.Popen(
             [sys.executable, "-m", "arcs.cli", "local", "--host", "127.0.0.1", "--port", "0"],
@@ -139,17 +140,17 @@ def run_windows(server: ArcsLocal, days: int, counter: CountingApp, label: str) 
         )
 
 
-def compact(server: ArcsLocal) -> None:
+def compact(server: ArcsLocal, database: str = DATABASE) -> None:
     """Trigger compaction through its route (the compact function, invoked asynchronously) until no
-    partition is a candidate and no job is running."""
+    partition of ``database`` is a candidate and no job is running."""
     started = time.perf_counter()
     deadline = time.monotonic() + 1800
     while time.monotonic() < deadline:
-        server.json("POST", "/api/v1/compaction/trigger", {"database": DATABASE})
+        server.json("POST", "/api/v1/compaction/trigger", {"database": database})
         for _ in range(60):
             time.sleep(1)
             idle = not server.json("GET", "/api/v1/compaction/status")["active_jobs"]
-            if idle and not server.json("GET", f"/api/v1/compaction/candidates?database={DATABASE}")["count"]:
+            if idle and not server.json("GET", f"/api/v1/compaction/candidates?database={database}")["count"]:
                 history = server.json("GET", "/api/v1/compaction/history?limit=1000")["jobs"]
                 days = [job for job in history if job.get("tier") == "day"]
                 print(f"\ncompacted through the route in {time.perf_counter() - started:.1f} s: {len(days)} day jobs")

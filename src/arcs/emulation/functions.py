@@ -32,6 +32,7 @@ from types import ModuleType
 from typing import Any
 
 import arcs
+from arcs.emulation.measure import measured
 from arcs.runtime_api import answer_of
 from arcs.streaming import LAMBDA_STREAM_BYTES_PER_S, LAMBDA_STREAM_MAX_BYTES, LAMBDA_STREAM_UNCAPPED_BYTES
 from arcs.write_paths import LAMBDA_SYNC_PAYLOAD_BYTES
@@ -189,10 +190,11 @@ class LambdaFunction:
 
         def run() -> None:
             try:
-                for piece in answer_of(self.handler(json.loads(request), context)).encoded():
-                    put(piece)
-                    if abandoned.is_set():
-                        break
+                with measured(self.name):
+                    for piece in answer_of(self.handler(json.loads(request), context)).encoded():
+                        put(piece)
+                        if abandoned.is_set():
+                            break
                 put(_END)
             except Exception as exc:
                 put(exc)
@@ -269,7 +271,8 @@ class LambdaFunction:
 
         def run() -> None:
             try:
-                outcome.append(self.handler(json.loads(request), context))
+                with measured(self.name):
+                    outcome.append(self.handler(json.loads(request), context))
             except Exception as exc:
                 outcome.append(exc)
             finally:
