@@ -14,6 +14,23 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from arcs.api import answer_streams, stream_answer
 from arcs.errors import BadRequest, NotFound
 from arcs.names import DEFAULT_DATABASE, check_database, check_measurement
+from arcs.openapi import (
+    DATABASE_HEADER,
+    INTEGER,
+    NUMBER,
+    STRING,
+    TRUE,
+    array,
+    binary_answer,
+    component,
+    doc,
+    json_answer,
+    json_body,
+    nullable,
+    obj,
+    path_param,
+    query_param,
+)
 from arcs.query import QueryResult
 from arcs.results import SizedBody, arrow_stream_body, json_document_body, to_arrow_stream, to_json_document
 from arcs.rewriter import quote_identifier
@@ -23,6 +40,69 @@ from arcs.show import estimate_query
 from arcs.sql_tree import parse_select
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
+
+# --- what the query routes take and answer (arcs.results builds the result document) ---------------
+
+QUERY_REQUEST = component(
+    "QueryRequest",
+    obj(
+        {
+            "sql": {
+                **STRING,
+                "description": "one read-only statement (DuckDB SQL; SHOW DATABASES/TABLES/MEASUREMENTS)",
+            },
+            "database": {**STRING, "description": "the database unqualified names are in (else x-arc-database)"},
+        },
+        optional=("database",),
+        closed=False,
+    ),
+)
+QUERY_RESULT = component(
+    "QueryResult",
+    obj(
+        {
+            "success": TRUE,
+            "columns": array(STRING),
+            "data": {**array(array({})), "description": "the rows, each an array in the order of `columns`"},
+            "row_count": INTEGER,
+            "execution_time_ms": NUMBER,
+            "timestamp": STRING,
+        }
+    ),
+)
+#: A result a Lambda response cannot hold, stored for the caller to GET (AWS, arcs local).
+HANDOFF = component(
+    "ResultHandoff",
+    obj(
+        {
+            "success": TRUE,
+            "result_url": STRING,
+            "content_type": STRING,
+            "size_bytes": INTEGER,
+            "expires_in_s": INTEGER,
+            "message": STRING,
+        }
+    ),
+)
+ESTIMATE = component(
+    "QueryEstimate",
+    obj(
+        {
+            "success": TRUE,
+            "estimated_rows": nullable(INTEGER),
+            "warning_level": STRING,
+            "warning_message": nullable(STRING),
+            "execution_time_ms": NUMBER,
+        }
+    ),
+)
+_HANDED_OFF = json_answer(
+    HANDOFF,
+    "the result is larger than a Lambda response holds: GET it from `Location`",
+    {"Location": STRING, "X-Arc-Result-Content-Type": STRING},
+)
+_QUERY_BODY = json_body(QUERY_REQUEST)
+_QUERY_ERRORS = (400, 401, 403, 404, 408, 413, 429, 503, 504)
 
 
 def queries_router(runtime: Runtime) -> Router:
@@ -82,11 +162,31 @@ def queries_router(runtime: Runtime) -> Router:
         document = to_json_document(result, runtime.settings.query_max_result_bytes)
         return answer(document.decode(), "application/json", "json", {})
 
-    @router.post("/api/v1/query")
+    @router.post(
+        "/api/v1/query",
+        **doc(
+            "Run SQL; the result as JSON",
+            "queries",
+            {200: json_answer(QUERY_RESULT, "the result"), 303: _HANDED_OFF},
+            parameters=[DATABASE_HEADER],
+            body=_QUERY_BODY,
+            errors=_QUERY_ERRORS,
+        ),
+    )
     def query_json() -> Response[Any]:
         return answer_json(run_query())
 
-    @router.post("/api/v1/query/arrow")
+    @router.post(
+        "/api/v1/query/arrow",
+        **doc(
+            "Run SQL; the result as an Arrow IPC stream",
+            "queries",
+            {200: binary_answer(ARROW_STREAM, "the result", {"X-Arc-Execution-Time-Ms": STRING}), 303: _HANDED_OFF},
+            parameters=[DATABASE_HEADER],
+            body=_QUERY_BODY,
+            errors=_QUERY_ERRORS,
+        ),
+    )
     def query_arrow() -> Response[Any]:
         result = run_query()
         timing = {"X-Arc-Execution-Time-Ms": f"{result.execution_time_ms:.3f}"}
@@ -94,7 +194,16 @@ def queries_router(runtime: Runtime) -> Router:
             return answer_streamed(arrow_stream_body(result.table), ARROW_STREAM, "arrows", timing)
         return answer(to_arrow_stream(result.table), ARROW_STREAM, "arrows", timing)
 
-    @router.post("/api/v1/query/estimate")
+    @router.post(
+        "/api/v1/query/estimate",
+        **doc(
+            "How many rows a query would read, from file statistics",
+            "queries",
+            {200: json_answer(ESTIMATE, "the estimate")},
+            parameters=[DATABASE_HEADER],
+            body=_QUERY_BODY,
+        ),
+    )
     def query_estimate() -> dict[str, Any]:
         started = time.perf_counter()
         caller = request.caller("read")
@@ -109,7 +218,24 @@ def queries_router(runtime: Runtime) -> Router:
             "execution_time_ms": round((time.perf_counter() - started) * 1000, 3),
         }
 
-    @router.get("/api/v1/query/<measurement>")
+    @router.get(
+        "/api/v1/query/<measurement>",
+        **doc(
+            "A measurement's rows, without SQL",
+            "queries",
+            {200: json_answer(QUERY_RESULT, "the rows"), 303: _HANDED_OFF},
+            parameters=[
+                path_param("measurement", "the measurement"),
+                query_param("database", "the database (else x-arc-database, else `default`)"),
+                DATABASE_HEADER,
+                query_param("limit", "rows, at most (default 100)", {"type": "integer", "minimum": 1}),
+                query_param("offset", "rows to skip (default 0)", {"type": "integer", "minimum": 0}),
+                query_param("order_by", "a column, with ASC or DESC"),
+                query_param("where", "one boolean SQL expression over the measurement's columns"),
+            ],
+            errors=_QUERY_ERRORS,
+        ),
+    )
     def query_measurement(measurement: str) -> Response[Any]:
         caller = request.caller("read")
         database = _request_database(request.param("database"), request.header("x-arc-database"))
