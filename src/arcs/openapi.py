@@ -100,19 +100,38 @@ ERROR = component(
 # --- parameters ------------------------------------------------------------------------------------
 
 
-def query_param(name: str, description: str, schema: JsonSchema | None = None, *, required: bool = False) -> JsonSchema:
-    return {"name": name, "in": "query", "required": required, "description": description, "schema": schema or STRING}
+def _param(
+    where: str, name: str, description: str, schema: JsonSchema | None, required: bool, example: object
+) -> JsonSchema:
+    parameter = {
+        "name": name,
+        "in": where,
+        "required": required,
+        "description": description,
+        "schema": schema or STRING,
+    }
+    if example is not None:
+        parameter["example"] = example
+    return parameter
 
 
-def header_param(name: str, description: str, schema: JsonSchema | None = None) -> JsonSchema:
-    return {"name": name, "in": "header", "required": False, "description": description, "schema": schema or STRING}
+def query_param(
+    name: str, description: str, schema: JsonSchema | None = None, *, required: bool = False, example: object = None
+) -> JsonSchema:
+    return _param("query", name, description, schema, required, example)
 
 
-def path_param(name: str, description: str, schema: JsonSchema | None = None) -> JsonSchema:
-    return {"name": name, "in": "path", "required": True, "description": description, "schema": schema or STRING}
+def header_param(
+    name: str, description: str, schema: JsonSchema | None = None, *, example: object = None
+) -> JsonSchema:
+    return _param("header", name, description, schema, False, example)
 
 
-DATABASE_HEADER = header_param("x-arc-database", "the database (default `default`)", {"type": "string"})
+def path_param(name: str, description: str, schema: JsonSchema | None = None, *, example: object = None) -> JsonSchema:
+    return _param("path", name, description, schema, True, example)
+
+
+DATABASE_HEADER = header_param("x-arc-database", "the database (default `default`)", example="metrics")
 LIMIT = query_param("limit", "how many, at most (1 to 1000; default 100)", {"type": "integer", "minimum": 1})
 
 
@@ -169,8 +188,13 @@ def _error_answers() -> dict[str, JsonSchema]:
     }
 
 
-def json_body(schema: JsonSchema, description: str = "", *, required: bool = True) -> JsonSchema:
-    body: JsonSchema = {"required": required, "content": {"application/json": {"schema": schema}}}
+def json_body(
+    schema: JsonSchema, description: str = "", *, required: bool = True, example: object = None
+) -> JsonSchema:
+    media: JsonSchema = {"schema": schema}
+    if example is not None:
+        media["example"] = example
+    body: JsonSchema = {"required": required, "content": {"application/json": media}}
     if description:
         body["description"] = description
     return body

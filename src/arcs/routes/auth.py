@@ -150,7 +150,7 @@ def auth_router(runtime: Runtime) -> Router:
             "Create a token (admin); its value is answered once",
             "tokens",
             {201: json_answer(TOKEN_CREATED, "created", _NO_STORE)},
-            body=json_body(TOKEN_CREATE),
+            body=json_body(TOKEN_CREATE, example={"name": "dashboards", "permissions": ["read"], "expires_in": "30d"}),
             errors=(400, 401, 403, 408, 409, 413, 429, 503),
         ),
     )

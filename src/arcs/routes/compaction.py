@@ -258,7 +258,7 @@ def compaction_router(runtime: Runtime) -> Router:
             "Start a compaction run now (admin), in the background",
             "compaction",
             {202: json_answer(_TRIGGERED, "started")},
-            body=json_body(_SCOPE, required=False),
+            body=json_body(_SCOPE, required=False, example={"database": "metrics"}),
         ),
     )
     def trigger() -> Response[Any]:

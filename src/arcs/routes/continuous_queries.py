@@ -161,7 +161,17 @@ _CQ_EXECUTED = component(
         optional=("columns", "data", "row_count"),
     ),
 )
-_ID = path_param("query_id", "the continuous query's id")
+_ID = path_param("query_id", "the continuous query's id", example="1")
+_CQ_EXAMPLE = {
+    "name": "cpu_hourly",
+    "database": "metrics",
+    "source_measurement": "cpu",
+    "destination_measurement": "cpu_1h",
+    "query": "SELECT time_bucket(INTERVAL '1 hour', time) AS time, host, avg(usage) AS usage FROM cpu "
+    "WHERE time >= {start_time} AND time < {end_time} GROUP BY ALL",
+    "interval": "1h",
+    "tag_columns": ["host"],
+}
 _CHANGE_ERRORS = (400, 401, 403, 404, 408, 409, 413, 429, 503)
 
 
@@ -279,7 +289,7 @@ def continuous_queries_router(runtime: Runtime) -> Router:
             "Create a continuous query (admin)",
             "continuous queries",
             {201: json_answer(_CQ_ANSWER, "created")},
-            body=json_body(CQ_CREATE),
+            body=json_body(CQ_CREATE, example=_CQ_EXAMPLE),
             errors=_CHANGE_ERRORS,
         ),
     )
@@ -318,7 +328,7 @@ def continuous_queries_router(runtime: Runtime) -> Router:
                 "continuous queries",
                 {200: json_answer(_CQ_ANSWER, "changed")},
                 parameters=[_ID],
-                body=json_body(CQ_UPDATE),
+                body=json_body(CQ_UPDATE, example={"description": "hourly means of cpu"}),
                 errors=_CHANGE_ERRORS,
             ),
         )(update)
@@ -329,7 +339,7 @@ def continuous_queries_router(runtime: Runtime) -> Router:
             "Delete a continuous query (admin)",
             "continuous queries",
             {200: json_answer(_CQ_DELETED, "deleted")},
-            parameters=[_ID],
+            parameters=[path_param("query_id", "the continuous query's id", example="2")],
         ),
     )
     def delete_query(query_id: str) -> dict[str, Any]:
@@ -344,7 +354,10 @@ def continuous_queries_router(runtime: Runtime) -> Router:
             "continuous queries",
             {200: json_answer(_CQ_EXECUTED, "done")},
             parameters=[_ID],
-            body=json_body(_CQ_EXECUTE),
+            body=json_body(
+                _CQ_EXECUTE,
+                example={"start_time": "2023-11-14T22:00:00Z", "end_time": "2023-11-14T23:00:00Z", "dry_run": True},
+            ),
             errors=(*_CHANGE_ERRORS, 504),
         ),
     )

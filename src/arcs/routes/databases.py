@@ -67,7 +67,7 @@ DATABASE_DELETED = component(
 )
 #: ``GET /api/v1/measurements``: every measurement the caller may read (of one database, if named).
 MEASUREMENT_LIST = component("MeasurementList", array(obj(_INFO)))
-_NAME = path_param("name", "the database")
+_NAME = path_param("name", "the database", example="metrics")
 
 
 def _json(status: int, document: object) -> Response[Any]:
@@ -165,7 +165,7 @@ def databases_router(runtime: Runtime) -> Router:
             "Create a database (admin)",
             "databases",
             {201: json_answer(DATABASE, "created")},
-            body=json_body(obj({"name": STRING}, closed=False)),
+            body=json_body(obj({"name": STRING}, closed=False), example={"name": "scratch"}),
             errors=(400, 401, 403, 408, 409, 413, 429, 503),
         ),
     )
@@ -216,7 +216,10 @@ def databases_router(runtime: Runtime) -> Router:
             "Delete a database and all its data (admin; needs ?confirm=true)",
             "databases",
             {200: json_answer(DATABASE_DELETED, "deleted")},
-            parameters=[_NAME, query_param("confirm", "must be `true`: the data is gone for good", {"enum": ["true"]})],
+            parameters=[
+                path_param("name", "the database", example="scratch"),
+                query_param("confirm", "must be `true`: the data is gone for good", {"enum": ["true"]}, example="true"),
+            ],
         ),
     )
     def delete_database(name: str) -> dict[str, Any]:
@@ -248,7 +251,7 @@ def databases_router(runtime: Runtime) -> Router:
             "The measurements the token may read",
             "databases",
             {200: json_answer(MEASUREMENT_LIST, "the measurements")},
-            parameters=[query_param("database", "only this database's")],
+            parameters=[query_param("database", "only this database's", example="metrics")],
         ),
     )
     def list_measurements() -> Response[Any]:

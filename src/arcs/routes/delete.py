@@ -88,7 +88,10 @@ def delete_router(runtime: Runtime) -> Router:
             "Delete the rows matching a condition (admin)",
             "delete",
             {200: json_answer(DELETE_RESULT, "done, or what would be (dry run)")},
-            body=json_body(DELETE_REQUEST),
+            body=json_body(
+                DELETE_REQUEST,
+                example={"database": "metrics", "measurement": "cpu", "where": "host = 'b'", "dry_run": True},
+            ),
             errors=(400, 401, 403, 404, 408, 409, 413, 429, 503, 504),
         ),
     )

@@ -42,7 +42,7 @@ UPLOAD_CONTEXT = "arcsUpload"
 
 # --- what the import routes take and answer (ImportStatus.result / .public, ImportLedger.totals) ---
 
-_DB_PARAM = query_param("db", "the database, if no x-arc-database header (one of them is required)")
+_DB_PARAM = query_param("db", "the database, if no x-arc-database header (one of them is required)", example="metrics")
 _ID_PARAMS = [
     query_param("import_id", "the client's id for the import: a retry with it imports nothing twice"),
     header_param("Idempotency-Key", "the same as import_id"),
@@ -109,7 +109,10 @@ _FILE_BODY: JsonSchema = {
     "description": "the file: the body itself, or the `file` field of a multipart/form-data form",
     "content": {
         "application/octet-stream": {"schema": {"type": "string", "contentMediaType": "application/octet-stream"}},
-        "text/plain": {"schema": {**STRING, "description": "line protocol, or CSV"}},
+        "text/plain": {
+            "schema": {**STRING, "description": "line protocol, or CSV"},
+            "example": "imported,host=a v=1 1700000000000000000",
+        },
         "multipart/form-data": {
             "schema": obj({"file": {"type": "string", "contentMediaType": "application/octet-stream"}})
         },
@@ -189,7 +192,7 @@ def imports_router(runtime: Runtime) -> Router:
             "imports",
             {200: _IMPORTED},
             parameters=[
-                path_param("kind", "the file's format", {"enum": ["lp", "msgpack", "csv", "parquet"]}),
+                path_param("kind", "the file's format", {"enum": ["lp", "msgpack", "csv", "parquet"]}, example="lp"),
                 DATABASE_HEADER,
                 _DB_PARAM,
                 *_ID_PARAMS,
@@ -229,7 +232,7 @@ def import_status_router(runtime: Runtime) -> Router:
             "An import's progress",
             "imports",
             {200: _STATUS},
-            parameters=[path_param("ident", "the import's id"), DATABASE_HEADER, _DB_PARAM],
+            parameters=[path_param("ident", "the import's id", example="seeded-1"), DATABASE_HEADER, _DB_PARAM],
         ),
     )
     def import_status(ident: str) -> dict[str, Any]:

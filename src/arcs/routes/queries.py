@@ -101,7 +101,9 @@ _HANDED_OFF = json_answer(
     "the result is larger than a Lambda response holds: GET it from `Location`",
     {"Location": STRING, "X-Arc-Result-Content-Type": STRING},
 )
-_QUERY_BODY = json_body(QUERY_REQUEST)
+_QUERY_BODY = json_body(
+    QUERY_REQUEST, example={"sql": "SELECT host, usage FROM cpu ORDER BY time, host LIMIT 10", "database": "metrics"}
+)
 _QUERY_ERRORS = (400, 401, 403, 404, 408, 413, 429, 503, 504)
 
 
@@ -225,8 +227,8 @@ def queries_router(runtime: Runtime) -> Router:
             "queries",
             {200: json_answer(QUERY_RESULT, "the rows"), 303: _HANDED_OFF},
             parameters=[
-                path_param("measurement", "the measurement"),
-                query_param("database", "the database (else x-arc-database, else `default`)"),
+                path_param("measurement", "the measurement", example="cpu"),
+                query_param("database", "the database (else x-arc-database, else `default`)", example="metrics"),
                 DATABASE_HEADER,
                 query_param("limit", "rows, at most (default 100)", {"type": "integer", "minimum": 1}),
                 query_param("offset", "rows to skip (default 0)", {"type": "integer", "minimum": 0}),

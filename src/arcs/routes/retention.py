@@ -141,7 +141,7 @@ _RUN_REQUEST = component(
     "RetentionRunRequest",
     obj({**_CONFIRM, "database": nullable(STRING)}, optional=(*_CONFIRM, "database"), closed=False),
 )
-_ID = path_param("policy_id", "the policy's id")
+_ID = path_param("policy_id", "the policy's id", example="1")
 _CHANGE_ERRORS = (400, 401, 403, 404, 408, 409, 413, 429, 503)
 
 
@@ -245,7 +245,10 @@ def retention_router(runtime: Runtime) -> Router:
             "Create a retention policy (admin)",
             "retention",
             {201: json_answer(_POLICY_ANSWER, "created")},
-            body=json_body(POLICY_CREATE),
+            body=json_body(
+                POLICY_CREATE,
+                example={"name": "old_cpu", "database": "metrics", "measurement": "cpu", "retention_days": 36500},
+            ),
             errors=_CHANGE_ERRORS,
         ),
     )
@@ -286,7 +289,7 @@ def retention_router(runtime: Runtime) -> Router:
                 "retention",
                 {200: json_answer(_POLICY_ANSWER, "changed")},
                 parameters=[_ID],
-                body=json_body(POLICY_UPDATE),
+                body=json_body(POLICY_UPDATE, example={"buffer_days": 2}),
                 errors=_CHANGE_ERRORS,
             ),
         )(update)
@@ -297,7 +300,7 @@ def retention_router(runtime: Runtime) -> Router:
             "Delete a retention policy (admin)",
             "retention",
             {200: json_answer(_POLICY_DELETED, "deleted")},
-            parameters=[_ID],
+            parameters=[path_param("policy_id", "the policy's id", example="2")],
         ),
     )
     def delete_policy(policy_id: str) -> dict[str, Any]:
@@ -312,7 +315,7 @@ def retention_router(runtime: Runtime) -> Router:
             "retention",
             {200: json_answer(_EXECUTED, "done (success false: some partitions were skipped)")},
             parameters=[_ID],
-            body=json_body(_EXECUTE, required=False),
+            body=json_body(_EXECUTE, required=False, example={"dry_run": True}),
             errors=_CHANGE_ERRORS,
         ),
     )
@@ -337,7 +340,7 @@ def retention_router(runtime: Runtime) -> Router:
             "Run every active policy and continuous-query rule now (admin)",
             "retention",
             {200: json_answer(_RUN, "done (success false: something was skipped or failed)")},
-            body=json_body(_RUN_REQUEST, required=False),
+            body=json_body(_RUN_REQUEST, required=False, example={"dry_run": True}),
             errors=_CHANGE_ERRORS,
         ),
     )

@@ -12,6 +12,7 @@ from arcs.decoders import WireFormat
 from arcs.names import DEFAULT_DATABASE
 from arcs.openapi import (
     DATABASE_HEADER,
+    NUMBER,
     STRING,
     JsonSchema,
     array,
@@ -34,7 +35,9 @@ Lookup = Callable[[str], "str | None"]
 # --- the write bodies (arcs.decoders.shapes reads them; README.md "Writing") -------------------------
 
 _PRECISION: JsonSchema = {"enum": ["ns", "us", "ms", "s", "n", "u", "m", "h"]}
-_VALUE: JsonSchema = {"type": ["integer", "number", "string", "boolean", "null"]}
+_INT64: JsonSchema = {"type": "integer", "format": "int64"}
+_VALUE: JsonSchema = {"anyOf": [_INT64, {"type": ["number", "string", "boolean", "null"]}]}
+_TIME: JsonSchema = {"anyOf": [_INT64, NUMBER]}
 _COLUMNAR = component(
     "ColumnarWrite",
     {
@@ -62,8 +65,8 @@ _ROW = component(
                 "m": {**STRING, "description": "the measurement"},
                 "fields": {**map_of(_VALUE), "minProperties": 1},
                 "tags": map_of(STRING),
-                "t": {"type": ["integer", "number"], "description": "the time (unit by magnitude, or precision)"},
-                "time": {"type": ["integer", "number"]},
+                "t": {**_TIME, "description": "the time (unit by magnitude, or precision)"},
+                "time": _TIME,
                 "precision": _PRECISION,
             },
             optional=("tags", "t", "time", "precision"),
@@ -109,13 +112,27 @@ def _write_doc(summary: str, body: JsonSchema, *parameters: JsonSchema) -> dict[
     )
 
 
+_COLUMNS_EXAMPLE = {
+    "m": "net",
+    "tags": ["host"],
+    "columns": {"time": [1700000000000, 1700000001000], "host": ["a", "b"], "rx": [10, 12]},
+}
 _MSGPACK_BODY: JsonSchema = {
     "required": True,
     "description": "MessagePack of the shapes of `ObjectWrite`; its timestamp extension also makes times",
-    "content": {"application/msgpack": {"schema": OBJECT_WRITE}, "application/octet-stream": {"schema": _BINARY}},
+    "content": {
+        "application/msgpack": {"schema": OBJECT_WRITE, "example": _COLUMNS_EXAMPLE},
+        "application/octet-stream": {"schema": _BINARY},
+    },
 }
-_JSON_BODY: JsonSchema = {"required": True, "content": {"application/json": {"schema": OBJECT_WRITE}}}
-_LINE_BODY: JsonSchema = {"required": True, "content": {"text/plain": {"schema": LINE_PROTOCOL}}}
+_JSON_BODY: JsonSchema = {
+    "required": True,
+    "content": {"application/json": {"schema": OBJECT_WRITE, "example": {**_COLUMNS_EXAMPLE, "m": "disk"}}},
+}
+
+
+def _line_body(example: str) -> JsonSchema:
+    return {"required": True, "content": {"text/plain": {"schema": LINE_PROTOCOL, "example": example}}}
 
 
 def write_database(path: str, header: Lookup, param: Lookup) -> str:
@@ -162,7 +179,10 @@ def writes_router(runtime: Runtime) -> Router:
     @router.post(
         "/api/v1/write/line-protocol",
         **_write_doc(
-            "Write line protocol", _LINE_BODY, DATABASE_HEADER, query_param("db", "the database, if no header")
+            "Write line protocol",
+            _line_body("cpu,host=a usage=12.5 1700000002000000000\ncpu,host=b usage=7.25 1700000002000000000"),
+            DATABASE_HEADER,
+            query_param("db", "the database, if no header"),
         ),
     )
     def write_line_protocol() -> Response[Any]:
@@ -172,8 +192,8 @@ def writes_router(runtime: Runtime) -> Router:
         "/write",
         **_write_doc(
             "InfluxDB 1.x write (line protocol)",
-            _LINE_BODY,
-            query_param("db", "the database (before the header; default `default`)"),
+            _line_body("mem,host=a free=1024i 1700000001000000000"),
+            query_param("db", "the database (before the header; default `default`)", example="metrics"),
             query_param("rp", "InfluxDB's retention policy: accepted, not used"),
             query_param("u", "InfluxDB 1.x user: accepted, not used"),
             DATABASE_HEADER,
@@ -186,8 +206,10 @@ def writes_router(runtime: Runtime) -> Router:
         "/api/v2/write",
         **_write_doc(
             "InfluxDB 2.x write (line protocol)",
-            _LINE_BODY,
-            query_param("bucket", "the database (`database/retention-policy` for 1.x compatibility buckets)"),
+            _line_body("mem,host=b free=2048i 1700000001000000000"),
+            query_param(
+                "bucket", "the database (`database/retention-policy` for 1.x compatibility buckets)", example="metrics"
+            ),
             query_param("org", "InfluxDB's organisation: accepted, not used"),
             DATABASE_HEADER,
         ),
