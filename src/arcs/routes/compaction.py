@@ -124,7 +124,10 @@ _TRIGGERED = component(
         closed=False,
     ),
 )
-_SCOPE = obj({"database": STRING, "measurement": STRING}, optional=("database", "measurement"), closed=False)
+#: null or absent: every database (measurement: every one of the database).
+_SCOPE = obj(
+    {"database": nullable(STRING), "measurement": nullable(STRING)}, optional=("database", "measurement"), closed=False
+)
 
 
 def _settings_json(runtime: Runtime) -> dict[str, Any]:

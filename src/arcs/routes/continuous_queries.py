@@ -126,11 +126,9 @@ _CQ_EXECUTE = component(
             "start_time": {**STRING, "description": "RFC 3339"},
             "end_time": {**STRING, "description": "RFC 3339"},
             "dry_run": BOOLEAN,
-            "execution_id": {
-                **STRING,
-                "pattern": "^[A-Za-z0-9_-]{1,64}$",
-                "description": "a retry with it writes once",
-            },
+            "execution_id": nullable(
+                {**STRING, "pattern": "^[A-Za-z0-9_-]{1,64}$", "description": "a retry with it writes once"}
+            ),
         },
         optional=("dry_run", "execution_id"),
         closed=False,
@@ -328,7 +326,7 @@ def continuous_queries_router(runtime: Runtime) -> Router:
                 "continuous queries",
                 {200: json_answer(_CQ_ANSWER, "changed")},
                 parameters=[_ID],
-                body=json_body(CQ_UPDATE, example={"description": "hourly means of cpu"}),
+                body=json_body(CQ_UPDATE, required=False, example={"description": "hourly means of cpu"}),
                 errors=_CHANGE_ERRORS,
             ),
         )(update)

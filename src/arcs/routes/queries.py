@@ -51,7 +51,9 @@ QUERY_REQUEST = component(
                 **STRING,
                 "description": "one read-only statement (DuckDB SQL; SHOW DATABASES/TABLES/MEASUREMENTS)",
             },
-            "database": {**STRING, "description": "the database unqualified names are in (else x-arc-database)"},
+            "database": nullable(
+                {**STRING, "description": "the database unqualified names are in (else x-arc-database)"}
+            ),
         },
         optional=("database",),
         closed=False,
@@ -111,11 +113,17 @@ def queries_router(runtime: Runtime) -> Router:
     router = Router()
     request = RequestView(router)
 
+    def body_database(document: Mapping[str, Any]) -> str:
+        """The body's ``database`` (absent, null or empty: the header's, else the default)."""
+        named = document.get("database")
+        if named is not None and not isinstance(named, str):
+            raise BadRequest("'database' must be a database name (or absent: the x-arc-database header's)")
+        return request.database(named or None)
+
     def run_query() -> QueryResult:
         caller = request.caller("read")
         document = request.json()
-        database = request.database(str(document["database"]) if document.get("database") else None)
-        return runtime.queries.run(document.get("sql"), database, caller)
+        return runtime.queries.run(document.get("sql"), body_database(document), caller)
 
     def answer_streamed(body: SizedBody, content_type: str, extension: str, headers: dict[str, str]) -> Response[Any]:
         """200 with the result streamed as it is written, or a 303 to it in storage past what Lambda
@@ -210,8 +218,7 @@ def queries_router(runtime: Runtime) -> Router:
         started = time.perf_counter()
         caller = request.caller("read")
         document = request.json()
-        database = request.database(str(document["database"]) if document.get("database") else None)
-        estimate = estimate_query(document.get("sql"), database, caller, runtime.catalog, runtime.store)
+        estimate = estimate_query(document.get("sql"), body_database(document), caller, runtime.catalog, runtime.store)
         return {
             "success": True,
             "estimated_rows": estimate.rows,

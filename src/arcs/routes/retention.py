@@ -289,7 +289,7 @@ def retention_router(runtime: Runtime) -> Router:
                 "retention",
                 {200: json_answer(_POLICY_ANSWER, "changed")},
                 parameters=[_ID],
-                body=json_body(POLICY_UPDATE, example={"buffer_days": 2}),
+                body=json_body(POLICY_UPDATE, required=False, example={"buffer_days": 2}),
                 errors=_CHANGE_ERRORS,
             ),
         )(update)
