@@ -1,16 +1,17 @@
-"""Storage requests and time per query window, before and after the day tier, on both backends.
+"""Storage requests and time per query window, before and after the day (and month) tier, on both backends.
 
-    uv run python -m benchmarks.pruning_requests [--days 365] [--backend both|aws|local]
+    uv run python -m benchmarks.pruning_requests [--days 365] [--backend both|aws|local] [--month]
 
 Loads one file per hour for ``--days`` days of one measurement through the real ingest path (a
 day's hours per ingest attempt, one file per hour partition), then queries the last 1 h, 1 d, 7 d,
-30 d and 365 d (windows ending at the newest data, starting mid-day as a dashboard's do) twice:
-as the hour tier leaves them (one file per hour) and after the day tier merged every day into a
-day file. ``aws``: a moto server (S3 + DynamoDB) and the query service as the Lambda and ``arcs
-local``'s query function run it (DuckDB httpfs reading S3); every request the storage saw is
-counted: catalog reads (DynamoDB), S3 listings, HEADs and GETs. ``local``: the standalone server's
-runtime (SQLite + a directory); it has no requests, so the files a query opens are its cost.
-Figures are printed, never asserted.
+30 d and 365 d (windows ending at the newest data, starting mid-day as a dashboard's do) twice: as
+the hour tier leaves them (one file per hour) and after the day tier merged every day into a day
+file (and with ``--month``, after the month tier merged the day files of every month). ``aws``: a
+moto server (S3 + DynamoDB) and the query service as the Lambda and ``arcs local``'s query function
+run it (DuckDB httpfs reading S3); every request the storage saw is counted: catalog reads
+(DynamoDB), S3 listings, HEADs and GETs. ``local``: the standalone server's runtime (SQLite + a
+directory); it has no requests, so the files a query opens are its cost. Figures are printed, never
+asserted.
 """
 
 from __future__ import annotations
@@ -183,21 +184,23 @@ def run_windows(runtime: Runtime, days: int, counter: CountingApp | None, label:
         print(line + f" {elapsed:8.0f}")
 
 
-def compact_days(runtime: Runtime, prefix: str, work: Path) -> None:
+def compact_tier(runtime: Runtime, prefix: str, work: Path, tier: str) -> None:
+    """One compaction run with the tiers up to ``tier`` (``day`` or ``month``)."""
     from arcs.compaction.compactor import Compactor
 
-    config = replace(runtime.settings.compaction, tiers=("hour", "day"), grace_s=0)
+    tiers = ("hour", "day") if tier == "day" else ("hour", "day", "month")
+    config = replace(runtime.settings.compaction, tiers=tiers, grace_s=0)
     compactor = Compactor(runtime.catalog, runtime.store, prefix, config, work)
     started = time.perf_counter()
     report = compactor.run()
-    days = [job for job in report.jobs if job.partition.tier == "day"]
+    jobs = [job for job in report.jobs if job.partition.tier == tier]
     print(
-        f"\nday tier: {len(days)} day jobs, {sum(len(j.input_keys) for j in days):,} files -> "
-        f"{sum(len(j.output_keys) for j in days):,} in {time.perf_counter() - started:.1f} s"
+        f"\n{tier} tier: {len(jobs)} {tier} jobs, {sum(len(j.input_keys) for j in jobs):,} files -> "
+        f"{sum(len(j.output_keys) for j in jobs):,} in {time.perf_counter() - started:.1f} s"
     )
 
 
-def bench_aws(days: int, rows_per_hour: int) -> None:
+def bench_aws(days: int, rows_per_hour: int, month: bool) -> None:
     copy_tables_once_per_transaction()
     endpoint, counter = start_moto()
     session = boto3.Session(aws_access_key_id="bench", aws_secret_access_key="bench", region_name="us-east-1")
@@ -222,11 +225,15 @@ def bench_aws(days: int, rows_per_hour: int) -> None:
     load(runtime, settings.prefix, days, rows_per_hour)
     run_windows(runtime, days, counter, "hour tier only (one file per hour):")
     with tempfile.TemporaryDirectory() as work:
-        compact_days(runtime, settings.prefix, Path(work))
+        compact_tier(runtime, settings.prefix, Path(work), "day")
     run_windows(runtime, days, counter, "after the day tier:")
+    if month:
+        with tempfile.TemporaryDirectory() as work:
+            compact_tier(runtime, settings.prefix, Path(work), "month")
+        run_windows(runtime, days, counter, "after the month tier:")
 
 
-def bench_local(days: int, rows_per_hour: int) -> None:
+def bench_local(days: int, rows_per_hour: int, month: bool) -> None:
     from arcs.runtime import local_runtime
 
     with tempfile.TemporaryDirectory() as root:
@@ -234,8 +241,11 @@ def bench_local(days: int, rows_per_hour: int) -> None:
         print("\n== standalone server: SQLite and a directory ==")
         load(runtime, "", days, rows_per_hour)
         run_windows(runtime, days, None, "hour tier only (one file per hour):")
-        compact_days(runtime, "", Path(root) / "work")
+        compact_tier(runtime, "", Path(root) / "work", "day")
         run_windows(runtime, days, None, "after the day tier:")
+        if month:
+            compact_tier(runtime, "", Path(root) / "work", "month")
+            run_windows(runtime, days, None, "after the month tier:")
 
 
 def main() -> None:
@@ -243,11 +253,12 @@ def main() -> None:
     parser.add_argument("--days", type=int, default=365)
     parser.add_argument("--rows-per-hour", type=int, default=100)
     parser.add_argument("--backend", choices=["both", "aws", "local"], default="both")
+    parser.add_argument("--month", action="store_true", help="then merge every month into month files, and again")
     args = parser.parse_args()
     if args.backend in ("both", "aws"):
-        bench_aws(args.days, args.rows_per_hour)
+        bench_aws(args.days, args.rows_per_hour, args.month)
     if args.backend in ("both", "local"):
-        bench_local(args.days, args.rows_per_hour)
+        bench_local(args.days, args.rows_per_hour, args.month)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,10 @@ class Dataset:
         return self.root / "arcs-api"
 
     @property
+    def arcs_api_default(self) -> Path:
+        return self.root / "arcs-api-default"
+
+    @property
     def ready(self) -> bool:
         return (self.root / "READY").is_file()
 
@@ -65,6 +69,12 @@ class Dataset:
         path = self.root / "LOAD_SECONDS_API"
         return float(path.read_text()) if path.is_file() else 0.0
 
+    @property
+    def api_default_load_seconds(self) -> float:
+        """The same, the server on default settings (clickbench.load, api-default)."""
+        path = self.root / "LOAD_SECONDS_API_DEFAULT"
+        return float(path.read_text()) if path.is_file() else 0.0
+
 
 def prepare(rows: int, work_dir: Path, seed: int = 1, log: bool = True) -> Dataset:
     dataset = Dataset(rows, work_dir / str(rows))
@@ -73,6 +83,7 @@ def prepare(rows: int, work_dir: Path, seed: int = 1, log: bool = True) -> Datas
             return dataset
         shutil.rmtree(dataset.arcs_data, ignore_errors=True)  # generated data kept, loaded again
         shutil.rmtree(dataset.arcs_api, ignore_errors=True)
+        shutil.rmtree(dataset.arcs_api_default, ignore_errors=True)
         _load(dataset, log)
         return dataset
     shutil.rmtree(dataset.root, ignore_errors=True)
@@ -110,10 +121,11 @@ def prepare(rows: int, work_dir: Path, seed: int = 1, log: bool = True) -> Datas
 
 
 def _load(dataset: Dataset, log: bool) -> None:
-    """hits.parquet into both layouts, marked with the loader's version (a new one loads again)."""
+    """hits.parquet into every layout, marked with the loader's version (a new one loads again)."""
     for layout, data_dir, record in (
         ("placed", dataset.arcs_data, "LOAD_SECONDS"),
         ("api", dataset.arcs_api, "LOAD_SECONDS_API"),
+        ("api-default", dataset.arcs_api_default, "LOAD_SECONDS_API_DEFAULT"),
     ):
         report = load_into_data_dir([dataset.single], data_dir, layout_kind=layout)  # type: ignore[arg-type]
         if log:

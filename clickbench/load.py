@@ -3,9 +3,11 @@
     python -m clickbench.load hits.parquet --data-dir ./data [--database clickbench]
 
 The input is ClickBench's ``hits.parquet`` (or files in its physical layout: INT64 Unix seconds,
-UINT16 days, binary strings). Three layouts. ``api`` is a user's: the rows go through a running
+UINT16 days, binary strings). Four layouts. ``api`` is a user's: the rows go through a running
 ``arcs serve``'s MessagePack write API in requests of at most 4 MB, in the input's order, and the
-product's compaction then runs through its route until nothing is a candidate. The other two put
+product's compaction then runs through its route until nothing is a candidate; the server has
+ClickBench's sort keys and the month tier set (``API_SETTINGS``), ``api-default`` the same with
+the defaults. The other two put
 the schema and the file records in the catalog of the standalone server (SQLite) directly:
 
 - ``placed`` (the default, what the benchmark measures): the file is placed as ClickBench's entries
@@ -35,7 +37,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -57,7 +59,7 @@ if TYPE_CHECKING:
 
 MEASUREMENT = "hits"
 #: Changed whenever what the loader stores changes: the harness loads its cached data again.
-LOADER_VERSION = "4"
+LOADER_VERSION = "5"
 DEFAULT_DATABASE = "clickbench"
 _SECONDS_COLUMNS = ("EventTime", "ClientEventTime", "LocalEventTime")
 
@@ -70,7 +72,14 @@ class LoadReport:
     seconds: float
 
 
-Layout = Literal["placed", "hourly", "api"]
+Layout = Literal["placed", "hourly", "api", "api-default"]
+#: The server settings of the ``api`` layout: ClickBench's entries declare ClickHouse's
+#: ``ORDER BY (CounterID, EventDate, UserID, EventTime, WatchID)``, which a user sets through
+#: ``ARCS_SORT_KEYS``; and month files, which a month of data fits. ``api-default`` keeps the defaults.
+API_SETTINGS = {
+    "ARCS_SORT_KEYS": f"{MEASUREMENT}:CounterID,EventDate,UserID,EventTime,WatchID",
+    "ARCS_COMPACTION_TIERS": "hour,day,month",
+}
 #: About the compaction target (512 MB) at hits' ~140 bytes a row: a few large files per query.
 ROWS_PER_FILE = 4_000_000
 
@@ -301,14 +310,15 @@ def msgpack_requests(table: pa.Table, max_bytes: int = MAX_REQUEST_BYTES) -> Ite
         rows_per_body = max(1, int(rows * max_bytes * 0.9 / len(body)))
 
 
-def load_through_api(sources: Sequence[Path], data_dir: Path) -> LoadReport:
-    """The user's path: a running ``arcs serve`` on ``data_dir`` gets the rows in MessagePack
-    requests of at most 4 MB through the write API, in the input's order; once every row is
-    queryable, the product's compaction runs (its route) until no partition is a candidate."""
+def load_through_api(sources: Sequence[Path], data_dir: Path, settings: Mapping[str, str] | None = None) -> LoadReport:
+    """The user's path: a running ``arcs serve`` on ``data_dir`` (with ``settings`` in its
+    environment) gets the rows in MessagePack requests of at most 4 MB through the write API, in
+    the input's order; once every row is queryable, the product's compaction runs (its route)
+    until no partition is a candidate."""
     from clickbench.server import DATABASE, ArcsServer
 
     started = time.perf_counter()
-    server = ArcsServer(data_dir)
+    server = ArcsServer(data_dir, settings)
     server.start()
     try:
         rows = 0
@@ -364,10 +374,10 @@ def load_into_data_dir(
     from arcs.runtime import local_runtime
     from arcs.settings import Settings
 
-    if layout_kind == "api":
+    if layout_kind in ("api", "api-default"):
         if database != DEFAULT_DATABASE:
-            raise ValueError(f"the api layout loads into the database {DEFAULT_DATABASE!r}")
-        return load_through_api(sources, data_dir)
+            raise ValueError(f"the api layouts load into the database {DEFAULT_DATABASE!r}")
+        return load_through_api(sources, data_dir, API_SETTINGS if layout_kind == "api" else None)
     runtime = local_runtime(Settings().with_(backend="local", data_dir=data_dir))
     try:
         return load_hits(
@@ -387,7 +397,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("sources", nargs="+", type=Path, help="hits.parquet, or hits_*.parquet")
     parser.add_argument("--data-dir", type=Path, default=Path("./data"))
     parser.add_argument("--database", default=DEFAULT_DATABASE)
-    parser.add_argument("--layout", choices=["placed", "hourly", "api"], default="placed")
+    parser.add_argument("--layout", choices=["placed", "hourly", "api", "api-default"], default="placed")
     args = parser.parse_args(argv)
     report = load_into_data_dir(args.sources, args.data_dir, args.database, args.layout)
     print(

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 class ArcsServer:
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, settings: Mapping[str, str] | None = None) -> None:
         self.data_dir = data_dir
+        #: Environment settings of the server beyond the defaults (the api load's compaction ones).
+        self.settings = dict(settings or {})
         self._process: subprocess.Popen[str] | None = None
         self._connection: http.client.HTTPConnection | None = None
         self._output: list[str] = []
@@ -36,6 +39,7 @@ class ArcsServer:
             "ARCS_BOOTSTRAP_TOKEN": TOKEN,
             "ARCS_QUERY_TIMEOUT_S": "0",
             "PYTHONPATH": str(REPO / "src"),
+            **self.settings,
         }
         self._process = subprocess.Popen(
             [sys.executable, "-m", "arcs.cli", "serve", "--port", "0", "--data-dir", str(self.data_dir)],

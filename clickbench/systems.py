@@ -238,10 +238,11 @@ class Arcs(System):
 
 class ArcsApi(Arcs):
     """The same server over hits loaded as a user loads them (``clickbench.load``'s ``api`` layout):
-    MessagePack requests of at most 4 MB through the write API, then the product's compaction."""
+    MessagePack requests of at most 4 MB through the write API, then the product's compaction, with
+    ClickBench's sort keys and the month tier set as a user sets them (``load.API_SETTINGS``)."""
 
     name = "arcs-api"
-    title = "Arc Serverless (standalone, loaded through the write API)"
+    title = "Arc Serverless (standalone, loaded through the write API, sort keys)"
 
     @property
     def data_dir(self) -> Path:
@@ -252,8 +253,24 @@ class ArcsApi(Arcs):
         return self.dataset.api_load_seconds
 
 
+class ArcsApiDefault(Arcs):
+    """As ``arcs-api``, the server loading on default settings (``api-default``: time-sorted day files)."""
+
+    name = "arcs-api-default"
+    title = "Arc Serverless (standalone, loaded through the write API, default settings)"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.dataset.arcs_api_default
+
+    @property
+    def load_time(self) -> float:
+        return self.dataset.api_default_load_seconds
+
+
 ALL: tuple[type[System], ...] = (
     ArcsApi,
+    ArcsApiDefault,
     Arcs,
     DuckdbParquet,
     DuckdbParquetPartitioned,

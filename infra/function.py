@@ -57,14 +57,24 @@ class FunctionDefaults:
     functions_dir: Path = FUNCTIONS_DIR
 
 
-def base_environment(*, bucket_name: str, prefix: str, token_cache_ttl_s: int) -> dict[str, str]:
+def base_environment(
+    *,
+    bucket_name: str,
+    prefix: str,
+    token_cache_ttl_s: int,
+    metrics_namespace: str,
+    settings: Mapping[str, str | None] | None = None,
+) -> dict[str, str]:
     """The variables every function needs to build its runtime on AWS; each table's name comes with
-    its grant (``ArcsStorage.use_table``)."""
+    its grant (``ArcsStorage.use_table``). ``settings``: deploy-time choices (unset ones left out)."""
+    chosen = {name: value for name, value in (settings or {}).items() if value}
     return {
+        **chosen,
         envvars.BACKEND: "aws",
         envvars.BUCKET: bucket_name,
         envvars.PREFIX: prefix,
         envvars.TOKEN_CACHE_TTL_S: str(token_cache_ttl_s),
+        envvars.METRICS_NAMESPACE: metrics_namespace,
         envvars.WORK_DIR: LAMBDA_WORK_DIR,
         # Arrow on the C heap the runtime tunes (arcs.allocator.ARROW_POOL): set here, as Arrow
         # fixes its pool when pyarrow is imported, and handlers import it before any runtime exists.

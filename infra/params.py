@@ -21,6 +21,7 @@ from typing import Any
 
 from layers.build import ARCHITECTURES, DEFAULT_ARCH
 
+from arcs.settings import ConfigError, parse_sort_keys, parse_tiers
 from arcs.streaming import QUERY_BUDGET_S
 
 #: The stack's functions, as the ``<function>_memory_mb`` and ``<function>_reserved_concurrency`` keys name them.
@@ -63,6 +64,9 @@ DEFAULT_COMPACT_TIMEOUT_S = 900
 #: AWS recommends at least 5 for a function an SQS event source invokes: fewer throttles the
 #: pollers, and every throttled receive counts towards the dead-letter queue's receive count.
 MIN_SQS_RESERVED_CONCURRENCY = 5
+#: The oldest queued write's age that raises an alarm: ingest normally takes seconds; SQS keeps 14 days.
+OLDEST_WRITE_RANGE_S = (60, 14 * 24 * 3600)
+DEFAULT_OLDEST_WRITE_S = 900
 #: Far above any account's quota: a typo, not a choice (AWS refuses more than the account has anyway).
 MAX_RESERVED_CONCURRENCY = 100_000
 
@@ -72,6 +76,8 @@ _GLUE_DATABASE = re.compile(r"^[a-z0-9_]{1,255}$")  # what Athena accepts unquot
 # An S3 Express zone id: use1-az4, apne1-az1, or a Local Zone's usw2-lax1-az1.
 _ZONE_ID = re.compile(r"^[a-z]{2,6}[0-9]+(-[a-z]+[0-9]+)?-az[0-9]+$")
 _ARCHITECTURE = re.compile("^(" + "|".join(ARCHITECTURES) + ")$")
+_EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s]+\.[^@\s]+$")
+_TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}$")
 _OWN_KEY = re.compile(r"^[a-z][a-z0-9_]*$")  # CDK's own context keys use ':', '@' or '-'
 
 
@@ -122,6 +128,19 @@ PARAMETERS: tuple[Parameter, ...] = (
     Parameter("glue_database", "the Glue database for Athena", "the stack name, lower case"),
     Parameter("athena_tables", 'JSON `{"db.measurement": {"column": "type"}}`', "none"),
     Parameter("express_zone", "AZ id (`use1-az4`) of an S3 Express One Zone directory bucket", "none"),
+    Parameter("alarm_email", "an e-mail address the alarms notify (through a topic the stack creates)", "none"),
+    Parameter("alarm_topic_arn", "an SNS topic the alarms notify instead", "none"),
+    Parameter(
+        "alarm_oldest_write_s",
+        "the oldest queued write's age that raises an alarm (60-1,209,600 s)",
+        f"`{DEFAULT_OLDEST_WRITE_S}`",
+    ),
+    Parameter(
+        "compaction_tiers",
+        "`ARCS_COMPACTION_TIERS` of every function: `hour,day`, `hour,day,month`, `hour,month` or `hour`",
+        "`hour,day`",
+    ),
+    Parameter("sort_keys", "`ARCS_SORT_KEYS` of every function, e.g. `cpu:host;hits:CounterID,UserID`", "none"),
 )
 KEYS = frozenset(p.key for p in PARAMETERS)
 
@@ -147,6 +166,25 @@ class Parameters:
     glue_database: str | None = None
     athena_tables: Mapping[str, Mapping[str, str]] | None = None
     express_zone: str | None = None
+    alarm_email: str | None = None
+    alarm_topic_arn: str | None = None
+    alarm_oldest_write_s: int = DEFAULT_OLDEST_WRITE_S
+    #: As the functions' environment takes them (checked with the functions' own parsers).
+    compaction_tiers: str | None = None
+    sort_keys: str | None = None
+
+
+def _setting(parse: Callable[[str], object]) -> Callable[[str, Any], str]:
+    """A value the functions read from their environment, refused here as they would refuse it."""
+
+    def check(key: str, value: Any) -> str:
+        try:
+            parse(str(value))
+        except ConfigError as exc:
+            raise ParameterError(f"{key}: {exc.message}") from None
+        return str(value)
+
+    return check
 
 
 def _integer(key: str, value: Any, low: int, high: int, unit: str = "") -> int:
@@ -238,6 +276,12 @@ def read(context: Mapping[str, Any]) -> Parameters:
             f"ingest_batch_size {batch_size} needs ingest_batch_window_s of at least 1 s: Lambda takes an SQS "
             f"batch above {UNWINDOWED_MAX_BATCH} messages only with a batching window (got {window} s)"
         )
+    email = take("alarm_email", _pattern(_EMAIL, "an e-mail address"), None)
+    topic = take(
+        "alarm_topic_arn", _pattern(_TOPIC_ARN, "an SNS topic ARN (arn:aws:sns:<region>:<account>:<name>)"), None
+    )
+    if email and topic:
+        raise ParameterError("give alarm_email or alarm_topic_arn, not both (subscribe the address to your topic)")
     architecture = take("architecture", _pattern(_ARCHITECTURE, f"one of {sorted(ARCHITECTURES)}"), DEFAULT_ARCH)
     prefix = take("prefix", lambda key, value: str(value).strip("/"), "")
     _matching("prefix", prefix, _PREFIX, "letters, digits and . _ - / (200 at most; a letter or digit first)")
@@ -266,4 +310,9 @@ def read(context: Mapping[str, Any]) -> Parameters:
         ),
         athena_tables=take("athena_tables", lambda key, value: _athena_tables(value), None),
         express_zone=take("express_zone", _pattern(_ZONE_ID, "an availability zone id such as 'use1-az4'"), None),
+        alarm_email=email,
+        alarm_topic_arn=topic,
+        alarm_oldest_write_s=take("alarm_oldest_write_s", _ranged(*OLDEST_WRITE_RANGE_S, " s"), DEFAULT_OLDEST_WRITE_S),
+        compaction_tiers=take("compaction_tiers", _setting(parse_tiers), None),
+        sort_keys=take("sort_keys", _setting(parse_sort_keys), None),
     )

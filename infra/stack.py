@@ -1,5 +1,5 @@
 """The one stack: storage, the functions (one construct each, as in ``functions/``), the REST API,
-the schedules, the bootstrap token and the Athena tables."""
+the schedules, the bootstrap token, the alarms and dashboard, and the Athena tables."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from aws_cdk import CfnOutput, Duration, Stack
 from constructs import Construct
 from layers.build import BUILD_DIR
 
+from arcs import envvars
 from infra.api import ArcsApi
 from infra.athena import ArcsAthena
 from infra.authorizer import ArcsAuthorizer
@@ -20,6 +21,7 @@ from infra.failures import AsyncFailures
 from infra.function import FUNCTIONS_DIR, FunctionDefaults, base_environment, reserve_concurrency
 from infra.ingest import ArcsIngest
 from infra.layers import ArcsLayers
+from infra.monitoring import ArcsMonitoring
 from infra.params import Parameters
 from infra.query import ArcsQuery
 from infra.storage import ArcsStorage
@@ -52,6 +54,10 @@ class ArcsStack(Stack):
                 bucket_name=self.storage.bucket.bucket_name,
                 prefix=self.storage.prefix,
                 token_cache_ttl_s=TOKEN_CACHE_TTL_S,
+                # One namespace per stack, so two stacks in an account keep their metrics apart.
+                metrics_namespace=construct_id,
+                # Every function: the API's candidates and status routes read them too.
+                settings={envvars.COMPACTION_TIERS: params.compaction_tiers, envvars.SORT_KEYS: params.sort_keys},
             ),
             layers=self.layers.layers,
             architecture=self.layers.architecture,
@@ -130,6 +136,20 @@ class ArcsStack(Stack):
             token_authorizer=self.authorizer.token_authorizer,
             request_authorizer=self.authorizer.request_authorizer,
         )
+        self.monitoring = ArcsMonitoring(
+            self,
+            "Monitoring",
+            namespace=construct_id,
+            write_queue=self.ingest.queue,
+            dead_letter_queue=self.ingest.dead_letter_queue,
+            failure_queue=self.failures.queue,
+            queue_alarms=[self.ingest.dead_letter_alarm, self.failures.alarm],
+            functions=functions,
+            api=self.api.api,
+            oldest_write_s=params.alarm_oldest_write_s,
+            alarm_email=params.alarm_email,
+            alarm_topic_arn=params.alarm_topic_arn,
+        )
         self.athena = ArcsAthena(
             self,
             "Athena",
@@ -161,4 +181,10 @@ class ArcsStack(Stack):
         )
         if self.express is not None:
             CfnOutput(self, "ExpressBucketName", value=self.express.bucket_name)
+        CfnOutput(
+            self,
+            "DashboardName",
+            value=self.monitoring.dashboard.dashboard_name,
+            description="The CloudWatch dashboard of the stack's metrics and alarms",
+        )
         CfnOutput(self, "GlueDatabase", value=self.athena.database_name, description="Athena: the data's tables")

@@ -30,7 +30,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     writes: list[QueuedWrite] = []
 
     def stage(record: SQSRecord) -> None:
-        writes.append(queued_write_from_sqs(record.message_id, record.body, runtime.store))
+        sent = record.raw_event.get("attributes", {}).get("SentTimestamp")
+        writes.append(queued_write_from_sqs(record.message_id, record.body, runtime.store, sent))
 
     with processor(records=event["Records"], handler=stage):
         processor.process()

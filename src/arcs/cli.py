@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import os
 from pathlib import Path
@@ -10,6 +11,25 @@ from pathlib import Path
 from arcs import envvars
 from arcs.allocator import arrow_on_c_heap
 from arcs.settings import Settings
+
+#: What ``arcs serve`` needs beyond the base install (which is what the Lambda functions run):
+#: the ``server`` extra. ``arcs local`` needs moto too, unless it is pointed at another emulator.
+SERVER_MODULES = ("uvicorn", "google_crc32c")
+EXTRA_HINT = "pip install 'arc-serverless[server]'"
+
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a parent package missing, or a module blocked in sys.modules
+        return False
+
+
+def require_server_extra(command: str, modules: tuple[str, ...] = SERVER_MODULES) -> None:
+    """One line naming the extra to install, instead of a traceback from deep inside the server."""
+    missing = [name for name in modules if not _importable(name)]
+    if missing:
+        raise SystemExit(f"arcs {command} needs the 'server' extra ({', '.join(missing)} not installed): {EXTRA_HINT}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -28,6 +48,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "serve":
+        require_server_extra("serve")
         from arcs.holder import DataDirectoryBusy
         from arcs.runtime import local_runtime
         from arcs.server import serve as run_server
@@ -40,6 +61,7 @@ def main(argv: list[str] | None = None) -> None:
         runtime.reclaim_compaction()
         run_server(runtime, args.host, args.port, args.workers)
     elif args.command == "local":
+        require_server_extra("local", SERVER_MODULES + (() if os.environ.get("AWS_ENDPOINT_URL") else ("moto",)))
         from arcs.emulation import run_local
 
         run_local(args.host, args.port, args.moto_port)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from arcs import metrics
 from arcs.batch import TIME_TYPE, MeasurementRows
 from arcs.cq_definitions import (
     US_PER_S,
@@ -252,6 +253,9 @@ class ContinuousQueries:
                 summary.failed[query.query_id] = str(exc)
         if summary.windows or summary.failed:
             logger.info("continuous queries: %s", summary.to_json())
+        metrics.record({metrics.CQ_RUNS: 1}, status="failed" if summary.failed else "ok")
+        if summary.failed:
+            metrics.record({metrics.CQ_FAILURES: len(summary.failed)})
         return summary
 
     def _catch_up(self, query: ContinuousQuery, now_us: int, summary: RunSummary) -> None:

@@ -51,7 +51,7 @@ class DeleteResult:
     deleted_count: int = 0
     affected_files: list[str] = field(default_factory=list)
     rewritten_files: list[str] = field(default_factory=list)
-    files_processed: int = 0
+    files_read: int = 0
     failed_files: list[str] = field(default_factory=list)
     execution_time_ms: float = 0.0
 
@@ -63,7 +63,10 @@ class DeleteResult:
             "rewritten_files": len(self.rewritten_files),
             "execution_time_ms": round(self.execution_time_ms, 3),
             "dry_run": self.dry_run,
-            "files_processed": self.files_processed,
+            # Arc's ``files_processed``: the files holding matching rows (those rewritten, or on a
+            # dry run, those that would be), by key.
+            "files_processed": self.affected_files,
+            "files_read": self.files_read,
             "failed_files": self.failed_files,
             "affected_file_keys": self.affected_files,
         }
@@ -125,7 +128,7 @@ class Deleter:
 
     def candidates(self, database: str, measurement: str, bounds: TimeRange) -> list[FileRecord]:
         """The listed files that can hold a row in ``bounds``: partitions first (from the start of
-        the day, where a day file's record sits), then min/max."""
+        the month, where a day or month file's record sits), then min/max."""
         first = layout.tier_start(bounds.lower) if bounds.lower is not None else None
         last = layout.floor_hour(bounds.upper) if bounds.upper is not None else None
         if first is not None and last is not None and first > last:
@@ -158,7 +161,7 @@ class Deleter:
                 continue
             if matched:
                 counts[record.key] = matched
-        result.files_processed = len(files)
+        result.files_read = len(files)
         result.affected_files = sorted(counts)
         result.deleted_count = sum(counts.values())
         if dry_run or not counts:
@@ -190,9 +193,13 @@ class Deleter:
     ) -> None:
         # Only the matched positions are kept between picking and writing: one file's rows in memory at a time.
         matches: dict[str, pa.Array] = {}
-        # The files recorded at this hour: its own, and at a day's first hour, the day's files.
-        span = timedelta(days=1) if partition.hour == layout.floor_day(partition.hour) else timedelta(hours=1)
-        hour = TimeRange(partition.hour, partition.hour + span - timedelta(microseconds=1))
+        # The files recorded at this hour: its own, and at a day's (month's) first hour, the day's (month's).
+        tier: layout.Tier = "hour"
+        if partition.hour == layout.floor_month(partition.hour):
+            tier = "month"
+        elif partition.hour == layout.floor_day(partition.hour):
+            tier = "day"
+        hour = TimeRange(partition.hour, layout.tier_end(partition.hour, tier) - timedelta(microseconds=1))
         in_bounds = {
             f.key
             for f in self.candidates(partition.database, partition.measurement, bounds.intersect(hour))

@@ -36,6 +36,8 @@ WORK_DIR = "ARCS_WORK_DIR"  # DuckDB home, temp and extension directory (/tmp in
 QUERY_MAX_ROWS = "ARCS_QUERY_MAX_ROWS"
 QUERY_MAX_RESULT_BYTES = "ARCS_QUERY_MAX_RESULT_BYTES"  # larger results are refused; default 1/32 of memory, <= 256 MiB
 QUERY_TIMEOUT_S = "ARCS_QUERY_TIMEOUT_S"  # a query running longer is interrupted (503); 0 = no limit
+SLOW_QUERY_MS = "ARCS_SLOW_QUERY_MS"  # queries running longer are logged as slow queries; 0 = none
+METRICS_NAMESPACE = "ARCS_METRICS_NAMESPACE"  # Lambda: CloudWatch namespace of the embedded metrics
 QUEUE_TIMEOUT_S = "ARCS_QUEUE_TIMEOUT_S"  # how long a request waits for a free worker before a 503
 HTTP_BODY_TIMEOUT_S = "ARCS_HTTP_BODY_TIMEOUT_S"  # standalone/local HTTP: a body must arrive within this (408)
 HTTP_HEAD_TIMEOUT_S = "ARCS_HTTP_HEAD_TIMEOUT_S"  # standalone/local HTTP: a request head must arrive within this
@@ -63,8 +65,11 @@ COMPACTION_GRACE_S = "ARCS_COMPACTION_GRACE_S"  # replaced files are deleted thi
 COMPACTION_LEASE_S = "ARCS_COMPACTION_LEASE_S"
 COMPACTION_SORT = "ARCS_COMPACTION_SORT"  # "time" or "tags" (tags, then time)
 COMPACTION_TIME_BUDGET_S = "ARCS_COMPACTION_TIME_BUDGET_S"  # a run starts no job after this; 0 = none
-COMPACTION_TIERS = "ARCS_COMPACTION_TIERS"  # "hour,day" (the default) or "hour": hours only
+COMPACTION_TIERS = "ARCS_COMPACTION_TIERS"  # "hour,day" (the default), "hour,day,month", "hour,month" or "hour"
 COMPACTION_DAY_MIN_AGE_S = "ARCS_COMPACTION_DAY_MIN_AGE_S"  # a day is merged this long after it ends
 COMPACTION_DAY_MIN_FILES = "ARCS_COMPACTION_DAY_MIN_FILES"  # ... once it has at least this many files
+COMPACTION_MONTH_MIN_AGE_S = "ARCS_COMPACTION_MONTH_MIN_AGE_S"  # a month is merged this long after it ends
+COMPACTION_MONTH_MIN_FILES = "ARCS_COMPACTION_MONTH_MIN_FILES"  # ... once it has at least this many files
+SORT_KEYS = "ARCS_SORT_KEYS"  # "m1:col1,col2;m2:col3": the columns files are sorted by, then time
 COMPACT_FUNCTION = "ARCS_COMPACT_FUNCTION"  # AWS: the compact function the trigger route invokes
 NATIVE = "ARCS_NATIVE"  # "0": skip the C library of arcs.native (same results, slower)

@@ -18,6 +18,7 @@ import json
 import uuid
 from dataclasses import dataclass
 
+from arcs import metrics
 from arcs.layout import result_key
 from arcs.ports import DownloadStore
 
@@ -56,4 +57,5 @@ class ResultHandoff:
         data = body.encode() if isinstance(body, str) else body
         key = result_key(self.prefix, uuid.uuid4().hex, extension)
         self.store.put_download(key, data, content_type)
+        metrics.record({metrics.RESULTS_HANDED_OFF: 1})
         return HandedOff(self.store.download_url(key, self.url_expiry_s), len(data), self.url_expiry_s)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -25,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from arcs import layout
+from arcs import layout, metrics
 from arcs.batch import ColumnarBody, MeasurementRows, WriteBatch, time_order, type_name
 from arcs.decoders import columnar_lane
 from arcs.errors import ArcsError, BadRequest
@@ -73,6 +74,7 @@ class QueuedWrite:
     load: Callable[[], bytes]
     cleanup: Callable[[], None] | None = None  # e.g. delete a claim-check object once committed
     batch: WriteBatch | None = None  # what ``load`` would give, decoded, if the queue kept it
+    queued_at: float | None = None  # epoch seconds it was queued, where the queue says
 
 
 @dataclass
@@ -87,6 +89,26 @@ class IngestResult:
     files: list[FileRecord] = field(default_factory=list)
     groups: int = 0  # attempts this call made, each at most ``group_bytes`` (or one write)
     largest_group_bytes: int = 0  # the most decoded bytes one of them held
+
+
+def _measure(writes: Sequence[QueuedWrite], result: IngestResult) -> None:
+    """The batch's outcomes, and how long each write it committed waited to become queryable."""
+    metrics.record({metrics.INGEST_BATCHES: 1, metrics.INGEST_FILES: len(result.files)})
+    outcomes = {
+        "committed": len(result.committed),
+        "duplicate": len(result.already_done),
+        "failed": len(result.failed),
+        "poison": len(result.poison),
+        "deferred": len(result.deferred),
+    }
+    for outcome, count in outcomes.items():
+        if count:
+            metrics.record({metrics.INGEST_WRITES: count}, outcome=outcome)
+    committed = set(result.committed)
+    now = time.time()
+    waited = [max(0.0, now - w.queued_at) for w in writes if w.handle in committed and w.queued_at is not None]
+    if waited:
+        metrics.record({metrics.WRITE_TO_QUERYABLE: waited})
 
 
 FaultHook = Callable[[str], None]
@@ -167,6 +189,7 @@ class Ingestor:
             held += size
         if group:
             self._commit_group(group, held, result)
+        _measure(writes, result)
         return result
 
     def _commit_group(self, candidates: list[Candidate], held: int, result: IngestResult) -> None:

@@ -2,7 +2,8 @@
 
 Data files live at ``{prefix}/{database}/{measurement}/{YYYY}/{MM}/{DD}/{HH}/{file}.parquet``,
 Arc's own layout; files compaction merged a whole day into sit in the day's directory,
-``{prefix}/{database}/{measurement}/{YYYY}/{MM}/{DD}/{file}.parquet`` (docs/compaction.md, "Tiers").
+``{prefix}/{database}/{measurement}/{YYYY}/{MM}/{DD}/{file}.parquet``, and a whole month's in the
+month's, ``{prefix}/{database}/{measurement}/{YYYY}/{MM}/{file}.parquet`` (docs/compaction.md, "Tiers").
 Everything that is not a data file lives under ``{prefix}/_arcs/``: database
 names must start with a letter, so no data glob can ever reach it.
 """
@@ -27,20 +28,28 @@ IMPORTS_DIR = "imports"
 #: Hex digits at the start of a data file's name that order it among its partition's files.
 SEQUENCE_LENGTH = 32
 _KEY_RE = re.compile(
-    r"(?P<db>[^/]+)/(?P<m>[^/]+)/(?P<y>\d{4})/(?P<mo>\d{2})/(?P<d>\d{2})(?:/(?P<h>\d{2}))?/(?P<f>[^/]+\.parquet)"
+    r"(?P<db>[^/]+)/(?P<m>[^/]+)/(?P<y>\d{4})/(?P<mo>\d{2})(?:/(?P<d>\d{2})(?:/(?P<h>\d{2}))?)?/(?P<f>[^/]+\.parquet)"
 )
-#: What a data file spans: an hour partition's file, or a file compaction merged a whole day into.
-Tier = Literal["hour", "day"]
+#: What a data file spans: an hour partition's file, or a file compaction merged a whole day or month into.
+Tier = Literal["hour", "day", "month"]
+TIERS: tuple[Tier, ...] = ("hour", "day", "month")
 DAY = timedelta(days=1)
+#: How many directories below the measurement's a tier's files sit in (year, month, day, hour).
+_TIER_DEPTH: dict[Tier, int] = {"hour": 4, "day": 3, "month": 2}
 
 
 @dataclass(frozen=True, slots=True)
 class DataKey:
     database: str
     measurement: str
-    hour: datetime  # UTC, truncated to the hour (a day file: the day's first hour)
+    hour: datetime  # UTC, truncated to the hour (a day or month file: its span's first hour)
     filename: str
     tier: Tier = "hour"
+
+
+def tier_of(text: object) -> Tier:
+    """A tier's name as stored (a job's journal), "hour" for anything else (journals of before tiers)."""
+    return "day" if text == "day" else "month" if text == "month" else "hour"
 
 
 def floor_hour(ts: datetime) -> datetime:
@@ -51,18 +60,41 @@ def floor_day(ts: datetime) -> datetime:
     return ts.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
 
 
+def floor_month(ts: datetime) -> datetime:
+    return floor_day(ts).replace(day=1)
+
+
+def tier_floor(ts: datetime, tier: Tier) -> datetime:
+    """The first hour of the ``tier`` span (hour, day or month) that holds ``ts``."""
+    return floor_hour(ts) if tier == "hour" else floor_day(ts) if tier == "day" else floor_month(ts)
+
+
+def tier_end(start: datetime, tier: Tier) -> datetime:
+    """Where the ``tier`` span that starts at ``start`` ends (the next one's start)."""
+    if tier == "hour":
+        return start + timedelta(hours=1)
+    if tier == "day":
+        return start + DAY
+    return floor_month(start.replace(day=28) + timedelta(days=4))
+
+
 def tier_start(ts: datetime) -> datetime:
-    """Where a listing by time must start to find every file that can hold ``ts``: a day file's
-    record sits at its day's first hour, so a range that starts mid-day lists from the day's start."""
-    return floor_day(ts)
+    """Where a listing by time must start to find every file that can hold ``ts``: a day or month
+    file's record sits at its span's first hour, so a range lists from its month's start."""
+    return floor_month(ts)
 
 
 def key_tier(key: str) -> Tier:
-    """Whether a data key is an hour partition's file or a day file, from its directories: a day
-    file's parent is ``{YYYY}/{MM}/{DD}``, an hour file's ``{YYYY}/{MM}/{DD}/{HH}`` (database and
-    measurement names start with a letter, so a four-digit year is never one of them)."""
-    parts = key.rsplit("/", 5)
-    return "day" if len(parts) >= 5 and len(parts[-4]) == 4 and parts[-4].isdigit() else "hour"
+    """What a data key's file spans, from its directories: an hour file's parent is
+    ``{YYYY}/{MM}/{DD}/{HH}``, a day file's ``{YYYY}/{MM}/{DD}``, a month file's ``{YYYY}/{MM}``
+    (database and measurement names start with a letter, so no number is ever one of them)."""
+    parts = key.split("/")[-5:-1]
+    depth = 0
+    for part in reversed(parts):
+        if not part.isdigit():
+            break
+        depth += 1
+    return "month" if depth == 2 else "day" if depth == 3 else "hour"
 
 
 def hour_from_micros(micros: int) -> datetime:
@@ -82,8 +114,9 @@ def _join(prefix: str, rest: str) -> str:
     return f"{prefix}/{rest}" if prefix else rest
 
 
-def day_dir(day: datetime) -> str:
-    return day.strftime("%Y/%m/%d")
+def tier_dir(ts: datetime, tier: Tier) -> str:
+    """The directory of the ``tier`` span holding ``ts``: ``YYYY/MM/DD/HH``, ``YYYY/MM/DD`` or ``YYYY/MM``."""
+    return tier_floor(ts, tier).strftime("/".join(("%Y", "%m", "%d", "%H")[: _TIER_DEPTH[tier]]))
 
 
 def data_key(prefix: str, database: str, measurement: str, hour: datetime, filename: str, tier: Tier = "hour") -> str:
@@ -91,8 +124,7 @@ def data_key(prefix: str, database: str, measurement: str, hour: datetime, filen
     check_measurement(measurement)
     if "/" in filename or not filename.endswith(".parquet"):
         raise ValueError(f"bad data file name {filename!r}")
-    directory = hour_dir(floor_hour(hour)) if tier == "hour" else day_dir(floor_day(hour))
-    return _join(prefix, f"{database}/{measurement}/{directory}/{filename}")
+    return _join(prefix, f"{database}/{measurement}/{tier_dir(hour, tier)}/{filename}")
 
 
 def measurement_prefix(prefix: str, database: str, measurement: str) -> str:
@@ -105,9 +137,9 @@ def parse_data_key(prefix: str, key: str) -> DataKey:
     match = _KEY_RE.fullmatch(rest)
     if match is None:
         raise ValueError(f"not a data key: {key!r}")
-    day_file = match["h"] is None
-    hour = datetime(int(match["y"]), int(match["mo"]), int(match["d"]), 0 if day_file else int(match["h"]), tzinfo=UTC)
-    return DataKey(match["db"], match["m"], hour, match["f"], "day" if day_file else "hour")
+    tier: Tier = "month" if match["d"] is None else "day" if match["h"] is None else "hour"
+    hour = datetime(int(match["y"]), int(match["mo"]), int(match["d"] or 1), int(match["h"] or 0), tzinfo=UTC)
+    return DataKey(match["db"], match["m"], hour, match["f"], tier)
 
 
 def system_prefix(prefix: str) -> str:
@@ -174,15 +206,16 @@ def compacted_filename(latest_input_key: str, job_id: str, index: int, merged: b
     Every file written after the job picked its inputs has a later sequence, so it still sorts
     after the output, and rows written later keep winning when the output is compacted again.
     ``merged`` (a compaction's merge: its outputs hold each point once between them) is ``-c``,
-    ``-d`` for a day's merge; a rewrite of retention or delete, each output the rest of one
+    ``-d`` for a day's merge, ``-m`` for a month's; a rewrite of retention or delete, each output the rest of one
     input, is ``-r``.
     """
     sequence = file_order(latest_input_key)[:SEQUENCE_LENGTH].removesuffix(".parquet")
-    marker = ("d" if tier == "day" else "c") if merged else "r"
+    marker = _MERGE_MARKERS[tier] if merged else "r"
     return f"{sequence}-{marker}{job_id}-{index:04d}.parquet"
 
 
-_MERGED_NAME = re.compile(r"[0-9a-f]+-[cd](?P<job>[0-9a-f]+)-\d{4}\.parquet")
+_MERGE_MARKERS: dict[Tier, str] = {"hour": "c", "day": "d", "month": "m"}
+_MERGED_NAME = re.compile(r"[0-9a-f]+-[cdm](?P<job>[0-9a-f]+)-\d{4}\.parquet")
 
 
 def compaction_job_of(name: str) -> str | None:
@@ -196,9 +229,9 @@ def hour_prefix(prefix: str, database: str, measurement: str, hour: datetime) ->
     return _join(prefix, f"{database}/{measurement}/{hour_dir(floor_hour(hour))}/")
 
 
-def day_prefix(prefix: str, database: str, measurement: str, day: datetime) -> str:
-    """The key prefix of one day's data files: its day files and, below them, its hours'."""
-    return _join(prefix, f"{database}/{measurement}/{day_dir(floor_day(day))}/")
+def tier_prefix(prefix: str, database: str, measurement: str, ts: datetime, tier: Tier) -> str:
+    """The key prefix of one day's or month's data files: its own and, below them, its days' and hours'."""
+    return _join(prefix, f"{database}/{measurement}/{tier_dir(ts, tier)}/")
 
 
 def quarantine_key(prefix: str, key: str) -> str:

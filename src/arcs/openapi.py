@@ -181,6 +181,14 @@ def error_answer(status: int) -> JsonSchema:
     return {"$ref": f"#/components/responses/Error{status}"}
 
 
+def binary_errors(media_type: str, statuses: Iterable[int]) -> dict[int, JsonSchema]:
+    """Error answers of a route that answers its errors in ``media_type`` rather than JSON."""
+    return {
+        status: binary_answer(media_type, _ERRORS[status], {"Retry-After": INTEGER} if status in (429, 503) else None)
+        for status in statuses
+    }
+
+
 def _error_answers() -> dict[str, JsonSchema]:
     return {
         f"Error{status}": json_answer(ERROR, text, {"Retry-After": INTEGER} if status in (429, 503) else None)
@@ -327,6 +335,30 @@ def _operation(route: Route, function: str) -> JsonSchema:
     return operation
 
 
+#: The function name of what only the standalone server answers (``arcs serve``): no Lambda function
+#: and no API Gateway route serve it, and ``arcs local`` neither.
+STANDALONE = "standalone"
+
+
+def _metrics_operations() -> dict[str, JsonSchema]:
+    """``/metrics``: answered by the standalone server before its routes (arcs.server), no token."""
+    answer = {
+        "description": "every metric in Prometheus' text exposition format (docs/operations.md)",
+        "content": {"text/plain": {"schema": STRING}},
+    }
+    operations: dict[str, JsonSchema] = {}
+    for method in ("get", "head"):
+        operations[method] = {
+            "operationId": f"{method}_metrics",
+            "summary": "The server's metrics, for Prometheus (standalone server only)",
+            "tags": ["probes"],
+            "responses": {"200": answer if method == "get" else {"description": answer["description"]}},
+            "security": [],
+            "x-arcs-function": STANDALONE,
+        }
+    return operations
+
+
 _IDENTIFIER = re.compile(r"[^A-Za-z0-9]+")
 _PATH_NAME = re.compile(r"{([^}]+)}")
 
@@ -343,6 +375,10 @@ def document() -> JsonSchema:
         method = route.method.lower()
         operation = _operation(route, _function(method, route.openapi_path, parts))
         paths.setdefault(route.openapi_path, {})[method] = operation
+    from arcs.server import METRICS_PATH
+
+    paths[METRICS_PATH] = _metrics_operations()
+    paths = dict(sorted(paths.items()))
     return {
         "openapi": OPENAPI_VERSION,
         "info": {

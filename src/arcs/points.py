@@ -105,8 +105,8 @@ def merge_points(table: pa.Table, tags: Sequence[str]) -> pa.Table:
 
 def may_repeat(files: Sequence[FileRecord]) -> list[FileRecord]:
     """The files whose points may also be in another file listed: those whose time range meets
-    that of a file of another *unit*, in the same day (a point's time fixes its hour and day; a
-    day file may repeat a point of a late write into one of its hours).
+    that of a file of another *unit*, in the same month (a point's time fixes its hour, day and
+    month; a day or month file may repeat a point of a late write into one of its hours).
 
     A unit holds each point once: a file ingest wrote (it merges a batch's points before writing),
     or all outputs of one compaction job (the merge wrote each point once). Ranges are the
@@ -114,7 +114,7 @@ def may_repeat(files: Sequence[FileRecord]) -> list[FileRecord]:
     """
     by_hour: dict[object, list[FileRecord]] = {}
     for record in files:
-        by_hour.setdefault(layout.floor_day(record.hour), []).append(record)
+        by_hour.setdefault(layout.floor_month(record.hour), []).append(record)
     repeated: list[FileRecord] = []
     for hour_files in by_hour.values():
         if len(hour_files) < 2:

@@ -134,8 +134,8 @@ class CommitRecord:
 
 @dataclass(frozen=True, slots=True)
 class Partition:
-    """What compaction works on: one hour of one measurement, or (``tier`` "day") one day of it,
-    ``hour`` then being the day's first hour, where the day's files are recorded."""
+    """What compaction works on: one hour of one measurement, or (``tier`` "day", "month") one day
+    or month of it, ``hour`` then being the span's first hour, where its files are recorded."""
 
     database: str
     measurement: str
@@ -144,7 +144,7 @@ class Partition:
 
     @property
     def name(self) -> str:
-        moment = self.hour.strftime("%Y-%m-%d" if self.tier == "day" else "%Y-%m-%dT%H")
+        moment = self.hour.strftime({"hour": "%Y-%m-%dT%H", "day": "%Y-%m-%d", "month": "%Y-%m"}[self.tier])
         return f"{self.database}/{self.measurement}/{moment}"
 
 
@@ -187,7 +187,7 @@ class CompactionJob:
     error: str = ""
     #: What rewrote the partition: compaction, retention (inputs all its files, no outputs) or a delete.
     kind: JobKind = "compaction"
-    #: A day job: each hour it took inputs from (and the day's first hour, where its outputs are
+    #: A day or month job: each hour it took inputs from (and the span's first hour, where its outputs are
     #: recorded) with that hour's compaction version when it picked them; it commits each + 1.
     base_versions: tuple[tuple[datetime, int], ...] = ()
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 
-from arcs import points
+from arcs import metrics, points
 from arcs.catalog_answers import counted_rows
 from arcs.engine import Engine
 from arcs.errors import ArcsError, BadRequest, NotFound, QueryTimeout
@@ -22,6 +22,7 @@ from arcs.result_cache import ResultCache, cache_key
 from arcs.rewriter import TableRef, quote_identifier, rewrite_tables
 from arcs.sandbox import check_read_only
 from arcs.show import answer_show
+from arcs.slow_queries import QueryOutcome, log_if_slow
 from arcs.sql_time import utc_wall_clock
 from arcs.sql_tree import check_sql_size
 from arcs.tokens import Principal
@@ -50,8 +51,11 @@ class QueryService:
         max_rows: int,
         cache: ResultCache | None = None,
         max_result_bytes: int | None = None,
+        slow_query_ms: float = 0,
     ) -> None:
         self.catalog = catalog
+        #: A query taking longer is logged (``arcs.slow_queries``); 0: none is.
+        self.slow_query_ms = slow_query_ms
         self.store = store
         self.engine = engine
         self.max_rows = max_rows
@@ -60,7 +64,42 @@ class QueryService:
         self.max_result_bytes = max_result_bytes
 
     def run(self, sql: object, database: str, principal: Principal) -> QueryResult:
+        """Run ``sql``, measured (``arcs.metrics``) and, past ``slow_query_ms``, logged (``arcs.slow_queries``)."""
         started = time.perf_counter()
+        scanned: list[FileRecord] = []
+        result: QueryResult | None = None
+        error: BaseException | None = None
+        try:
+            result = self._run(sql, database, principal, started, scanned)
+            return result
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            status = metrics.status_of(error)
+            elapsed_s = time.perf_counter() - started
+            bytes_read = sum(f.size for f in scanned)
+            metrics.record(
+                {metrics.QUERIES: 1, metrics.QUERY_DURATION: elapsed_s, metrics.QUERY_BYTES_SCANNED: bytes_read},
+                status=status,
+            )
+            rows = result.table.num_rows if result is not None else 0
+            outcome = QueryOutcome(
+                sql if isinstance(sql, str) else "",
+                database,
+                principal,
+                status,
+                elapsed_s * 1000,
+                len(scanned),
+                bytes_read,
+                rows,
+            )
+            log_if_slow(outcome, self.slow_query_ms)
+
+    def _run(
+        self, sql: object, database: str, principal: Principal, started: float, scanned: list[FileRecord]
+    ) -> QueryResult:
+        """The query; ``scanned`` gets the files DuckDB reads (none for an answer from the catalog or cache)."""
         if not isinstance(sql, str) or not sql.strip():
             raise BadRequest("'sql' must be a non-empty string")
         check_sql_size(sql)
@@ -78,6 +117,7 @@ class QueryService:
             cached = self.cache.get(key)
             if cached is not None:
                 return QueryResult(cached, (time.perf_counter() - started) * 1000)
+        scanned += prepared.files
         table = _utc_named(
             self.engine.query_arrow(
                 prepared.sql,
@@ -146,7 +186,7 @@ class QueryService:
 
     def _files(self, database: str, measurement: str, bounds: TimeRange) -> list[FileRecord]:
         """The measurement's files that can hold rows in ``bounds``: partitions first (from the start
-        of the day, where a day file's record sits), then min/max."""
+        of the month, where a day or month file's record sits), then min/max."""
         first = tier_start(bounds.lower) if bounds.lower is not None else None
         last = floor_hour(bounds.upper) if bounds.upper is not None else None
         if first is not None and last is not None and first > last:

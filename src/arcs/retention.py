@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from arcs import layout
+from arcs import layout, metrics
 from arcs.compaction.compactor import Compactor, PartitionBusy
 from arcs.errors import BadRequest
 from arcs.names import check_database, check_measurement
@@ -62,9 +62,9 @@ def expired(hour: datetime, limit: datetime) -> bool:
 
 def file_expired(record: FileRecord, limit: datetime) -> bool:
     """True if everything ``record`` can hold is older than ``limit``: the whole hour of an hour's
-    file, the whole day of a day file (one that straddles the limit holds rows to keep, so it stays)."""
-    span = layout.DAY if layout.key_tier(record.key) == "day" else HOUR
-    return record.hour + span <= limit
+    file, the whole day (month) of a day (month) file (one that straddles the limit holds rows to
+    keep, so it stays)."""
+    return layout.tier_end(record.hour, layout.key_tier(record.key)) <= limit
 
 
 def last_expired_hour(limit: datetime) -> datetime:
@@ -289,9 +289,15 @@ class Retention:
         in ``scope``: the schedule's run, or a manual one."""
         from arcs.cq_retention import derived_rules  # lazy: that module builds on this one's cutoff
 
-        policies = [p for p in self.catalog.list_retention_policies() if p.is_active and scope(p.database)]
-        rules = [rule for rule in derived_rules(self.catalog, self._now()) if scope(rule.database)]
-        run = self.run_due_for(policies, rules, dry_run=dry_run, kind=kind)
+        try:
+            policies = [p for p in self.catalog.list_retention_policies() if p.is_active and scope(p.database)]
+            rules = [rule for rule in derived_rules(self.catalog, self._now()) if scope(rule.database)]
+            run = self.run_due_for(policies, rules, dry_run=dry_run, kind=kind)
+        except BaseException:
+            metrics.record({metrics.RETENTION_RUNS: 1}, status="failed")
+            raise
+        failed = any(e.error for e in run.executions) or any(d.removal.error for d in run.derived)
+        metrics.record({metrics.RETENTION_RUNS: 1}, status="failed" if failed else "ok")
         if run.executions or run.derived:
             logger.info("retention: %s", run.to_json())
         return run

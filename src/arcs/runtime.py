@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from arcs import metrics
 from arcs.allocator import keep_large_blocks_on_heap
 from arcs.auth_failures import AuthFailures
 from arcs.errors import ServiceUnavailable, StorageFault
@@ -112,7 +113,13 @@ class Runtime:
             ResultCache(settings.result_cache_max_bytes, settings.result_cache_ttl_s) if settings.result_cache else None
         )
         return QueryService(
-            self.catalog, self.store, self.engine, settings.query_max_rows, cache, settings.query_max_result_bytes
+            self.catalog,
+            self.store,
+            self.engine,
+            settings.query_max_rows,
+            cache,
+            settings.query_max_result_bytes,
+            settings.slow_query_ms,
         )
 
     @functools.cached_property
@@ -326,8 +333,11 @@ def local_runtime(settings: Settings, serve: bool = False) -> LocalRuntime:
 
 @functools.cache
 def lambda_runtime() -> Runtime:
-    """One runtime per Lambda container, built on first use and reused while the container is warm."""
-    return Runtime.from_settings(Settings.from_env())
+    """One runtime per Lambda container, built on first use and reused while the container is warm;
+    its measurements leave as CloudWatch embedded metrics (``arcs.metrics``)."""
+    settings = Settings.from_env()
+    metrics.use(metrics.EmfRecorder(settings.metrics_namespace))
+    return Runtime.from_settings(settings)
 
 
 @functools.cache

@@ -29,6 +29,7 @@ from types import FrameType
 from typing import Any
 from urllib.parse import parse_qsl
 
+from arcs import metrics
 from arcs.api import PUBLIC_PATHS, build_app, error_response
 from arcs.errors import (
     DISK_FULL_RETRY_S,
@@ -51,6 +52,8 @@ from arcs.uploads import FileBody
 from arcs.write_paths import is_import_path
 
 logger = logging.getLogger(__name__)
+#: The standalone server's Prometheus endpoint (the Lambda functions emit CloudWatch metrics instead).
+METRICS_PATH = "/metrics"
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -94,9 +97,11 @@ class Gateway:
     resolver serves every worker thread.
     """
 
-    def __init__(self, runtime: LocalRuntime) -> None:
+    def __init__(self, runtime: LocalRuntime, recorder: metrics.PrometheusRecorder | None = None) -> None:
         self.runtime = runtime
         self.app = build_app(runtime)
+        #: Where ``/metrics`` reads the measurements; None: the route is not served.
+        self.recorder = recorder
 
     def warm(self) -> None:
         """Open DuckDB now, so the first request costs what any other does."""
@@ -107,7 +112,7 @@ class Gateway:
     ) -> Admission:
         """What can be judged before the body is read: the token, and for a write its permission and
         database scope (the write route checks them again)."""
-        if path in PUBLIC_PATHS:
+        if path in PUBLIC_PATHS or path == METRICS_PATH:
             return Admission()
         params = dict(parse_qsl(query, keep_blank_values=True))
         try:
@@ -123,6 +128,8 @@ class Gateway:
     def handle(
         self, method: str, path: str, query: str, headers: dict[str, str], body: bytes, client: str | None = None
     ) -> HttpResponse:
+        if path == METRICS_PATH and self.recorder is not None:
+            return self.scrape(method)
         context = None
         if path not in PUBLIC_PATHS:
             # Checked again here, as the Lambda authorizer runs for every request: a verified token
@@ -133,6 +140,23 @@ class Gateway:
                 return error_http_response(exc)
         event = proxy_event(method, path, query, headers, body, context)
         return http_response(self.app.resolve(event, _LambdaContext()))
+
+    def scrape(self, method: str) -> HttpResponse:
+        """``/metrics``: every measurement in Prometheus' text format, the spool's backlog read now.
+
+        Like Arc's, it needs no token, so that a scraper holds no secret: its labels name no
+        database and no token (``arcs.metrics``)."""
+        assert self.recorder is not None
+        if method not in ("GET", "HEAD"):
+            return HttpResponse(
+                405,
+                {"Content-Type": "application/json", "Allow": "GET, HEAD"},
+                b'{"success":false,"error":"method not allowed"}',
+            )
+        depth, oldest_s = self.runtime.spool.backlog()
+        self.recorder.record({metrics.QUEUE_DEPTH: depth, metrics.QUEUE_OLDEST_AGE: oldest_s}, {})
+        body, content_type = self.recorder.render()
+        return HttpResponse(200, {"Content-Type": content_type}, b"" if method == "HEAD" else body)
 
     def handle_upload(
         self,
@@ -521,7 +545,9 @@ class IngestLoop(threading.Thread):
         spool = self.runtime.spool
         by_handle = {entry.handle: entry for entry in entries}
         writes = [
-            QueuedWrite(entry.handle, entry.write_id, partial(spool.read, entry), batch=entry.batch)
+            QueuedWrite(
+                entry.handle, entry.write_id, partial(spool.read, entry), batch=entry.batch, queued_at=entry.queued_at
+            )
             for entry in entries
         ]
         result = self.ingestor.ingest(writes)
@@ -677,7 +703,9 @@ def serve(runtime: LocalRuntime, host: str, port: int, workers: int = 8) -> None
     timer = trigger if isinstance(trigger, CompactionTimer) else None
     if timer is not None:
         timer.start()
-    gateway = Gateway(runtime)
+    recorder = metrics.PrometheusRecorder()
+    metrics.use(recorder)
+    gateway = Gateway(runtime, recorder)
     gateway.warm()  # before the server says it is listening
     resume_imports(runtime)
     limits = HttpLimits.of(runtime.settings, workers)

@@ -10,6 +10,7 @@ from typing import Literal
 
 from arcs import envvars
 from arcs.errors import ArcsError
+from arcs.names import check_column, check_measurement
 from arcs.streaming import STREAM_BODY_MAX_BYTES
 from arcs.write_paths import LAMBDA_SYNC_PAYLOAD_BYTES
 
@@ -61,10 +62,18 @@ class CompactionSettings:
     time_budget_s: float = 0.0
     zstd_level: int = 3
     function_name: str = ""
-    #: The tiers a run compacts into: hours, then whole days merged into day files.
+    #: The tiers a run compacts into: hours, then whole days (and months) merged into day (month) files.
     tiers: tuple[str, ...] = ("hour", "day")
     day_min_age_s: float = 7200.0
     day_min_files: int = 2
+    month_min_age_s: float = 86400.0
+    month_min_files: int = 2
+    #: Per measurement, the columns its compacted files are sorted by before time (``ARCS_SORT_KEYS``).
+    sort_keys: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def sort_keys_of(self, measurement: str) -> tuple[str, ...] | None:
+        """The configured sort keys of ``measurement`` (time not included), None if it has none."""
+        return dict(self.sort_keys).get(measurement)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], number: Callable[[str, float], float]) -> CompactionSettings:
@@ -87,12 +96,17 @@ class CompactionSettings:
             sort=sort,  # type: ignore[arg-type]
             time_budget_s=number(envvars.COMPACTION_TIME_BUDGET_S, base.time_budget_s),
             function_name=env.get(envvars.COMPACT_FUNCTION, ""),
-            tiers=_tiers(env.get(envvars.COMPACTION_TIERS) or ",".join(base.tiers)),
+            tiers=parse_tiers(env.get(envvars.COMPACTION_TIERS) or ",".join(base.tiers)),
             day_min_age_s=number(envvars.COMPACTION_DAY_MIN_AGE_S, base.day_min_age_s),
             day_min_files=int(number(envvars.COMPACTION_DAY_MIN_FILES, base.day_min_files)),
+            month_min_age_s=number(envvars.COMPACTION_MONTH_MIN_AGE_S, base.month_min_age_s),
+            month_min_files=int(number(envvars.COMPACTION_MONTH_MIN_FILES, base.month_min_files)),
+            sort_keys=parse_sort_keys(env.get(envvars.SORT_KEYS, "")),
         )
         if made.day_min_files < 2:
             raise ConfigError(f"{envvars.COMPACTION_DAY_MIN_FILES} must be 2 or more")
+        if made.month_min_files < 2:
+            raise ConfigError(f"{envvars.COMPACTION_MONTH_MIN_FILES} must be 2 or more")
         if made.min_files < 2 or made.max_files < made.min_files:
             raise ConfigError(
                 f"{envvars.COMPACTION_MIN_FILES} must be 2 or more and at most {envvars.COMPACTION_MAX_FILES}"
@@ -102,11 +116,43 @@ class CompactionSettings:
         return made
 
 
-def _tiers(text: str) -> tuple[str, ...]:
+_TIER_CHOICES = (("hour",), ("hour", "day"), ("hour", "day", "month"), ("hour", "month"))
+
+
+def parse_tiers(text: str) -> tuple[str, ...]:
     tiers = tuple(part.strip() for part in text.split(",") if part.strip())
-    if tiers not in (("hour",), ("hour", "day")):
-        raise ConfigError(f"{envvars.COMPACTION_TIERS} must be 'hour,day' or 'hour', got {text!r}")
+    if tiers not in _TIER_CHOICES:
+        choices = ", ".join(repr(",".join(choice)) for choice in _TIER_CHOICES)
+        raise ConfigError(f"{envvars.COMPACTION_TIERS} must be one of {choices}, got {text!r}")
     return tiers
+
+
+def parse_sort_keys(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``measurement:col1,col2;other:col3`` -> ((measurement, (col1, col2)), (other, (col3,))).
+
+    Time is always the last key (added unless named); a measurement named twice, a bad measurement
+    or column name, or a column named twice is a ConfigError."""
+    found: dict[str, tuple[str, ...]] = {}
+    for entry in text.split(";"):
+        if not entry.strip():
+            continue
+        measurement, colon, columns = entry.partition(":")
+        measurement = measurement.strip()
+        keys = tuple(column.strip() for column in columns.split(","))
+        if not colon or not all(keys):
+            raise ConfigError(f"{envvars.SORT_KEYS}: {entry.strip()!r} must be 'measurement:column[,column...]'")
+        try:
+            check_measurement(measurement)
+            for key in keys:
+                check_column(key, measurement)
+        except ArcsError as exc:
+            raise ConfigError(f"{envvars.SORT_KEYS}: {exc.message}") from exc
+        if measurement in found:
+            raise ConfigError(f"{envvars.SORT_KEYS}: measurement {measurement!r} is named twice")
+        if len(set(keys)) != len(keys):
+            raise ConfigError(f"{envvars.SORT_KEYS}: {measurement!r} names a column twice")
+        found[measurement] = keys
+    return tuple(found.items())
 
 
 _MB = 1024 * 1024
@@ -199,6 +245,10 @@ class Settings:
     # Locally; in Lambda the function's timeout minus a margin, so the caller gets the error, not a 504.
     query_timeout_s: float = 30.0
     queue_timeout_s: float = 10.0
+    # A query running longer is logged as a slow query (arcs.slow_queries); 0 logs none.
+    slow_query_ms: float = 1000.0
+    # The CloudWatch namespace of the Lambda functions' embedded metrics (arcs.metrics).
+    metrics_namespace: str = "ArcServerless"
     # The HTTP front of the standalone server and arcs local (API Gateway bounds its own).
     http_body_timeout_s: float = 60.0
     http_head_timeout_s: float = 10.0
@@ -254,6 +304,9 @@ class Settings:
         query_timeout_s = number(envvars.QUERY_TIMEOUT_S, base.query_timeout_s)
         if query_timeout_s < 0:
             raise ConfigError(f"{envvars.QUERY_TIMEOUT_S} must be 0 (no limit) or more, got {query_timeout_s:g}")
+        slow_query_ms = number(envvars.SLOW_QUERY_MS, base.slow_query_ms)
+        if slow_query_ms < 0:
+            raise ConfigError(f"{envvars.SLOW_QUERY_MS} must be 0 (log none) or more, got {slow_query_ms:g}")
         cache = text(envvars.RESULT_CACHE, "false").strip().lower()
         if cache not in ("true", "false", "1", "0", ""):
             raise ConfigError(f"{envvars.RESULT_CACHE} must be 'true' or 'false', got {cache!r}")
@@ -306,6 +359,8 @@ class Settings:
             query_max_result_bytes=max_result_bytes,
             query_timeout_s=query_timeout_s,
             queue_timeout_s=number(envvars.QUEUE_TIMEOUT_S, base.queue_timeout_s),
+            slow_query_ms=slow_query_ms,
+            metrics_namespace=text(envvars.METRICS_NAMESPACE, base.metrics_namespace).strip() or base.metrics_namespace,
             http_body_timeout_s=number(envvars.HTTP_BODY_TIMEOUT_S, base.http_body_timeout_s),
             http_head_timeout_s=number(envvars.HTTP_HEAD_TIMEOUT_S, base.http_head_timeout_s),
             http_max_connections=max(1, int(number(envvars.HTTP_MAX_CONNECTIONS, base.http_max_connections))),

@@ -46,8 +46,10 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 
+from arcs import metrics
 from arcs.auth_failures import AuthFailures
 from arcs.errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
+from arcs.numeric_ids import numeric_id
 from arcs.ports import TokenRecord, TokenStore
 
 PERMISSIONS = ("read", "write", "delete", "admin")
@@ -273,7 +275,7 @@ class TokenService:
         secret = secret or new_secret()
         record = _with_secret(
             TokenRecord(
-                token_id=uuid.uuid4().hex[:16],
+                token_id=self._new_token_id(),
                 name=name,
                 description=description,
                 lookup="",
@@ -330,11 +332,13 @@ class TokenService:
         self.failures.check(client)
         if refused is not None and refused[0] > now:
             self.failures.failed(client)
+            metrics.record({metrics.AUTH_FAILURES: 1})
             raise Unauthorized(refused[2])
         try:
             principal, expires_at = self._verify_slow(secret, digest)
         except _Refusal as exc:
             self.failures.failed(client)
+            metrics.record({metrics.AUTH_FAILURES: 1})
             with self._lock:
                 if generation == self._generation:
                     if len(self._refused) > 10_000:
@@ -381,11 +385,23 @@ class TokenService:
             ]:
                 del self._refused[refused]
 
+    def _new_token_id(self) -> str:
+        """A fresh id whose integer id (``numeric_id``) no other token has: it names the token too."""
+        taken = {numeric_id(record.token_id) for record in self.store.list()}
+        while True:
+            token_id = uuid.uuid4().hex[:16]
+            if numeric_id(token_id) not in taken:
+                return token_id
+
     # --- management ---------------------------------------------------------------------------
     def get(self, token_id: str) -> TokenRecord:
+        """The token named by its id (16 hex digits) or by its integer id (Arc's, in its clients)."""
         record = self.store.get(token_id)
+        if record is None and token_id.isdigit() and len(token_id) <= 16:
+            number = int(token_id)
+            record = next((r for r in self.store.list() if numeric_id(r.token_id) == number), None)
         if record is None:
-            raise NotFound(f"no token {token_id!r}")
+            raise NotFound(f"no token {token_id[:40]!r}")
         return record
 
     def list(self) -> list[TokenRecord]:
@@ -407,7 +423,7 @@ class TokenService:
             check_admin_unscoped(after.permissions, after.databases)
             self._keep_an_admin(before, after, "change")
             self.store.put(after)
-            self._forget(token_id)
+            self._forget(before.token_id)
             return after
 
     def rotate(self, token_id: str) -> tuple[TokenRecord, str]:
@@ -415,11 +431,13 @@ class TokenService:
         with self._changes:
             before = self.get(token_id)
             if before.revoked:
-                raise Conflict(f"token {token_id!r} is revoked; a revoked token cannot be rotated, create a new one")
+                raise Conflict(
+                    f"token {before.token_id!r} is revoked; a revoked token cannot be rotated, create a new one"
+                )
             secret = new_secret()
             after = _with_secret(before, secret)
             self.store.put(after, previous_lookup=before.lookup)
-            self._forget(token_id)
+            self._forget(before.token_id)
             return after, secret
 
     def revoke(self, token_id: str) -> TokenRecord:
@@ -430,16 +448,16 @@ class TokenService:
             after = replace(before, revoked=True)
             self._keep_an_admin(before, after, "revoke")
             self.store.put(after)
-            self._forget(token_id)
+            self._forget(before.token_id)
             return after
 
     def delete(self, token_id: str) -> None:
         with self._changes:
             before = self.get(token_id)
             self._keep_an_admin(before, None, "delete")
-            if not self.store.delete(token_id):
-                raise NotFound(f"no token {token_id!r}")
-            self._forget(token_id)
+            if not self.store.delete(before.token_id):
+                raise NotFound(f"no token {token_id[:40]!r}")
+            self._forget(before.token_id)
 
     def _keep_an_admin(self, before: TokenRecord, after: TokenRecord | None, action: str) -> None:
         """Refuse (409) a change that would leave no usable admin token: nobody could manage tokens then.

@@ -10,6 +10,7 @@ import pytest
 from clickbench.generate import generate_hits, to_parquet_layout
 from clickbench.load import api_select, load_into_data_dir, msgpack_requests
 
+from arcs import layout
 from arcs.adapters.sqlite_catalog import SqliteCatalog
 from arcs.adapters.sqlite_database import SqliteDatabase
 
@@ -65,6 +66,12 @@ def test_api_writes_every_row_once_through_the_write_api_and_compacts(hits_file:
     assert con.execute("SELECT count(*) FROM stored").fetchone() == (ROWS,)
     # time is the EventTime, so rows are in their event hour, as ingest partitions them
     assert con.execute("SELECT count(*) FROM stored WHERE epoch(time)::BIGINT <> EventTime").fetchone() == (0,)
+    # The server ran with ClickBench's sort keys and the month tier (load.API_SETTINGS): the month's
+    # rows end in a month file, in ClickHouse's key order.
+    assert [layout.key_tier(f) for f in files] == ["month"]
+    keys = "CounterID, EventDate, UserID, EventTime, WatchID"
+    stored = con.execute(f"SELECT {keys} FROM read_parquet('{files[0]}')").fetchall()
+    assert stored == sorted(stored)
     catalog = SqliteCatalog(SqliteDatabase(tmp_path / "catalog.sqlite"))
     # No run left half done: a settled job only waits out the grace period before deleting its inputs.
     assert all(job.status == "settled" for job in catalog.list_compaction_jobs(active=True, limit=1000))

@@ -193,17 +193,12 @@ def test_one_token_cannot_hold_every_body(limited: ServerProcess) -> None:
     greedy = _token(limited, ["write"])
     held = []
     try:
-        for _ in range(WORKERS):
+        # One more body than a token may hold. Which of them is refused depends on the order the
+        # server reads their heads in, so the test counts answers rather than naming the last.
+        for _ in range(WORKERS + 1):
             sock = _connect(limited)
             sock.sendall(_head("/api/v1/write/line-protocol", greedy, 1000))  # bodies that never come
             held.append(sock)
-        time.sleep(0.3)
-        extra = _connect(limited)
-        try:
-            extra.sendall(_head("/api/v1/write/line-protocol", greedy, 1000))
-            assert _status(extra) == 429
-        finally:
-            extra.close()
         # Everyone else is served meanwhile.
         response = httpx.post(
             f"{limited.url}/api/v1/query",
@@ -212,6 +207,8 @@ def test_one_token_cannot_hold_every_body(limited: ServerProcess) -> None:
             timeout=10,
         )
         assert response.status_code == 200, response.text
+        statuses = sorted(_status(sock) for sock in held)
+        assert statuses == [408] * WORKERS + [429]  # the held bodies are cut off; the extra was refused
     finally:
         for sock in held:
             sock.close()

@@ -113,12 +113,15 @@ def test_show_tables_of_an_unknown_database_is_empty(client: Client) -> None:
 def test_measurements_listing(client: Client, loaded: Loaded) -> None:
     response = client.http.get("/api/v1/measurements", params={"database": loaded.database})
     assert response.status_code == 200, response.text
-    listed = response.json()
+    document = response.json()
+    # Arc's shape: an object whose ``measurements`` its clients read.
+    assert document["success"] is True and document["count"] == 2 and document["execution_time_ms"] >= 0
+    listed = document["measurements"]
     assert [item["measurement"] for item in listed] == sorted((loaded.cpu, loaded.mem))
     for item in listed:
         assert set(item) == {"database", "measurement", "file_count", "total_size_mb", "storage_path"}
         assert item["database"] == loaded.database and item["file_count"] >= 1 and item["total_size_mb"] > 0
-    everything = client.http.get("/api/v1/measurements").json()
+    everything = client.http.get("/api/v1/measurements").json()["measurements"]
     assert all(item in everything for item in listed)
     assert client.http.get("/api/v1/measurements", params={"database": "bad name"}).status_code == 400
 
@@ -163,7 +166,7 @@ def test_delete_database_needs_confirm_then_removes_everything(client: Client, l
     assert [loaded.database] not in query(client, "SHOW DATABASES")["data"]
     assert query(client, f"SHOW TABLES FROM {loaded.database}")["data"] == []
     assert client.http.get(f"/api/v1/databases/{loaded.database}").status_code == 404
-    assert client.http.get("/api/v1/measurements", params={"database": loaded.database}).json() == []
+    assert client.http.get("/api/v1/measurements", params={"database": loaded.database}).json()["measurements"] == []
     again = client.http.delete(f"/api/v1/databases/{loaded.database}", params={"confirm": "true"})
     assert again.status_code == 404
 
@@ -335,7 +338,7 @@ def test_a_scoped_token_never_sees_another_database(scoped: Scoped) -> None:
     assert all(db == scoped.mine or db.startswith(scoped.team[:-1]) for db in shown)
     assert query(c, "SHOW TABLES", scoped.team)["data"][0][:2] == [scoped.team, m]
 
-    listed = c.http.get("/api/v1/measurements").json()
+    listed = c.http.get("/api/v1/measurements").json()["measurements"]
     assert {item["database"] for item in listed} == {scoped.mine, scoped.team}
     databases = [item["name"] for item in c.http.get("/api/v1/databases").json()["databases"]]
     assert sorted(databases) == sorted((scoped.mine, scoped.team))

@@ -9,10 +9,13 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgpack
 import pyarrow as pa
 import pytest
+from arc_client import ArcClient
+from arc_client.exceptions import ArcQueryError
 
-from tests.e2e.servers import Client, ServerProcess, local, standalone
+from tests.e2e.servers import TOKEN, Client, ServerProcess, local, standalone
 
 pytestmark = pytest.mark.e2e
 
@@ -84,7 +87,39 @@ def test_an_arrow_result_over_the_limit_arrives_whole(loaded: tuple[str, Client]
     assert [r.status_code for r in response.history] == ([303] if runtime == "local" else [])
 
 
+def test_a_msgpack_result_over_the_limit_arrives_whole(loaded: tuple[str, Client]) -> None:
+    runtime, client = loaded
+    response = client.http.post("/api/v1/query/msgpack", json={"sql": SQL}, follow_redirects=True)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/msgpack"
+    document = msgpack.unpackb(response.content)
+    assert document["row_count"] == ROWS and document["types"] == ["timestamp[ns]", "utf8", "int64", "utf8"]
+    rows = expected_rows()
+    assert document["data"][2] == [row[2] for row in rows] and document["data"][3] == [row[3] for row in rows]
+    assert [t.to_unix_nano() for t in document["data"][0]] == [(T0_US + i) * 1000 for i in range(ROWS)]
+    assert [r.status_code for r in response.history] == ([303] if runtime == "local" else [])
+
+
 def test_a_small_result_is_answered_inline(loaded: tuple[str, Client]) -> None:
     _runtime, client = loaded
     response = client.http.post("/api/v1/query", json={"sql": "SELECT host, count(*) FROM wide GROUP BY host"})
     assert response.status_code == 200 and len(response.json()["data"]) == 7
+
+
+def test_arcs_python_sdk_gets_its_result_inline_or_a_400_that_says_why(loaded: tuple[str, Client]) -> None:
+    """Arc's Python SDK follows no redirect: below the limit it gets the result (streamed), past it
+    a 400 that says what to do, never a 303 it would fail on (nor a result stored for nobody)."""
+    runtime, client = loaded
+    host, port = client.url.removeprefix("http://").rsplit(":", 1)
+    with ArcClient(host=host, port=int(port), token=TOKEN, database="default") as sdk:
+        small = sdk.query.query("SELECT host, count(*) AS n FROM wide GROUP BY host ORDER BY host")
+        assert small.row_count == 7 and sum(row[1] for row in small.data) == ROWS
+        if runtime == "standalone":  # no response limit: the whole result, inline
+            assert sdk.query.query(SQL).data == expected_rows()
+            assert sdk.query.query_arrow(SQL).num_rows == ROWS
+            return
+        for ask in (sdk.query.query, sdk.query.query_arrow):
+            with pytest.raises(ArcQueryError, match=r"\(400\).*follows no redirect.*narrow the query"):
+                ask(SQL)
+    # Any other client still gets the 303.
+    assert client.http.post("/api/v1/query", json={"sql": SQL}).status_code == 303

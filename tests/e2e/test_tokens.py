@@ -8,6 +8,7 @@ changes seen within the token cache TTL, and the last admin token that cannot be
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -97,6 +98,10 @@ def test_create_list_get_update(client: Client, server: ServerProcess) -> None:
     created = response.json()
     assert_no_secrets(created)
     secret, token_id = created["token"], created["id"]
+    # Arc's integer id; the token's own id (hex) beside it, and the routes take either.
+    assert isinstance(token_id, int) and not isinstance(token_id, bool) and 0 < token_id < 2**53
+    assert re.fullmatch(r"[0-9a-f]{16}", created["token_id"])
+    assert client.http.get(f"{TOKENS}/{created['token_id']}").json()["token"]["id"] == token_id
     assert created["success"] is True
     assert (created["name"], created["description"], created["permissions"]) == (name, "ci", ["read"])
     assert created["databases"] == ["prod", "team-*"]
@@ -114,8 +119,9 @@ def test_create_list_get_update(client: Client, server: ServerProcess) -> None:
 
     with as_token(server, secret) as caller:
         verified = caller.http.get("/api/v1/auth/verify").json()
+    assert verified["token_info"]["id"] == token_id and verified["token_info"]["name"] == name
     assert (verified["token_id"], verified["permissions"], verified["databases"]) == (
-        token_id,
+        created["token_id"],
         ["read"],
         ["prod", "team-*"],
     )
@@ -263,14 +269,14 @@ def test_deletion_is_seen_within_the_ttl(client: Client, server: ServerProcess) 
     assert eventually(server, lambda: status_with(server, secret) == 401)
     assert client.http.get(url).status_code == 404
     assert client.http.delete(url).status_code == 404
-    assert created["id"] not in json.dumps(client.http.get(TOKENS).json())
+    assert created["token_id"] not in json.dumps(client.http.get(TOKENS).json())
 
 
 def test_the_last_admin_token_cannot_be_removed(client: Client, server: ServerProcess) -> None:
     bootstrap = client.http.get("/api/v1/auth/verify").json()["token_id"]
     # admin tokens this module left behind (a failed test) would make the bootstrap token not the last
     for token in client.http.get(TOKENS).json()["tokens"]:
-        if token["id"] != bootstrap and "admin" in token["permissions"] and token["enabled"]:
+        if token["token_id"] != bootstrap and "admin" in token["permissions"] and token["enabled"]:
             assert token["name"].startswith("e2e-tok-"), f"unexpected admin token {token}"
             assert client.http.delete(f"{TOKENS}/{token['id']}").status_code == 200
     url = f"{TOKENS}/{bootstrap}"

@@ -301,16 +301,20 @@ def test_a_dry_run_writes_nothing_and_returns_the_rows(world: World) -> None:
     assert world.service().execute(query_id, micros(T0), micros(T0 + HOUR), dry_run=True).write_id is None
 
 
-def test_a_window_in_the_middle_of_a_day_merged_into_a_day_file_aggregates_exactly(
-    world: World, tmp_path: Path
+@pytest.mark.parametrize("tier", ["day", "month"])
+def test_a_window_in_the_middle_of_a_day_or_month_merged_into_one_file_aggregates_exactly(
+    world: World, tmp_path: Path, tier: str
 ) -> None:
     query_id = create(world)
     write_source(world, T0 - 5 * HOUR, 180)  # three hours of the day before T0
+    if tier == "month":
+        write_source(world, T0 - 240 * HOUR, 60)  # and an hour ten days earlier, in the same month
     world.drain()
     runtime = world.runtime
-    config = CompactionSettings(min_age_s=0, min_files=2, day_min_age_s=0, grace_s=0)
+    tiers = ("hour", "day") if tier == "day" else ("hour", "day", "month")
+    config = CompactionSettings(min_age_s=0, min_files=2, day_min_age_s=0, month_min_age_s=0, grace_s=0, tiers=tiers)
     Compactor(runtime.catalog, runtime.store, runtime.settings.prefix, config, tmp_path / "compaction").run()
-    assert [layout.key_tier(f.key) for f in runtime.catalog.list_files(DB, "cpu")] == ["day"]
+    assert [layout.key_tier(f.key) for f in runtime.catalog.list_files(DB, "cpu")] == [tier]
     result = world.service().execute(query_id, micros(T0 - 4 * HOUR), micros(T0 - 3 * HOUR), dry_run=True)
     assert sorted(result.rows.column("n").to_pylist()) == [10] * 12
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import gzip
 import io
 import json
 import string
@@ -21,9 +22,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
+import msgpack
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import zstandard
 
 from arcs import layout
 from arcs.adapters.aws import AwsResources
@@ -540,6 +543,41 @@ def test_what_a_body_costs_in_the_proxy_response_decides_not_its_length(fn: Lamb
         assert over["statusCode"] == 303
 
 
+def test_a_compressed_answer_is_measured_against_the_limit_compressed(
+    fn: Lambda, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lambda's limit holds the body as sent: a result too big plain fits once gzip or zstd shrinks it,
+    base64 in the proxy response; one still too big compressed is handed off plain."""
+    m = name("wide")
+    fn.write("\n".join(f'{m},host=h{i % 7} v={i}i,s="row {i}" {T0_NS + i * 1000}' for i in range(2000)))
+    assert fn.ingest(fn.receive(1)) == []
+    sql = json.dumps({"sql": f"SELECT time, host, v, s FROM {m} ORDER BY time"}).encode()
+    plain = json.loads(fn.query(f"SELECT time, host, v, s FROM {m} ORDER BY time")["body"])
+    reload_with(monkeypatch, ARCS_QUERY_INLINE_MAX_BYTES="40000")
+
+    def post(path: str, encoding: str) -> dict[str, Any]:
+        headers = {"Content-Type": "application/json", "Accept-Encoding": encoding}
+        response: dict[str, Any] = fn.handlers.query(fn.api_event("POST", path, sql, headers), context("arcs-query"))
+        return response
+
+    assert post("/api/v1/query", "identity")["statusCode"] == 303
+    unzstd = zstandard.ZstdDecompressor().decompressobj
+    for encoding, decode in (("gzip", gzip.decompress), ("zstd", lambda data: unzstd().decompress(data))):
+        response = post("/api/v1/query", encoding)
+        assert response["statusCode"] == 200 and response["isBase64Encoded"] is True
+        assert header(response, "Content-Encoding") == encoding and header(response, "Vary") == "Accept-Encoding"
+        assert json.loads(decode(base64.b64decode(response["body"])))["data"] == plain["data"]
+        document = msgpack.unpackb(decode(base64.b64decode(post("/api/v1/query/msgpack", encoding)["body"])))
+        assert document["row_count"] == 2000 and document["data"][2] == [row[2] for row in plain["data"]]
+
+    reload_with(monkeypatch, ARCS_QUERY_INLINE_MAX_BYTES="2000")
+    response = post("/api/v1/query/msgpack", "gzip")
+    assert header(response, "X-Arc-Result-Content-Type") == "application/msgpack"
+    assert "Content-Encoding" not in response["multiValueHeaders"]
+    fetched = follow(response)
+    assert msgpack.unpackb(fetched.content)["data"][2] == [row[2] for row in plain["data"]]
+
+
 def test_a_result_over_the_row_cap_is_a_clear_400_never_a_truncation(
     fn: Lambda, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -690,3 +728,64 @@ def test_an_uploaded_import_cut_short_is_finished_by_lambdas_retry_and_stored_on
         fn.runtime.uploads is not None
         and fn.runtime.uploads.size(str(fn.runtime.import_ledger.upload_key("default", "upload-1"))) is None
     )
+
+
+# --- embedded metrics -------------------------------------------------------------------------------
+def emf(captured: str) -> dict[str, tuple[dict[str, Any], list[float]]]:
+    """Each metric name the handlers printed as an embedded-metric line: its line, and every value."""
+    found: dict[str, tuple[dict[str, Any], list[float]]] = {}
+    for text in captured.splitlines():
+        if not text.startswith('{"_aws"'):
+            continue
+        line = json.loads(text)
+        for metric in line["_aws"]["CloudWatchMetrics"][0]["Metrics"]:
+            _first, values = found.setdefault(metric["Name"], (line, []))
+            values.extend(line[metric["Name"]])
+    return found
+
+
+def test_the_functions_print_the_core_measures_as_embedded_metrics(
+    fn: Lambda, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from arcs import metrics
+
+    m = name("cpu")
+    capsys.readouterr()
+    for n in range(3):  # three batches: three files of one hour, to compact
+        fn.write(lp(m, 4, start_ns=T0_NS + n * 10**6))
+        assert fn.ingest(fn.receive(1)) == []
+    assert fn.count(m) == 12
+    report = fn.handlers.compact({"source": "aws.events"}, context("arcs-compact"))
+    assert report["jobs"]
+    fn.handlers.compact({"task": "retention"}, context("arcs-compact"))
+    fn.handlers.compact({"task": "continuous_queries"}, context("arcs-compact"))
+    found = emf(capsys.readouterr().out)
+
+    namespace = function_environment_namespace()
+    by_name = {measure.name: measure for measure in metrics.MEASURES}
+    for metric_name, (line, _values) in found.items():
+        directive = line["_aws"]["CloudWatchMetrics"][0]
+        measure = by_name[metric_name]
+        assert directive["Namespace"] == namespace
+        assert {"Name": metric_name, "Unit": measure.unit} in directive["Metrics"]
+        assert directive["Dimensions"] == ([sorted(measure.labels)] if measure.labels else [[]])
+    write_line, requests = found["arcs_write_requests"]
+    assert (write_line["format"], write_line["status"], requests) == ("line-protocol", "204", [1.0, 1.0, 1.0])
+    assert found["arcs_write_rows"][1] == [4.0, 4.0, 4.0]
+    assert found["arcs_ingest_batches"][1] == [1.0, 1.0, 1.0]
+    assert found["arcs_ingest_files"][1][0] >= 1
+    # Measured from each SQS message's SentTimestamp.
+    waited = found["arcs_write_to_queryable_seconds"][1]
+    assert len(waited) == 3 and all(0 <= w < 120 for w in waited)
+    assert found["arcs_queries"][0]["status"] == "200"
+    assert found["arcs_compaction_runs"][0]["status"] == "ok"
+    assert found["arcs_compaction_jobs"][1][0] == len(report["jobs"])
+    assert found["arcs_compaction_partitions_waiting"][1][0] >= 1
+    assert found["arcs_compaction_files_per_partition_max"][1][0] >= 3
+    assert found["arcs_retention_runs"][0]["status"] == "ok"
+    assert found["arcs_continuous_query_runs"][0]["status"] == "ok"
+
+
+def function_environment_namespace() -> str:
+    """The namespace the functions' settings give their embedded metrics."""
+    return lambda_runtime().settings.metrics_namespace

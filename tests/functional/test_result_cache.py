@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from pathlib import Path
 
+import msgpack
+import pyarrow as pa
 import pytest
 
+from arcs.api import build_app
 from arcs.engine import Engine
 from arcs.errors import Forbidden
 from arcs.ingest import Ingestor
 from arcs.ports import Catalog, ObjectStore
+from arcs.proxy import proxy_event
 from arcs.query import QueryService
 from arcs.result_cache import ResultCache
 from arcs.runtime import local_runtime
 from arcs.schema import SchemaRegistry
+from arcs.server import _LambdaContext
 from arcs.settings import Settings
 from arcs.tokens import Principal
 from tests.helpers import BASE_US, HOUR_US, local_ports, make_batch, queued
@@ -127,3 +134,26 @@ def test_scopes_are_checked_before_the_cache_is_asked(world: World) -> None:
     assert (world.cache.hits, world.cache.misses) == (1, 1)
     # And the same SQL in the caller's own database reads the caller's own files.
     assert world.rows("SELECT count(value) FROM cpu", "db", other) == [(5,)]
+
+
+def test_every_answer_format_shares_the_cache(tmp_path: Path) -> None:
+    """JSON, Arrow and MessagePack answers of one query: one run, then hits whatever the format."""
+    runtime = local_runtime(Settings(data_dir=tmp_path / "data", result_cache=True))
+    store, catalog = runtime.store, runtime.catalog
+    batch = make_batch("db", "cpu", [BASE_US + i for i in range(5)], "a")
+    SchemaRegistry(catalog).apply("db", list(batch.parts))
+    Ingestor(catalog, store).ingest([queued(batch)])
+    app = build_app(runtime)
+    body = json.dumps({"sql": "SELECT host, count(*) AS n FROM db.cpu GROUP BY host"}).encode()
+    answers = {}
+    for path in ("/api/v1/query", "/api/v1/query/arrow", "/api/v1/query/msgpack"):
+        event = proxy_event("POST", path, "", {"content-type": "application/json"}, body, ADMIN.to_context())
+        result = app.resolve(event, _LambdaContext())
+        assert result["statusCode"] == 200, result
+        raw = result["body"]
+        answers[path] = base64.b64decode(raw) if result["isBase64Encoded"] else raw.encode()
+    cache = runtime.queries.cache
+    assert cache is not None and (cache.hits, cache.misses) == (2, 1)
+    assert json.loads(answers["/api/v1/query"])["data"] == [["a", 5]]
+    assert pa.ipc.open_stream(answers["/api/v1/query/arrow"]).read_all().to_pylist() == [{"host": "a", "n": 5}]
+    assert msgpack.unpackb(answers["/api/v1/query/msgpack"])["data"] == [["a"], [5]]

@@ -134,7 +134,7 @@ def test_delete_dry_run_counts_then_delete_rewrites_only_files_with_matches(env:
     after = [row for row in before if not matches(row)]
     listed_before = {f.key for f in env.listed()}
     dry = deleter(env).delete("db", "cpu", WHERE, TimeRange(), dry_run=True, confirm=False)
-    assert (dry.deleted_count, len(dry.affected_files), dry.files_processed) == (len(before) - len(after), 7, 7)
+    assert (dry.deleted_count, len(dry.affected_files), dry.files_read) == (len(before) - len(after), 7, 7)
     assert env.rows() == before and {f.key for f in env.listed()} == listed_before
     done = deleter(env).delete("db", "cpu", WHERE, TimeRange(), dry_run=False, confirm=False)
     assert done.deleted_count == len(before) - len(after) and done.failed_files == []
@@ -152,7 +152,7 @@ def test_files_without_matching_rows_are_untouched_and_time_bounds_skip_partitio
     untouched = {f.key for f in env.catalog.list_files("db", "cpu", HOUR, HOUR)}
     bounds = TimeRange(lower=LATER)
     done = deleter(env).delete("db", "cpu", "value = -1.0", bounds, dry_run=False, confirm=False)
-    assert (done.deleted_count, done.files_processed) == (1, 1)
+    assert (done.deleted_count, done.files_read) == (1, 1)
     assert env.catalog.get_compaction_state(PARTITION) is None  # the first hour was never rewritten
     assert {f.key for f in env.catalog.list_files("db", "cpu", HOUR, HOUR)} == untouched
     # One file of the first hour holds value 100.0: only it is rewritten.

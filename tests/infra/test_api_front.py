@@ -294,6 +294,16 @@ def test_a_write_the_authorizer_denies_for_its_size_is_a_413_in_the_api_error_sh
         assert methods[(path, "POST")]["AuthorizerId"] == request_authorizer, path
 
 
+def test_the_gateway_passes_compressed_answers_through_as_they_are(synth: Synth) -> None:
+    """The query function compresses what the caller accepts (arcs.response_encoding) and says so in
+    Content-Encoding: every body is binary to API Gateway (*/*), so the base64 of a buffered answer
+    becomes its bytes again, and without minimumCompressionSize the gateway compresses nothing itself
+    (docs/aws-limits.md)."""
+    props = synth.props(synth.stack.api.api)
+    assert props["BinaryMediaTypes"] == ["*/*"]
+    assert props.get("MinimumCompressionSize") is None
+
+
 def test_no_route_where_the_authorizer_may_deny_is_cached(synth: Synth) -> None:
     """A cached Deny would refuse the caller's every route for the TTL: the cached authorizer
     never sees a path the authorizer treats as a write (``arcs.write_paths``)."""
@@ -449,7 +459,8 @@ def test_the_query_function_streams_its_answers_and_the_edge_buffers(synth: Synt
 def test_every_operation_of_the_openapi_document_reaches_the_function_it_names(synth: Synth) -> None:
     """What the document says of each route (docs/api.md) is how the stack routes it: the edge
     function, the query function (the document's own URL among them), or API Gateway itself."""
-    from arcs.openapi import SPEC_PATH, document
+    from arcs.openapi import SPEC_PATH, STANDALONE, document
+    from arcs.openapi import operations as served_by
 
     methods = _methods(synth)
     targets = {
@@ -460,6 +471,10 @@ def test_every_operation_of_the_openapi_document_reaches_the_function_it_names(s
     assert SPEC_PATH in spec["paths"]
     for path, operations in spec["paths"].items():
         for verb, operation in operations.items():
+            if operation["x-arcs-function"] == STANDALONE:
+                # The standalone server's alone: the stack sends it to no function of its own.
+                assert (verb, path) not in served_by("all"), (verb, path)
+                continue
             concrete = path
             for parameter in operation.get("parameters", []):
                 if parameter["in"] == "path":

@@ -547,6 +547,7 @@ API_ROUTES = [
     ("POST", "/api/v1/write/json", WRITE),
     ("POST", "/api/v1/query", QUERY),
     ("POST", "/api/v1/query/arrow", QUERY),
+    ("POST", "/api/v1/query/msgpack", QUERY),
     ("POST", "/api/v1/query/estimate", QUERY),
     ("GET", "/api/v1/query/cpu", QUERY),
     ("GET", "/api/v1/measurements", QUERY),
@@ -742,7 +743,10 @@ EXPECTED_RESOURCE_TYPES = {
     "AWS::DynamoDB::Table": 3,  # tokens, catalog, leases
     "AWS::SQS::Queue": 3,
     "AWS::SQS::QueuePolicy": 3,
-    "AWS::CloudWatch::Alarm": 2,  # dead letters; failed asynchronous runs
+    # dead letters; failed asynchronous runs; the oldest queued write; 6 functions' errors and
+    # throttles; API 5xx; the compaction backlog (infra/monitoring.py)
+    "AWS::CloudWatch::Alarm": 17,
+    "AWS::CloudWatch::Dashboard": 1,
     "AWS::Lambda::LayerVersion": 3,
     "AWS::Lambda::Function": 6,
     "AWS::Lambda::EventSourceMapping": 1,

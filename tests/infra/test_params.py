@@ -125,6 +125,19 @@ def test_memory_concurrency_storage_and_timeouts_reach_the_template(layers_dir: 
     assert queue["VisibilityTimeout"] == 6 * 120 + 5
 
 
+def test_compaction_tiers_and_sort_keys_reach_every_function_and_default_to_unset(layers_dir: Path) -> None:
+    context = {"layers_dir": str(layers_dir), "compaction_tiers": "hour", "sort_keys": "cpu:host;hits:CounterID"}
+    stack, template = _template(context)
+    for name, function in _functions(stack, template).items():
+        env = function["Environment"]["Variables"]
+        assert env[envvars.COMPACTION_TIERS] == "hour", name  # e.g. an Athena user's: every file in an hour
+        assert env[envvars.SORT_KEYS] == "cpu:host;hits:CounterID", name
+    stack, template = _template({"layers_dir": str(layers_dir)})
+    for name, function in _functions(stack, template).items():
+        env = function["Environment"]["Variables"]
+        assert envvars.COMPACTION_TIERS not in env and envvars.SORT_KEYS not in env, name  # the code's defaults
+
+
 def test_cdk_json_values_may_be_json_numbers_and_booleans(layers_dir: Path) -> None:
     stack, template = _template(
         {"layers_dir": str(layers_dir), "query_memory_mb": 2048, "query_image": False, "ingest_batch_window_s": 10}
@@ -164,6 +177,15 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"athena_tables": '["metrics.cpu"]'}, 'athena_tables must be an object {"db.measurement"'),
     ({"athena_tables": '{"metrics.cpu": {"usage": 1}}'}, "athena_tables: 'metrics.cpu' must map column names to type"),
     ({"athena_tables": '{"metrics.cpu": {"usage": "decimal"}}'}, "athena_tables: metrics.cpu: unknown types"),
+    ({"alarm_email": "ops at example.com"}, "alarm_email must be an e-mail address, got 'ops at example.com'"),
+    ({"alarm_topic_arn": "ops-topic"}, "alarm_topic_arn must be an SNS topic ARN"),
+    (
+        {"alarm_email": "ops@example.com", "alarm_topic_arn": "arn:aws:sns:us-east-1:123456789012:ops"},
+        "give alarm_email or alarm_topic_arn, not both",
+    ),
+    ({"alarm_oldest_write_s": "59"}, "alarm_oldest_write_s must be 60 to 1209600 s, got 59"),
+    ({"compaction_tiers": "day"}, "compaction_tiers: ARCS_COMPACTION_TIERS must be one of 'hour'"),
+    ({"sort_keys": "hits:"}, "sort_keys: ARCS_SORT_KEYS: 'hits:' must be 'measurement:column[,column...]'"),
     ({"query_memory": "4096"}, "unknown parameter 'query_memory'; did you mean 'query_memory_mb'?"),
     ({"ingest_memory_mb": "512"}, "ingest_memory_mb must be"),
     ({"edge_memory_mb": "128"}, "edge_memory_mb must be"),

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arcs import layout
-from arcs.compaction.merge import merge_groups
+from arcs.compaction.merge import merge_groups, sort_order
 from arcs.compaction.report import RunReport
 from arcs.errors import ServiceUnavailable, StorageFault
 from arcs.schedule import CompactionTimer, LambdaCompactionTrigger
@@ -122,6 +122,38 @@ def test_compaction_settings_from_the_environment() -> None:
         Settings.from_env({"ARCS_COMPACTION_MIN_FILES": "1"})
     with pytest.raises(ConfigError, match="MAX_FILES"):
         Settings.from_env({"ARCS_COMPACTION_MAX_FILES": "5000"})
+
+
+def test_tiers_and_their_thresholds_from_the_environment() -> None:
+    assert Settings().compaction.tiers == ("hour", "day")
+    for text in ("hour", "hour,day", "hour, day, month", "hour,month"):
+        tiers = Settings.from_env({"ARCS_COMPACTION_TIERS": text}).compaction.tiers
+        assert tiers == tuple(part.strip() for part in text.split(","))
+    for bad in ("day", "hour,month,day", "hour,week", "month"):
+        with pytest.raises(ConfigError, match="ARCS_COMPACTION_TIERS"):
+            Settings.from_env({"ARCS_COMPACTION_TIERS": bad})
+    month = Settings.from_env({"ARCS_COMPACTION_MONTH_MIN_AGE_S": "60", "ARCS_COMPACTION_MONTH_MIN_FILES": "3"})
+    assert (month.compaction.month_min_age_s, month.compaction.month_min_files) == (60, 3)
+    with pytest.raises(ConfigError, match="MONTH_MIN_FILES"):
+        Settings.from_env({"ARCS_COMPACTION_MONTH_MIN_FILES": "1"})
+
+
+def test_sort_keys_from_the_environment_and_the_order_a_merge_sorts_by() -> None:
+    config = Settings.from_env(
+        {"ARCS_SORT_KEYS": "hits: CounterID,EventDate ,UserID; cpu:region,time,usage", "ARCS_COMPACTION_SORT": "tags"}
+    ).compaction
+    assert config.sort_keys == (("hits", ("CounterID", "EventDate", "UserID")), ("cpu", ("region", "time", "usage")))
+    columns = {"time", "CounterID", "EventDate", "UserID", "host", "region", "usage"}
+    # Without tags, the keys the files hold, then time (appended unless named).
+    assert sort_order("hits", [], columns - {"EventDate"}, config) == ["CounterID", "UserID", "time"]
+    # With tags, a field cannot lead (a point's rows must stay together); the other tags follow.
+    assert sort_order("cpu", ["host", "region"], columns, config) == ["region", "time", "host"]
+    # A measurement without keys sorts as ARCS_COMPACTION_SORT says.
+    assert sort_order("mem", ["host"], columns, config) == ["host", "time"]
+    assert sort_order("mem", ["host"], columns, Settings().compaction) == ["time", "host"]
+    for bad in ("hits", "hits:", "hits:a,,b", "1hits:a", "hits:a;hits:b", "hits:a,a", "hits:a\x01"):
+        with pytest.raises(ConfigError, match="ARCS_SORT_KEYS"):
+            Settings.from_env({"ARCS_SORT_KEYS": bad.replace("\\x01", "\x01")})
 
 
 class FakeCompactor:

@@ -60,5 +60,24 @@ def test_a_day_file_sits_in_its_day_s_directory_and_parses_as_the_day(prefix: st
     hour_key = layout.data_key(prefix, "metrics", "cpu", moment, "a-0001.parquet")
     assert layout.key_tier(hour_key) == "hour"
     assert layout.parse_data_key(prefix, hour_key).tier == "hour"
-    assert layout.day_prefix(prefix, "metrics", "cpu", moment).endswith("metrics/cpu/2024/02/29/")
-    assert layout.tier_start(moment) == datetime(2024, 2, 29, tzinfo=UTC)
+    assert layout.tier_prefix(prefix, "metrics", "cpu", moment, "day").endswith("metrics/cpu/2024/02/29/")
+    assert layout.tier_start(moment) == datetime(2024, 2, 1, tzinfo=UTC)  # where a month file is recorded
+
+
+@pytest.mark.parametrize("prefix", ["", "arcs", "2024/01", "deep/prefix/"])
+def test_a_month_file_sits_in_its_month_s_directory_and_parses_as_the_month(prefix: str) -> None:
+    moment = datetime(2024, 2, 29, 23, 17, 5, tzinfo=UTC)
+    name = layout.compacted_filename("x/0123456789abc" + "d" * 19 + "-0000.parquet", "feed", 2, tier="month")
+    assert name == "0123456789abc" + "d" * 19 + "-mfeed-0002.parquet"
+    key = layout.data_key(prefix, "metrics", "cpu", moment, name, "month")
+    assert key.endswith(f"metrics/cpu/2024/02/{name}")
+    parsed = layout.parse_data_key(prefix, key)
+    assert parsed == layout.DataKey("metrics", "cpu", datetime(2024, 2, 1, tzinfo=UTC), name, "month")
+    assert layout.key_tier(key) == "month"
+    assert layout.compaction_job_of(name) == "feed"
+    assert layout.tier_prefix(prefix, "metrics", "cpu", moment, "month").endswith("metrics/cpu/2024/02/")
+    assert layout.tier_end(datetime(2024, 2, 1, tzinfo=UTC), "month") == datetime(2024, 3, 1, tzinfo=UTC)
+    assert layout.tier_end(datetime(2024, 12, 1, tzinfo=UTC), "month") == datetime(2025, 1, 1, tzinfo=UTC)
+    # Every tier's key under a numeric prefix still says its own tier.
+    for tier in layout.TIERS:
+        assert layout.key_tier(layout.data_key(prefix, "m1", "c2", moment, "f.parquet", tier)) == tier

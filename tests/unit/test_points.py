@@ -50,9 +50,9 @@ def test_only_files_of_different_units_whose_times_meet_are_merged() -> None:
     one = record(f"{COMMIT}-0000.parquet", 0, 10)
     meets_one = record(f"{'0' * 12}2{'2' * 19}-0000.parquet", 10, 20)
     apart = record(f"{'0' * 12}3{'3' * 19}-0000.parquet", 21, 30)
-    other_day = record(f"{'0' * 12}4{'4' * 19}-0000.parquet", 0, 10, HOUR.replace(day=2))
-    assert may_repeat([one, apart, other_day]) == []
-    assert {f.key for f in may_repeat([apart, meets_one, one, other_day])} == {one.key, meets_one.key}
+    other_month = record(f"{'0' * 12}4{'4' * 19}-0000.parquet", 0, 10, HOUR.replace(month=HOUR.month % 12 + 1))
+    assert may_repeat([one, apart, other_month]) == []
+    assert {f.key for f in may_repeat([apart, meets_one, one, other_month])} == {one.key, meets_one.key}
     # The outputs of one compaction job hold each point once between them; a delete's rewrite does not.
     job = layout.sequence_id()
     merged = [record(layout.compacted_filename(one.key, job, n), 0, 10) for n in range(2)]

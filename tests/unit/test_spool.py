@@ -391,3 +391,22 @@ def test_the_edge_s_batch_rides_with_its_record_until_done_within_a_budget(tmp_p
     spool.enqueue("w3", b"e" * 100, WriteBatch("w3", "db", ()))
     assert spool.take(10)[-1].batch is not None  # the done record's share was given back
     assert [e.batch for e in Spool(tmp_path).take(10)] == [None] * 4  # a restart reads the disk
+
+
+def test_backlog_counts_what_is_not_done_and_ages_the_oldest(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    assert spool.backlog() == (0, 0.0)
+    spool.enqueue("w0", b"a")
+    time.sleep(0.05)
+    spool.enqueue("w1", b"b")
+    depth, oldest_s = spool.backlog()
+    assert depth == 2 and 0.05 <= oldest_s < 5
+    spool.done(spool.take(1))
+    depth, newer_s = spool.backlog()
+    assert depth == 1 and newer_s < oldest_s
+    # After a restart a record's age is its segment's, from when it was last written.
+    past = time.time() - 600
+    for segment in _segments(tmp_path):
+        os.utime(segment, (past, past))
+    depth, recovered_s = Spool(tmp_path).backlog()
+    assert depth == 2 and 599 <= recovered_s < 700  # the done record of the open segment comes back too

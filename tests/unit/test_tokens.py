@@ -12,6 +12,7 @@ import pytest
 from arcs.adapters.sqlite_database import SqliteDatabase
 from arcs.adapters.sqlite_tokens import SqliteTokenStore
 from arcs.errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
+from arcs.numeric_ids import numeric_id
 from arcs.tokens import (
     Principal,
     TokenFields,
@@ -475,3 +476,28 @@ def test_a_wrong_secret_finding_a_usable_record_is_invalid(
     monkeypatch.setattr(service.store, "find", lambda lookup: [record])  # as if the lookups collided
     with pytest.raises(Unauthorized, match="invalid token"):
         service.verify("another-secret-0123456789")
+
+
+def test_a_token_is_named_by_its_id_or_its_integer_id(service: TokenService) -> None:
+    record, _ = service.create("ci", permissions=("read",))
+    number = numeric_id(record.token_id)
+    assert 0 < number < 2**52 and numeric_id(record.token_id) == number  # stable: derived, not stored
+    assert service.get(record.token_id) == service.get(str(number)) == record
+    for unknown in (str(number + 1), "0", "1" * 17, "-1", "1e3"):
+        with pytest.raises(NotFound):
+            service.get(unknown)
+    revoked = service.revoke(str(number))
+    assert revoked.revoked and service.get(record.token_id).revoked
+    service.delete(str(number))
+    with pytest.raises(NotFound):
+        service.get(record.token_id)
+
+
+def test_a_new_token_never_shares_an_integer_id(service: TokenService, monkeypatch: pytest.MonkeyPatch) -> None:
+    first, _ = service.create("first")
+    # The first ids drawn collide with the existing token's integer id: another one is drawn.
+    drawn = iter([first.token_id, first.token_id, "0123456789abcdef"])
+    monkeypatch.setattr("arcs.tokens.uuid.uuid4", lambda: type("U", (), {"hex": next(drawn) * 2})())
+    second, _ = service.create("second")
+    assert second.token_id == "0123456789abcdef"
+    assert numeric_id(second.token_id) != numeric_id(first.token_id)

@@ -347,10 +347,14 @@ def aws_runtime_parts(
     )
 
 
-def queued_write_from_sqs(message_id: str, body: str, store: ObjectStore) -> QueuedWrite:
-    """An SQS record -> the ingest protocol's view of it; the claim-check object goes once committed."""
+def queued_write_from_sqs(
+    message_id: str, body: str, store: ObjectStore, sent_timestamp_ms: str | None = None
+) -> QueuedWrite:
+    """An SQS record -> the ingest protocol's view of it; the claim-check object goes once committed.
+    ``sent_timestamp_ms``: the record's ``SentTimestamp`` attribute, when the queue was written to."""
     from arcs.ingest import QueuedWrite  # lazy: it loads pyarrow.parquet, which only the ingest function needs
 
     write_id, load, claim = read_queued_body(body, store)
     cleanup = (lambda: store.delete(claim)) if claim else None
-    return QueuedWrite(message_id, write_id, load, cleanup)
+    queued_at = int(sent_timestamp_ms) / 1000 if sent_timestamp_ms and sent_timestamp_ms.isdigit() else None
+    return QueuedWrite(message_id, write_id, load, cleanup, queued_at=queued_at)

@@ -6,6 +6,7 @@ import functools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from arcs.layout import tier_of
 from arcs.ports import (
     CompactionJob,
     CompactionState,
@@ -195,7 +196,7 @@ def job_from_json(data: dict[str, Any]) -> CompactionJob:
             str(data["database"]),
             str(data["measurement"]),
             hour_value(str(data["hour"])),
-            "day" if data.get("tier") == "day" else "hour",
+            tier_of(data.get("tier")),
         ),
         status=data["status"],
         started_at=_moment(data["started_at"]) or datetime.now(UTC),

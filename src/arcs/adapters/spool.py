@@ -25,6 +25,7 @@ import logging
 import os
 import struct
 import threading
+import time
 import zlib
 from dataclasses import dataclass, field, replace
 from itertools import islice
@@ -80,6 +81,8 @@ class SpoolEntry:
     # The record's content, decoded, when the edge of this process queued it: the ingest loop
     # uses it instead of reading the record back. Never after a restart.
     batch: WriteBatch | None = field(default=None, compare=False, repr=False)
+    # When it was queued (epoch seconds); after a restart, when its segment was last written.
+    queued_at: float | None = field(default=None, compare=False)
 
 
 def _sequence(path: Path) -> int:
@@ -265,7 +268,9 @@ class Spool:
             if batch is not None and self._held + len(envelope) > self.held_bytes:
                 batch = None  # a backlog: its records are read back from disk
             self._held += len(envelope) if batch is not None else 0
-            entry = SpoolEntry(f"{segment.name}:{offset}", write_id, 1, segment, start, len(envelope), batch)
+            entry = SpoolEntry(
+                f"{segment.name}:{offset}", write_id, 1, segment, start, len(envelope), batch, time.time()
+            )
             self._pending[entry.handle] = entry
             self._ready.notify_all()
 
@@ -411,6 +416,21 @@ class Spool:
         if len(data) != entry.length:
             raise StorageFault(f"spooled write {entry.handle} is shorter than its record says")
         return data
+
+    def backlog(self) -> tuple[int, float]:
+        """Writes queued and not yet done, and the age in seconds of the oldest (0 when none)."""
+        with self._ready:
+            depth = len(self._pending)
+            oldest = next(iter(self._pending.values()), None)
+        if oldest is None:
+            return 0, 0.0
+        queued_at = oldest.queued_at
+        if queued_at is None:
+            try:
+                queued_at = oldest.path.stat().st_mtime
+            except OSError:
+                return depth, 0.0
+        return depth, max(0.0, time.time() - queued_at)
 
     def take(self, limit: int) -> list[SpoolEntry]:
         with self._ready:

@@ -41,10 +41,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from arcs import layout
-from arcs.compaction.days import DayJobs
-from arcs.compaction.merge import CorruptInput, check_parquet, merge, time_bounds
+from arcs import layout, metrics
+from arcs.compaction.merge import CorruptInput, check_parquet, merge, sort_order, time_bounds
 from arcs.compaction.report import Candidate, RunReport
+from arcs.compaction.tiers import TierJobs
 from arcs.errors import ArcsError, NotFound
 from arcs.points import ORDER_COLUMNS
 from arcs.ports import (
@@ -121,7 +121,8 @@ class Compactor:
         self._fault = fault
         self._now = now
         self._run_lock = threading.Lock()
-        self.days = DayJobs(self)
+        #: The tiers above the hour, in the order a run does them.
+        self.tiers = {tier: TierJobs(self, tier) for tier in ("day", "month")}
 
     # --- what to compact ---------------------------------------------------------------------------
     def candidates(self, database: str | None = None, measurement: str | None = None) -> list[Candidate]:
@@ -133,7 +134,7 @@ class Compactor:
                 continue
             by_hour: dict[datetime, list[FileRecord]] = {}
             for record in self.catalog.list_files(schema.database, schema.measurement, last_hour=newest):
-                if layout.key_tier(record.key) == "hour":  # a day file recorded at its day's first hour is no hour's
+                if layout.key_tier(record.key) == "hour":  # a day or month file recorded at its first hour is no hour's
                     by_hour.setdefault(record.hour, []).append(record)
             for hour, files in sorted(by_hour.items()):
                 if len(files) >= self.config.min_files:
@@ -146,11 +147,29 @@ class Compactor:
     # --- a run: recover, compact, delete what waited out its grace ---------------------------------
     def run(self, database: str | None = None, measurement: str | None = None) -> RunReport:
         """One pass over every candidate; a second call while one runs in this process waits for it."""
+        try:
+            report = self._run(database, measurement)
+        except BaseException:
+            metrics.record({metrics.COMPACTION_RUNS: 1}, status="failed")
+            raise
+        metrics.record({metrics.COMPACTION_RUNS: 1}, status="ok")
+        metrics.record({metrics.COMPACTION_JOBS: len(report.jobs)})
+        return report
+
+    def _run(self, database: str | None, measurement: str | None) -> RunReport:
         with self._run_lock:
             report = RunReport(self._now())
             started = time.monotonic()
             report.recovered = self.recover()
-            for candidate in self.candidates(database, measurement):
+            waiting = self.candidates(database, measurement)
+            if database is None and measurement is None:  # the whole backlog, not one measurement's
+                metrics.record(
+                    {
+                        metrics.COMPACTION_WAITING: len(waiting),
+                        metrics.COMPACTION_FILES_PER_PARTITION: max((c.files for c in waiting), default=0),
+                    }
+                )
+            for candidate in waiting:
                 budget = self.config.time_budget_s
                 if budget and time.monotonic() - started > budget:
                     break
@@ -159,12 +178,12 @@ class Compactor:
                     report.skipped.append(candidate.partition.name)
                 else:
                     report.jobs.append(job)
-            if "day" in self.config.tiers:
-                for candidate in self.days.candidates(database, measurement):
+            for tier in self.upper_tiers():
+                for candidate in tier.candidates(database, measurement):
                     budget = self.config.time_budget_s
                     if budget and time.monotonic() - started > budget:
                         break
-                    job = self.days.compact(candidate.partition)
+                    job = tier.compact(candidate.partition)
                     if job is None:
                         report.skipped.append(candidate.partition.name)
                     else:
@@ -172,6 +191,10 @@ class Compactor:
             report.inputs_deleted = self.sweep()
             report.finished_at = self._now()
             return report
+
+    def upper_tiers(self) -> list[TierJobs]:
+        """The tiers above the hour this compactor's settings turn on, in the order a run does them."""
+        return [jobs for name, jobs in self.tiers.items() if name in self.config.tiers]
 
     # --- one job -----------------------------------------------------------------------------------
     def compact(self, partition: Partition) -> CompactionJob | None:
@@ -260,7 +283,7 @@ class Compactor:
         return self._swap(partition, *built)
 
     def _pick_hour_files(self, listed: Sequence[FileRecord]) -> list[FileRecord]:
-        """An hour job's inputs: the hour's own files (a day file recorded at this hour is the day's)."""
+        """An hour job's inputs: the hour's own files (a day or month file recorded at this hour is its span's)."""
         return self._pick([f for f in listed if layout.key_tier(f.key) == "hour"])
 
     def _pick(self, listed: Sequence[FileRecord]) -> list[FileRecord]:
@@ -389,8 +412,8 @@ class Compactor:
         """Settle a committed swap. The journal says ``committed`` first, so that no later commit
         (which waits for this one to be settled) can hide that this job's swap happened."""
         job = job or self.catalog.get_compaction_job(state.job_id) or _job_from_state(partition, state, self._now())
-        if job.partition.tier == "day":
-            return self.days.finish(job)  # one hour's record names a day's swap: finish all of it
+        if job.partition.tier != "hour":
+            return self.tiers[job.partition.tier].finish(job)  # one hour's record names a span's swap: finish all of it
         # The commit record's inputs are the truth: a crash may have come before the journal knew them.
         job = replace(
             job,
@@ -468,7 +491,9 @@ class Compactor:
             raise ArcsError(f"a column named {' or '.join(ORDER_COLUMNS)} prevents ordering duplicates")
         latest = staged[-1].record.key
         outputs: list[FileRecord] = []
-        for index, path in enumerate(merge([s.path for s in staged], tags, tmp, self.config, self.row_group_rows)):
+        order = sort_order(partition.measurement, tags, columns, self.config)
+        paths = [s.path for s in staged]
+        for index, path in enumerate(merge(paths, tags, tmp, self.config, self.row_group_rows, order)):
             name = layout.compacted_filename(latest, job.job_id, index, tier=partition.tier)
             key = layout.data_key(
                 self.prefix, partition.database, partition.measurement, partition.hour, name, partition.tier
@@ -516,8 +541,8 @@ class Compactor:
         return recovered
 
     def _recover(self, job: CompactionJob) -> bool:
-        if job.partition.tier == "day":
-            return self.days.recover(job)
+        if job.partition.tier != "hour":
+            return self.tiers[job.partition.tier].recover(job)
         partition = job.partition
         fence_id = layout.sequence_id()
         owner = self._owner(fence_id)
@@ -569,16 +594,14 @@ class Compactor:
 
     def _delete_orphans(self, partition: Partition, job_id: str) -> None:
         """Delete the objects a job uploaded that no reader can see (it never committed)."""
-        markers = (f"-c{job_id}-", f"-r{job_id}-", f"-d{job_id}-")
-        # The day's directory holds its hours' too: a rewrite of a day file writes there.
-        day = layout.floor_day(partition.hour)
-        prefix = layout.day_prefix(self.prefix, partition.database, partition.measurement, day)
-        listed = {
-            f.key
-            for f in self.catalog.list_files(
-                partition.database, partition.measurement, day, day + layout.DAY - timedelta(hours=1)
-            )
-        }
+        markers = (f"-c{job_id}-", f"-r{job_id}-", f"-d{job_id}-", f"-m{job_id}-")
+        # A span's directory holds its hours' too: a rewrite of a day (month) file, recorded at
+        # the span's first hour, writes there.
+        tier: layout.Tier = "month" if partition.hour == layout.floor_month(partition.hour) else "day"
+        start = layout.tier_floor(partition.hour, tier)
+        prefix = layout.tier_prefix(self.prefix, partition.database, partition.measurement, start, tier)
+        last = layout.tier_end(start, tier) - timedelta(hours=1)
+        listed = {f.key for f in self.catalog.list_files(partition.database, partition.measurement, start, last)}
         for info in list(self.store.list(prefix)):
             if any(marker in info.key for marker in markers) and info.key not in listed:
                 self.store.delete(info.key)

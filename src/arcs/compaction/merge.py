@@ -7,7 +7,7 @@ the way, and pyarrow writes row groups, starting a new file once one reaches the
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +30,26 @@ class CorruptInput(ArcsError):
     """An input is not readable Parquet of this measurement."""
 
 
+def sort_order(
+    measurement: str, tags: Sequence[str], columns: Collection[str], config: CompactionSettings
+) -> list[str]:
+    """The columns a merge sorts by, time included, before write order.
+
+    A measurement's ``ARCS_SORT_KEYS`` come first (those its files hold), then time (unless named),
+    then the rest of its tags; without keys, ``ARCS_COMPACTION_SORT`` says time then tags, or tags
+    then time. With tags, only keys that are tags can lead: a point's rows (equal tags and time)
+    must arrive together to merge, and a field may differ between them."""
+    keys = config.sort_keys_of(measurement)
+    if keys is None:
+        return [*tags, TIME_COLUMN] if config.sort == "tags" else [TIME_COLUMN, *tags]
+    usable = [key for key in keys if key in columns and (not tags or key in tags or key == TIME_COLUMN)]
+    if TIME_COLUMN not in usable:
+        usable.append(TIME_COLUMN)
+    return usable + [tag for tag in tags if tag not in usable]
+
+
 def merge(
-    paths: list[Path], tags: list[str], tmp: Path, config: CompactionSettings, row_group_rows: int
+    paths: list[Path], tags: list[str], tmp: Path, config: CompactionSettings, row_group_rows: int, order: list[str]
 ) -> Iterator[Path]:
     """Merged, sorted rows of ``paths`` (in write order) as Parquet files near the target size.
 
@@ -45,7 +63,7 @@ def merge(
 
     from arcs.rewriter import quote_identifier, quote_literal
 
-    spill = tmp / "spill"
+    spill = tmp / "spill"  # ``order``: ``sort_order``'s columns
     spill.mkdir()
     settings: dict[str, Any] = {
         "autoinstall_known_extensions": False,
@@ -59,13 +77,11 @@ def merge(
         settings["threads"] = config.threads
     files = "[" + ", ".join(quote_literal(str(path)) for path in paths) + "]"
     time_column = quote_identifier(TIME_COLUMN)
-    keys = [quote_identifier(tag) for tag in tags]
-    order = [*keys, time_column] if config.sort == "tags" else [time_column, *keys]
     # Within a point, write order: the inputs' order (theirs), then the rows' in each.
-    order += list(ORDER_COLUMNS)
+    by = [*(quote_identifier(column) for column in order), *ORDER_COLUMNS]
     sql = (
         f"SELECT * REPLACE (CAST({time_column} AS TIMESTAMP_NS) AS {time_column}) "
-        f"FROM read_parquet({files}, union_by_name = true) ORDER BY {', '.join(order)}"
+        f"FROM read_parquet({files}, union_by_name = true) ORDER BY {', '.join(by)}"
     )
     conn = duckdb.connect(":memory:", config=settings)
     try:
@@ -74,6 +90,7 @@ def merge(
         reader = conn.execute(sql).to_arrow_reader(row_group_rows)
         batches: Iterator[pa.RecordBatch] = iter(reader)
         if tags:
+            # A point's rows are adjacent in any ``sort_order``: it leads with tags or time only.
             batches = merge_groups(batches, [TIME_COLUMN, *tags])
         yield from _write_batches(batches, reader.schema, tmp, config, row_group_rows)
     except duckdb.Error as exc:

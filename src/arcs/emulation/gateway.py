@@ -34,7 +34,7 @@ from typing import Any
 from arcs.api import PUBLIC_PATHS
 from arcs.emulation.functions import ACCOUNT_ID, InvokeError, LambdaFunction, StreamCut
 from arcs.proxy import Admission, HttpResponse, http_response, proxy_event
-from arcs.routes.health import PING_BUILD, PING_VERSION, PROBE_METHODS
+from arcs.routes.health import HEALTH, PING_BUILD, PING_VERSION, PROBE_METHODS
 from arcs.routes.writes import is_write_path
 from arcs.settings import AWS_TOO_LARGE_MESSAGE
 from arcs.streaming import API_GATEWAY_STREAM_IDLE_S, API_GATEWAY_STREAM_MAX_S, MalformedStream, read_prelude
@@ -66,7 +66,7 @@ def probe_answer(method: str, path: str) -> HttpResponse:
     if path == "/ping":
         return HttpResponse(204, {"X-Influxdb-Version": PING_VERSION, "X-Influxdb-Build": PING_BUILD}, b"")
     # $context.requestTime's form, as the stack's template fills it in.
-    answer = {"status": "ok", "time": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime())}
+    answer = {**HEALTH, "time": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime())}
     body = json.dumps(answer if path == "/health" else {"status": "ready"}).encode()
     return HttpResponse(200, {"Content-Type": "application/json"}, b"" if method.upper() == "HEAD" else body)
 

@@ -2,7 +2,9 @@
 
 Response shapes follow Arc's (and its Python client's): creation answers ``token`` (the value),
 rotation ``new_token``, each shown once and never stored; a token's record is never sent with
-its hash, salt or lookup. The permission each route family needs is tabled in ``arcs.tokens``.
+its hash, salt or lookup. ``id`` is Arc's integer id (``arcs.numeric_ids``), ``token_id`` the
+token's own id (16 hex digits, the one the logs name); the routes take either in the path.
+The permission each route family needs is tabled in ``arcs.tokens``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
+from arcs.errors import NotFound
+from arcs.numeric_ids import numeric_id
 from arcs.openapi import (
     BOOLEAN,
     INTEGER,
@@ -39,7 +43,8 @@ SHOWN_ONCE = "Store this token securely: it is shown only now and cannot be retr
 
 _PERMISSIONS = array({"enum": ["read", "write", "delete", "admin"]})
 _TOKEN_FIELDS = {
-    "id": STRING,
+    "id": {**INTEGER, "description": "Arc's integer id, derived from `token_id`; either names the token in a path"},
+    "token_id": {**STRING, "description": "the token's own id (16 hex digits)"},
     "name": STRING,
     "description": STRING,
     "permissions": _PERMISSIONS,
@@ -75,7 +80,7 @@ TOKEN_LIST = component("TokenList", obj({"success": TRUE, "tokens": array(TOKEN)
 TOKEN_ANSWER = component(
     "TokenAnswer", obj({"success": TRUE, "token": TOKEN, "message": STRING}, optional=("message",))
 )
-TOKEN_DELETED = component("TokenDeleted", obj({"success": TRUE, "message": STRING, "id": STRING}))
+TOKEN_DELETED = component("TokenDeleted", obj({"success": TRUE, "message": STRING, "id": INTEGER, "token_id": STRING}))
 VERIFY = component(
     "TokenVerify",
     obj(
@@ -86,11 +91,15 @@ VERIFY = component(
             "name": STRING,
             "permissions": array(STRING),
             "databases": array(STRING),
-            "token_info": obj({"id": STRING, "name": STRING, "is_admin": BOOLEAN}),
+            # The token's record; only what the verification knew if it was deleted since (cached).
+            "token_info": obj(
+                {**_TOKEN_FIELDS, "is_admin": BOOLEAN},
+                optional=tuple(set(_TOKEN_FIELDS) - {"id", "token_id", "name", "permissions"}),
+            ),
         }
     ),
 )
-_ID = path_param("token_id", "the token's id")
+_ID = path_param("token_id", "the token's id: its `token_id`, or its integer `id`")
 _NO_STORE = {"Cache-Control": STRING}
 
 
@@ -98,7 +107,8 @@ def token_json(record: TokenRecord, now: datetime) -> dict[str, Any]:
     """A token's record as clients see it: never the hash, salt or lookup."""
     expired = record.expires_at is not None and record.expires_at <= now
     return {
-        "id": record.token_id,
+        "id": numeric_id(record.token_id),
+        "token_id": record.token_id,
         "name": record.name,
         "description": record.description,
         "permissions": list(record.permissions),
@@ -134,6 +144,17 @@ def auth_router(runtime: Runtime) -> Router:
     )
     def verify() -> dict[str, Any]:
         caller = request.principal()
+        # The record as token routes show it (Arc's ``token_info``). The caller was verified up to
+        # a cache TTL ago: a record deleted since leaves what the verification knew.
+        try:
+            info = token_json(tokens.get(caller.token_id), datetime.now(UTC))
+        except NotFound:
+            info = {
+                "id": numeric_id(caller.token_id),
+                "token_id": caller.token_id,
+                "name": caller.name,
+                "permissions": sorted(caller.permissions),
+            }
         return {
             "success": True,
             "valid": True,
@@ -141,7 +162,7 @@ def auth_router(runtime: Runtime) -> Router:
             "name": caller.name,
             "permissions": sorted(caller.permissions),
             "databases": list(caller.databases) or ["*"],
-            "token_info": {"id": caller.token_id, "name": caller.name, "is_admin": "admin" in caller.permissions},
+            "token_info": {**info, "is_admin": "admin" in caller.permissions},
         }
 
     @router.post(
@@ -207,8 +228,14 @@ def auth_router(runtime: Runtime) -> Router:
     )
     def delete_token(token_id: str) -> dict[str, Any]:
         admin()
-        tokens.delete(token_id)
-        return {"success": True, "message": "token deleted", "id": token_id}
+        record = tokens.get(token_id)
+        tokens.delete(record.token_id)
+        return {
+            "success": True,
+            "message": "token deleted",
+            "id": numeric_id(record.token_id),
+            "token_id": record.token_id,
+        }
 
     @router.post(
         "/api/v1/auth/tokens/<token_id>/rotate",

@@ -144,6 +144,9 @@ def _settings_json(runtime: Runtime) -> dict[str, Any]:
         "tiers": list(config.tiers),
         "day_min_age_s": config.day_min_age_s,
         "day_min_files": config.day_min_files,
+        "month_min_age_s": config.month_min_age_s,
+        "month_min_files": config.month_min_files,
+        "sort_keys": {measurement: [*keys] for measurement, keys in config.sort_keys},
     }
 
 
@@ -232,8 +235,8 @@ def compaction_router(runtime: Runtime) -> Router:
         database, measurement = request.param("database"), request.param("measurement")
         scope(caller, database, measurement)
         compactor = runtime.compactor
-        days = compactor.days.candidates(database, measurement) if "day" in compactor.config.tiers else []
-        every = [*compactor.candidates(database, measurement), *days]
+        upper = [c for tier in compactor.upper_tiers() for c in tier.candidates(database, measurement)]
+        every = [*compactor.candidates(database, measurement), *upper]
         found = [c for c in every if caller.may_use(c.partition.database)]
         return {"success": True, "candidates": [c.to_json() for c in found], "count": len(found)}
 

@@ -19,6 +19,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from arcs.cq_definitions import OPTIONAL_FIELDS, definition_fields, parse_time, rfc3339
 from arcs.errors import BadRequest, NotFound
 from arcs.names import check_database
+from arcs.numeric_ids import numeric_id
 from arcs.openapi import (
     BOOLEAN,
     INTEGER,
@@ -88,6 +89,7 @@ CQ_EXECUTION = component(
     "ContinuousQueryExecution",
     obj(
         {
+            "id": {**INTEGER, "description": "Arc's integer id, derived from `execution_id`"},
             "execution_id": STRING,
             "query_id": INTEGER,
             "kind": STRING,
@@ -102,9 +104,20 @@ CQ_EXECUTION = component(
         }
     ),
 )
-_CQ_ANSWER = component("ContinuousQueryAnswer", obj({"success": TRUE, "continuous_query": CONTINUOUS_QUERY}))
+#: The same definition under both keys: ``query`` (Arc's clients) and ``continuous_query``.
+_CQ_ANSWER = component(
+    "ContinuousQueryAnswer", obj({"success": TRUE, "query": CONTINUOUS_QUERY, "continuous_query": CONTINUOUS_QUERY})
+)
 _CQ_LIST = component(
-    "ContinuousQueryList", obj({"success": TRUE, "continuous_queries": array(CONTINUOUS_QUERY), "count": INTEGER})
+    "ContinuousQueryList",
+    obj(
+        {
+            "success": TRUE,
+            "queries": array(CONTINUOUS_QUERY),
+            "continuous_queries": array(CONTINUOUS_QUERY),
+            "count": INTEGER,
+        }
+    ),
 )
 _CQ_DELETED = component("ContinuousQueryDeleted", obj({"success": TRUE, "message": STRING, "id": INTEGER}))
 _CQ_EXECUTIONS = component(
@@ -150,6 +163,7 @@ _CQ_EXECUTED = component(
             "records_written": INTEGER,
             "write_id": nullable(STRING),
             "execution_time_seconds": NUMBER,
+            "executed_at": STRING,
             "executed_query": STRING,
             "columns": array(STRING),
             "data": array(array({})),
@@ -179,6 +193,8 @@ def _time(value: datetime) -> str:
 
 def execution_json(execution: CQExecution) -> dict[str, Any]:
     return {
+        # Arc's integer id (its clients require one), derived from the execution's own id.
+        "id": numeric_id(f"{execution.query_id}/{execution.execution_id}"),
         "execution_id": execution.execution_id,
         "query_id": execution.query_id,
         "kind": execution.kind,
@@ -211,6 +227,13 @@ def definition_json(runtime: Runtime, query: ContinuousQuery) -> dict[str, Any]:
     }
 
 
+def _definition_answer(definition: dict[str, Any]) -> dict[str, Any]:
+    """One definition as answered: under ``query``, where Arc's Python client reads it (Arc
+    answers the definition's fields at the top level, where ``query`` is its SQL, so one key
+    cannot serve both), and under ``continuous_query``, our earlier name."""
+    return {"success": True, "query": definition, "continuous_query": definition}
+
+
 def _json(status: int, document: object) -> Response[Any]:
     return Response(status, "application/json", json.dumps(document, separators=(",", ":")))
 
@@ -235,6 +258,7 @@ def execute_json(result: WindowResult, dry_run: bool) -> dict[str, Any]:
         "records_written": 0 if dry_run else result.rows.num_rows,
         "write_id": result.write_id,
         "execution_time_seconds": round(result.duration_ms / 1000, 6),
+        "executed_at": _time(datetime.now(UTC)),
         "executed_query": result.sql,
     }
     if dry_run:
@@ -279,7 +303,8 @@ def continuous_queries_router(runtime: Runtime) -> Router:
             for query in runtime.catalog.list_continuous_queries(database)
             if caller.may_use(query.database)
         ]
-        return {"success": True, "continuous_queries": queries, "count": len(queries)}
+        # ``queries`` is what Arc's Python client reads; ``continuous_queries`` our earlier name.
+        return {"success": True, "queries": queries, "continuous_queries": queries, "count": len(queries)}
 
     @router.post(
         BASE,
@@ -298,7 +323,7 @@ def continuous_queries_router(runtime: Runtime) -> Router:
         if isinstance(database, str):
             caller.require_database(check_database(database))
         query = service().create(document, datetime.now(UTC))
-        return _json(201, {"success": True, "continuous_query": definition_json(runtime, query)})
+        return _json(201, _definition_answer(definition_json(runtime, query)))
 
     @router.get(
         f"{BASE}/<query_id>",
@@ -311,12 +336,12 @@ def continuous_queries_router(runtime: Runtime) -> Router:
     )
     def get_query(query_id: str) -> dict[str, Any]:
         query = visible(request.caller("read"), query_id)
-        return {"success": True, "continuous_query": definition_json(runtime, query)}
+        return _definition_answer(definition_json(runtime, query))
 
     def update(query_id: str) -> dict[str, Any]:
         query = visible(request.caller("admin"), query_id)
         updated = service().update(query.query_id, request.json(), datetime.now(UTC))
-        return {"success": True, "continuous_query": definition_json(runtime, updated)}
+        return _definition_answer(definition_json(runtime, updated))
 
     for verb in (router.put, router.patch):
         verb(

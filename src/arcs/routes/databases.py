@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -66,7 +67,10 @@ DATABASE_DELETED = component(
     "DatabaseDeleted", obj({"success": TRUE, "message": STRING, "database": STRING, "files_deleted": INTEGER})
 )
 #: ``GET /api/v1/measurements``: every measurement the caller may read (of one database, if named).
-MEASUREMENT_LIST = component("MeasurementList", array(obj(_INFO)))
+MEASUREMENT_LIST = component(
+    "MeasurementList",
+    obj({"success": TRUE, "measurements": array(obj(_INFO)), "count": INTEGER, "execution_time_ms": NUMBER}),
+)
 _NAME = path_param("name", "the database", example="metrics")
 
 
@@ -254,10 +258,17 @@ def databases_router(runtime: Runtime) -> Router:
             parameters=[query_param("database", "only this database's", example="metrics")],
         ),
     )
-    def list_measurements() -> Response[Any]:
+    def list_measurements() -> dict[str, Any]:
+        started = time.perf_counter()
         caller = reader()
         database = request.param("database") or None
         infos = database_measurements(caller, runtime.catalog, runtime.store, database, runtime.settings.prefix)
-        return _json(200, [info.to_json() for info in infos])
+        # Arc's shape (its clients read ``measurements``), sorted by database, then measurement.
+        return {
+            "success": True,
+            "measurements": [info.to_json() for info in infos],
+            "count": len(infos),
+            "execution_time_ms": round((time.perf_counter() - started) * 1000, 3),
+        }
 
     return router

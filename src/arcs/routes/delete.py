@@ -49,7 +49,8 @@ DELETE_RESULT = component(
             "rewritten_files": INTEGER,
             "execution_time_ms": NUMBER,
             "dry_run": BOOLEAN,
-            "files_processed": INTEGER,
+            "files_processed": {**array(STRING), "description": "the keys of the files holding matching rows"},
+            "files_read": {**INTEGER, "description": "how many files were read to find them"},
             "failed_files": array(STRING),
             "affected_file_keys": array(STRING),
         }
@@ -66,6 +67,8 @@ DELETE_CONFIG = component(
             "where_rule": STRING,
             "permission": STRING,
             "grace_period_s": NUMBER,
+            "implementation": STRING,
+            "performance_impact": obj({"writes": STRING, "queries": STRING, "deletes": STRING}),
         }
     ),
 )
@@ -129,6 +132,14 @@ def delete_router(runtime: Runtime) -> Router:
             "success": True,
             "enabled": True,
             "confirmation_threshold": CONFIRM_ROWS,
+            # Arc's description of the method; Arc's ``max_rows_per_delete`` is not answered, as
+            # no such cap applies here (a delete goes one partition at a time).
+            "implementation": "rewrite-based",
+            "performance_impact": {
+                "writes": "none",
+                "queries": "none",
+                "deletes": "reads the candidate files and rewrites those holding matching rows",
+            },
             "max_where_chars": MAX_WHERE_CHARS,
             "where_rule": WHERE_RULE,
             "permission": "admin",

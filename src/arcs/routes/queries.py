@@ -1,8 +1,10 @@
-"""The query routes: SQL answered as JSON or as an Arrow IPC stream."""
+"""The query routes: SQL answered as JSON, as an Arrow IPC stream or as MessagePack."""
 
 from __future__ import annotations
 
+import base64
 import json
+import logging
 import re
 import time
 from collections.abc import Mapping
@@ -11,8 +13,9 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
-from arcs.api import answer_streams, stream_answer
-from arcs.errors import BadRequest, NotFound
+from arcs import response_encoding
+from arcs.api import answer_streams, error_response, stream_answer
+from arcs.errors import ArcsError, BadRequest, NotFound
 from arcs.names import DEFAULT_DATABASE, check_database, check_measurement
 from arcs.openapi import (
     DATABASE_HEADER,
@@ -22,8 +25,10 @@ from arcs.openapi import (
     TRUE,
     array,
     binary_answer,
+    binary_errors,
     component,
     doc,
+    header_param,
     json_answer,
     json_body,
     nullable,
@@ -32,6 +37,7 @@ from arcs.openapi import (
     query_param,
 )
 from arcs.query import QueryResult
+from arcs.response_encoding import Coding
 from arcs.results import SizedBody, arrow_stream_body, json_document_body, to_arrow_stream, to_json_document
 from arcs.rewriter import quote_identifier
 from arcs.routes.request import RequestView
@@ -40,6 +46,12 @@ from arcs.show import estimate_query
 from arcs.sql_tree import parse_select
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
+MSGPACK = "application/msgpack"
+#: User agents of clients that follow no redirect (Arc's Python SDK uses httpx's default): a 303
+#: would only end their request in an error, after storing a result nobody fetches.
+NO_REDIRECT_AGENTS = ("arc-client-python/",)
+
+logger = logging.getLogger(__name__)
 
 # --- what the query routes take and answer (arcs.results builds the result document) ---------------
 
@@ -106,6 +118,14 @@ _HANDED_OFF = json_answer(
 _QUERY_BODY = json_body(
     QUERY_REQUEST, example={"sql": "SELECT host, usage FROM cpu ORDER BY time, host LIMIT 10", "database": "metrics"}
 )
+#: The JSON and MessagePack answers are compressed when the caller accepts it (arcs.response_encoding).
+ACCEPT_ENCODING = header_param(
+    "accept-encoding", "`zstd` (preferred) or `gzip` compresses the answer", example="zstd, gzip"
+)
+_ENCODED: dict[str, dict[str, Any]] = {
+    "Content-Encoding": {"enum": ["zstd", "gzip"], "description": "when the request accepted one"},
+    "Vary": {"const": "Accept-Encoding"},
+}
 _QUERY_ERRORS = (400, 401, 403, 404, 408, 413, 429, 503, 504)
 
 
@@ -125,20 +145,46 @@ def queries_router(runtime: Runtime) -> Router:
         document = request.json()
         return runtime.queries.run(document.get("sql"), body_database(document), caller)
 
-    def answer_streamed(body: SizedBody, content_type: str, extension: str, headers: dict[str, str]) -> Response[Any]:
-        """200 with the result streamed as it is written, or a 303 to it in storage past what Lambda
-        streams (200 MB)."""
+    def negotiated_coding() -> Coding | None:
+        return response_encoding.negotiate(request.header("accept-encoding"))
+
+    def answer_streamed(
+        body: SizedBody, content_type: str, extension: str, headers: dict[str, str], coding: Coding | None = None
+    ) -> Response[Any]:
+        """200 with the result streamed as it is written (compressed as a stream when ``coding``), or
+        a 303 to it in storage past what Lambda streams (200 MB)."""
         if runtime.result_handoff is None or body.size <= runtime.settings.query_stream_max_bytes:
-            stream_answer(body.pieces)
-            return Response(200, content_type, "", headers)
+            pieces = body.pieces if coding is None else response_encoding.compress_pieces(body.pieces, coding)
+            stream_answer(pieces)
+            return Response(200, content_type, "", {**headers, **response_encoding.headers(coding)})
+        refuse_unless_redirects_followed(body.size, runtime.settings.query_stream_max_bytes)
         return handed_off(b"".join(body.pieces), content_type, extension, headers)
 
-    def answer(body: str | bytes, content_type: str, extension: str, headers: dict[str, str]) -> Response[Any]:
-        """200 with the result, or a 303 to it in storage when a Lambda response cannot hold it."""
+    def answer(
+        body: str | bytes, content_type: str, extension: str, headers: dict[str, str], coding: Coding | None = None
+    ) -> Response[Any]:
+        """200 with the result (compressed when ``coding``: Lambda's limit holds the compressed
+        body), or a 303 to it in storage when a Lambda response cannot hold it."""
+        sent = body
+        if coding is not None:
+            sent = response_encoding.compress(body.encode() if isinstance(body, str) else body, coding)
+            headers = {**headers, **response_encoding.headers(coding)}
         handoff = runtime.result_handoff
-        if handoff is None or not handoff.too_big_to_answer(body):
-            return Response(200, content_type, body, headers)
+        if handoff is None or not handoff.too_big_to_answer(sent):
+            return _response(200, content_type, sent, headers)
+        refuse_unless_redirects_followed(len(sent), runtime.settings.query_inline_max_bytes)
+        headers.pop("Content-Encoding", None)  # the stored result is not compressed
         return handed_off(body, content_type, extension, headers)
+
+    def refuse_unless_redirects_followed(size: int, limit: int) -> None:
+        """A 400 instead of a 303 for a client known to follow no redirect: it says why and what to do."""
+        agent = request.header("user-agent") or ""
+        if agent.startswith(NO_REDIRECT_AGENTS):
+            raise BadRequest(
+                f"the result ({size} bytes) is larger than one response carries here ({limit} bytes), and "
+                f"this client ({agent.split()[0][:60]}) follows no redirect to it: narrow the query (a shorter "
+                "time range, fewer columns, a LIMIT), or use a client that follows redirects"
+            )
 
     def handed_off(body: str | bytes, content_type: str, extension: str, headers: dict[str, str]) -> Response[Any]:
         """303 to the result, stored for the caller to GET."""
@@ -165,26 +211,65 @@ def queries_router(runtime: Runtime) -> Router:
         )
 
     def answer_json(result: QueryResult) -> Response[Any]:
+        negotiated = negotiated_coding()
+        vary = dict(response_encoding.VARY)
         if answer_streams():
             body = json_document_body(result, runtime.settings.query_max_result_bytes)
-            return answer_streamed(body, "application/json", "json", {})
+            return answer_streamed(body, "application/json", "json", vary, negotiated)
         # A str body: Powertools would send bytes base64-encoded, a third larger against Lambda's 6 MB.
         document = to_json_document(result, runtime.settings.query_max_result_bytes)
-        return answer(document.decode(), "application/json", "json", {})
+        return answer(document.decode(), "application/json", "json", vary, negotiated)
 
     @router.post(
         "/api/v1/query",
         **doc(
             "Run SQL; the result as JSON",
             "queries",
-            {200: json_answer(QUERY_RESULT, "the result"), 303: _HANDED_OFF},
-            parameters=[DATABASE_HEADER],
+            {200: json_answer(QUERY_RESULT, "the result", _ENCODED), 303: _HANDED_OFF},
+            parameters=[DATABASE_HEADER, ACCEPT_ENCODING],
             body=_QUERY_BODY,
             errors=_QUERY_ERRORS,
         ),
     )
     def query_json() -> Response[Any]:
         return answer_json(run_query())
+
+    @router.post(
+        "/api/v1/query/msgpack",
+        **doc(
+            "Run SQL; the result as Arc's columnar MessagePack (errors in MessagePack too)",
+            "queries",
+            {
+                **binary_errors(MSGPACK, _QUERY_ERRORS),
+                200: binary_answer(MSGPACK, "the result", _ENCODED),
+                303: _HANDED_OFF,
+            },
+            parameters=[DATABASE_HEADER, ACCEPT_ENCODING],
+            body=_QUERY_BODY,
+            errors=(),
+        ),
+    )
+    def query_msgpack() -> Response[Any]:
+        """Arc's columnar MessagePack answer (``arcs.msgpack_results``); its errors in MessagePack too."""
+        # Loaded with its first request: a query function that never answers one never pays for it.
+        from arcs.msgpack_results import error_document as msgpack_error
+        from arcs.msgpack_results import msgpack_body
+
+        started = time.perf_counter()
+        try:
+            result = run_query()
+            negotiated = negotiated_coding()
+            vary = dict(response_encoding.VARY)
+            body = msgpack_body(result, runtime.settings.query_max_result_bytes)
+            if answer_streams():
+                return answer_streamed(body, MSGPACK, "msgpack", vary, negotiated)
+            return answer(b"".join(body.pieces), MSGPACK, "msgpack", vary, negotiated)
+        except ArcsError as exc:
+            (logger.warning if exc.client_error else logger.error)("msgpack query -> %d: %s", exc.status, exc.message)
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            # The status and headers every route answers this error with; the body in MessagePack.
+            headers = {k: str(v) for k, v in error_response(exc).headers.items() if k.lower() != "content-type"}
+            return _response(exc.status, MSGPACK, msgpack_error(exc.message, elapsed_ms), headers)
 
     @router.post(
         "/api/v1/query/arrow",
@@ -232,8 +317,9 @@ def queries_router(runtime: Runtime) -> Router:
         **doc(
             "A measurement's rows, without SQL",
             "queries",
-            {200: json_answer(QUERY_RESULT, "the rows"), 303: _HANDED_OFF},
+            {200: json_answer(QUERY_RESULT, "the rows", _ENCODED), 303: _HANDED_OFF},
             parameters=[
+                ACCEPT_ENCODING,
                 path_param("measurement", "the measurement", example="cpu"),
                 query_param("database", "the database (else x-arc-database, else `default`)", example="metrics"),
                 DATABASE_HEADER,
@@ -266,6 +352,16 @@ def queries_router(runtime: Runtime) -> Router:
         return answer_json(runtime.queries.run(sql, database, caller))
 
     return router
+
+
+def _response(status: int, content_type: str, body: str | bytes, headers: dict[str, str]) -> Response[Any]:
+    """A Response whose bytes go out as they are (base64 in the proxy result), whatever their type:
+    Powertools would serialize a bytes body of a JSON type (a compressed document) as JSON."""
+    if isinstance(body, str):
+        return Response(status, content_type, body, headers)
+    response: Response[Any] = Response(status, content_type, base64.b64encode(body).decode("ascii"), headers)
+    response.base64_encoded = True
+    return response
 
 
 # --- GET /api/v1/query/{measurement} --------------------------------------------------------------

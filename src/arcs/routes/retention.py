@@ -21,6 +21,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from arcs.errors import BadRequest, Conflict, NotFound
 from arcs.names import check_database
+from arcs.numeric_ids import numeric_id
 from arcs.openapi import (
     BOOLEAN,
     INTEGER,
@@ -38,7 +39,7 @@ from arcs.openapi import (
     path_param,
     query_param,
 )
-from arcs.ports import RetentionExecution, RetentionPolicy
+from arcs.ports import Catalog, RetentionExecution, RetentionPolicy
 from arcs.routes.request import RequestView
 from arcs.runtime import Runtime
 from arcs.tokens import Principal
@@ -67,7 +68,19 @@ POLICY_CREATE = component(
 POLICY_UPDATE = component("RetentionPolicyUpdate", obj(_POLICY_FIELDS, optional=tuple(_POLICY_FIELDS)))
 POLICY = component(
     "RetentionPolicy",
-    obj({"id": INTEGER, **_POLICY_FIELDS, "measurement": nullable(STRING), "created_at": STRING, "updated_at": STRING}),
+    obj(
+        {
+            "id": INTEGER,
+            **_POLICY_FIELDS,
+            "measurement": nullable(STRING),
+            # The latest execution (Arc's fields); null before the first.
+            "last_execution_time": nullable(STRING),
+            "last_execution_status": nullable(STRING),
+            "last_deleted_count": nullable(INTEGER),
+            "created_at": STRING,
+            "updated_at": STRING,
+        }
+    ),
 )
 _REMOVED = {
     "cutoff_time": STRING,
@@ -79,12 +92,14 @@ _REMOVED = {
     "error_message": nullable(STRING),
 }
 _EXECUTION_FIELDS = {
+    "id": {**INTEGER, "description": "Arc's integer id, derived from `execution_id`"},
     "execution_id": STRING,
     "policy_id": INTEGER,
     "kind": STRING,
     "dry_run": BOOLEAN,
     "status": STRING,
     **_REMOVED,
+    "cutoff_date": {**STRING, "description": "Arc's name for `cutoff_time`"},
     "execution_time": STRING,
     "execution_duration_ms": NUMBER,
 }
@@ -104,7 +119,17 @@ _EXECUTIONS = component(
         }
     ),
 )
-_EXECUTED = component("RetentionExecuted", obj({"success": BOOLEAN, "policy_name": STRING, **_EXECUTION_FIELDS}))
+_EXECUTED = component(
+    "RetentionExecuted",
+    obj(
+        {
+            "success": BOOLEAN,
+            "policy_name": STRING,
+            **_EXECUTION_FIELDS,
+            "execution_time_ms": {**NUMBER, "description": "Arc's name for `execution_duration_ms`"},
+        }
+    ),
+)
 _RULE = obj(
     {
         "rule": STRING,
@@ -149,7 +174,10 @@ def _time(value: datetime) -> str:
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def policy_json(policy: RetentionPolicy) -> dict[str, Any]:
+def policy_json(catalog: Catalog, policy: RetentionPolicy) -> dict[str, Any]:
+    """The policy and its latest execution (Arc's ``last_*`` fields)."""
+    latest = catalog.list_retention_executions(policy.policy_id, limit=1)
+    last = latest[0] if latest else None
     return {
         "id": policy.policy_id,
         "name": policy.name,
@@ -158,19 +186,26 @@ def policy_json(policy: RetentionPolicy) -> dict[str, Any]:
         "retention_days": policy.retention_days,
         "buffer_days": policy.buffer_days,
         "is_active": policy.is_active,
+        "last_execution_time": None if last is None else _time(last.started_at),
+        "last_execution_status": None if last is None else last.status,
+        "last_deleted_count": None if last is None else last.rows,
         "created_at": _time(policy.created_at),
         "updated_at": _time(policy.updated_at),
     }
 
 
 def execution_json(execution: RetentionExecution) -> dict[str, Any]:
+    cutoff = _time(_EPOCH + timedelta(microseconds=execution.cutoff_us))
     return {
+        # Arc's integer id (its clients require one), derived from the execution's own id.
+        "id": numeric_id(f"{execution.policy_id}/{execution.execution_id}"),
         "execution_id": execution.execution_id,
         "policy_id": execution.policy_id,
         "kind": execution.kind,
         "dry_run": execution.dry_run,
         "status": execution.status,
-        "cutoff_time": _time(_EPOCH + timedelta(microseconds=execution.cutoff_us)),
+        "cutoff_time": cutoff,
+        "cutoff_date": cutoff,  # Arc's name
         "partitions_deleted": execution.partitions,
         "files_deleted": execution.files,
         "deleted_count": execution.rows,
@@ -233,7 +268,7 @@ def retention_router(runtime: Runtime) -> Router:
             check_database(database)
             caller.require_database(database)
         policies = [
-            policy_json(policy)
+            policy_json(runtime.catalog, policy)
             for policy in runtime.catalog.list_retention_policies(database)
             if caller.may_use(policy.database)
         ]
@@ -261,14 +296,14 @@ def retention_router(runtime: Runtime) -> Router:
         stored = runtime.catalog.create_retention_policy(policy)
         if stored is None:
             raise Conflict(f"a retention policy named {policy.name!r} exists in database {policy.database!r}")
-        return _json(201, {"success": True, "policy": policy_json(stored)})
+        return _json(201, {"success": True, "policy": policy_json(runtime.catalog, stored)})
 
     @router.get(
         f"{BASE}/<policy_id>",
         **doc("A retention policy", "retention", {200: json_answer(_POLICY_ANSWER, "the policy")}, parameters=[_ID]),
     )
     def get_policy(policy_id: str) -> dict[str, Any]:
-        return {"success": True, "policy": policy_json(visible(caller_with("read"), policy_id))}
+        return {"success": True, "policy": policy_json(runtime.catalog, visible(caller_with("read"), policy_id))}
 
     def update(policy_id: str) -> dict[str, Any]:
         from arcs.retention import policy_from_document
@@ -279,7 +314,7 @@ def retention_router(runtime: Runtime) -> Router:
         caller.require_database(policy.database)
         if not runtime.catalog.update_retention_policy(policy):
             raise Conflict(f"a retention policy named {policy.name!r} exists in database {policy.database!r}")
-        return {"success": True, "policy": policy_json(policy)}
+        return {"success": True, "policy": policy_json(runtime.catalog, policy)}
 
     for verb in (router.put, router.patch):
         verb(
@@ -332,6 +367,7 @@ def retention_router(runtime: Runtime) -> Router:
             "success": execution.status in ("succeeded", "dry_run"),
             "policy_name": policy.name,
             **execution_json(execution),
+            "execution_time_ms": round(execution.duration_ms, 3),  # Arc's name for the execute answer
         }
 
     @router.post(

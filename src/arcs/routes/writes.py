@@ -8,6 +8,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
+from arcs import metrics
 from arcs.decoders import WireFormat
 from arcs.names import DEFAULT_DATABASE
 from arcs.openapi import (
@@ -149,6 +150,12 @@ def write_database(path: str, header: Lookup, param: Lookup) -> str:
     return named or DEFAULT_DATABASE
 
 
+def record_write(kind: WireFormat, status: str, body_bytes: int, rows: int) -> None:
+    metrics.record({metrics.WRITE_REQUESTS: 1, metrics.WRITE_BYTES: body_bytes}, format=kind.value, status=status)
+    if rows:
+        metrics.record({metrics.WRITE_ROWS: rows}, format=kind.value)
+
+
 def writes_router(runtime: Runtime) -> Router:
     router = Router()
     request = RequestView(router)
@@ -157,11 +164,18 @@ def writes_router(runtime: Runtime) -> Router:
         return write_database(router.current_event.path, request.header, request.param)
 
     def write(kind: WireFormat, database: str) -> Response[Any]:
-        caller = request.caller("write")
-        caller.require_database(database)
-        runtime.writes.accept(
-            WriteRequest(kind, request.body(), database, request.header("Content-Encoding"), request.param("precision"))
-        )
+        body = b""
+        try:
+            body = request.body()
+            caller = request.caller("write")
+            caller.require_database(database)
+            batch = runtime.writes.accept(
+                WriteRequest(kind, body, database, request.header("Content-Encoding"), request.param("precision"))
+            )
+        except Exception as exc:
+            record_write(kind, metrics.status_of(exc), len(body), 0)
+            raise
+        record_write(kind, "204", len(body), batch.row_count)
         return Response(204)
 
     @router.post(
