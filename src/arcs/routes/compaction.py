@@ -87,6 +87,9 @@ _SETTINGS = obj(
         "tiers": array(STRING),
         "day_min_age_s": NUMBER,
         "day_min_files": INTEGER,
+        "month_min_age_s": NUMBER,
+        "month_min_files": INTEGER,
+        "sort_keys": {**map_of(array(STRING)), "description": "a measurement's sort columns, time last"},
     }
 )
 COMPACTION_STATUS = component(
