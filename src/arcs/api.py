@@ -23,6 +23,7 @@ from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
 from arcs.errors import ArcsError, ServiceUnavailable
 from arcs.routes.health import PUBLIC_PATHS, health_router
+from arcs.routes.spec import spec_router
 from arcs.streaming import StreamedResponse, from_proxy_result
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ ApiPart = Literal["all", "query", "writes"]
 def routers(part: ApiPart = "all") -> list[RouterFactory]:
     """The routers of ``part``, imported here so that a function loads only its own routes: the
     edge function never loads DuckDB, the query function never loads the write decoders."""
-    found: list[RouterFactory] = [health_router] if part != "writes" else []
+    found: list[RouterFactory] = [health_router, spec_router] if part != "writes" else []
     if part != "query":
         from arcs.routes.imports import imports_router
         from arcs.routes.writes import writes_router

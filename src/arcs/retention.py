@@ -337,14 +337,17 @@ def _days(document: dict[str, Any], name: str, default: int | None, low: int) ->
     return value
 
 
+#: What a create or update body may hold.
+POLICY_FIELDS = ("name", "database", "measurement", "retention_days", "buffer_days", "is_active")
+
+
 def policy_from_document(
     document: dict[str, Any], now: datetime, current: RetentionPolicy | None = None
 ) -> RetentionPolicy:
     """A policy from a create body, or ``current`` changed by an update body (absent fields keep theirs)."""
-    known = {"name", "database", "measurement", "retention_days", "buffer_days", "is_active"}
-    unknown = sorted(set(document) - known)
+    unknown = sorted(set(document) - set(POLICY_FIELDS))
     if unknown:
-        raise BadRequest(f"unknown field {unknown[0]!r}; a retention policy has {', '.join(sorted(known))}")
+        raise BadRequest(f"unknown field {unknown[0]!r}; a retention policy has {', '.join(sorted(POLICY_FIELDS))}")
     base: dict[str, Any] = (
         {}
         if current is None

@@ -451,3 +451,39 @@ def test_the_query_function_streams_its_answers_and_the_edge_buffers(synth: Synt
     assert float(env["ARCS_QUERY_TIMEOUT_S"]) == QUERY_BUDGET_S < API_GATEWAY_STREAM_IDLE_S
     # The rest of the timeout streams the largest result at Lambda's 2 MB/s: 343 s at 3,008 MB.
     assert query["Timeout"] == query_function_timeout_s(int(env["ARCS_QUERY_MAX_RESULT_BYTES"])) == 343
+
+
+# --- the OpenAPI document ---------------------------------------------------------------------------
+
+
+def test_every_operation_of_the_openapi_document_reaches_the_function_it_names(synth: Synth) -> None:
+    """What the document says of each route (docs/api.md) is how the stack routes it: the edge
+    function, the query function (the document's own URL among them), or API Gateway itself."""
+    from arcs.openapi import SPEC_PATH, STANDALONE, document
+    from arcs.openapi import operations as served_by
+
+    methods = _methods(synth)
+    targets = {
+        "writes": synth.logical_id(synth.stack.ingest.edge.function),
+        "query": synth.logical_id(synth.stack.query.query.function),
+    }
+    spec = document()
+    assert SPEC_PATH in spec["paths"]
+    for path, operations in spec["paths"].items():
+        for verb, operation in operations.items():
+            if operation["x-arcs-function"] == STANDALONE:
+                # The standalone server's alone: the stack sends it to no function of its own.
+                assert (verb, path) not in served_by("all"), (verb, path)
+                continue
+            concrete = path
+            for parameter in operation.get("parameters", []):
+                if parameter["in"] == "path":
+                    concrete = concrete.replace(f"{{{parameter['name']}}}", str(parameter.get("example", "1")))
+            method = _resolve(methods, verb.upper(), concrete)
+            integration = method["Integration"]
+            function = operation["x-arcs-function"]
+            if function == "api-gateway":
+                assert integration["Type"] == "MOCK" and method["AuthorizationType"] == "NONE", (verb, path)
+                continue
+            assert method["AuthorizationType"] == "CUSTOM", (verb, path)
+            assert targets[function] in json.dumps(integration["Uri"]), (verb, path, function)

@@ -17,6 +17,7 @@ import msgpack
 import pytest
 
 from arcs.api import PUBLIC_PATHS, RequestScopedResolver, build_app
+from arcs.openapi import SPEC_PATH
 from arcs.proxy import HttpResponse, http_response, proxy_event
 from arcs.runtime import LocalRuntime, local_runtime
 from arcs.server import _LambdaContext
@@ -50,7 +51,9 @@ def _call(app: RequestScopedResolver, method: str, path: str, principal: Princip
     return http_response(app.resolve(event, _LambdaContext()))
 
 
-def test_a_token_without_permissions_is_refused_by_every_route_but_verify(app: RequestScopedResolver) -> None:
+def test_a_token_without_permissions_is_refused_by_every_route_but_verify_and_the_spec(
+    app: RequestScopedResolver,
+) -> None:
     routes = _all_routes(app)
     assert len(routes) > 40
     refused = []
@@ -61,6 +64,9 @@ def test_a_token_without_permissions_is_refused_by_every_route_but_verify(app: R
         if path == "/api/v1/auth/verify":
             # Identity only: the token may learn what it is, nothing more.
             assert answer.status == 200 and json.loads(answer.body)["permissions"] == []
+            continue
+        if path == SPEC_PATH:
+            assert answer.status == 200  # the API's description: no data
             continue
         assert answer.status == 403, (method, path, answer.status, answer.body[:200])
         # The MessagePack route answers its errors in MessagePack, as Arc's does.

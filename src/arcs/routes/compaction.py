@@ -17,6 +17,23 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from arcs.compaction.report import job_json
 from arcs.errors import BadRequest
 from arcs.names import check_database, check_measurement
+from arcs.openapi import (
+    BOOLEAN,
+    INTEGER,
+    LIMIT,
+    NUMBER,
+    STRING,
+    TRUE,
+    array,
+    component,
+    doc,
+    json_answer,
+    json_body,
+    map_of,
+    nullable,
+    obj,
+    query_param,
+)
 from arcs.ports import CompactionJob
 from arcs.routes.request import RequestView
 from arcs.runtime import Runtime
@@ -26,6 +43,94 @@ DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 #: How many recent jobs the stats add up.
 STATS_WINDOW = 1000
+
+
+# --- what the compaction routes answer (arcs.compaction.report builds jobs and candidates) -----------
+
+_PARTITION = {"database": STRING, "measurement": STRING, "hour": STRING, "tier": {"enum": ["hour", "day"]}}
+COMPACTION_JOB = component(
+    "CompactionJob",
+    obj(
+        {
+            "job_id": STRING,
+            "kind": STRING,
+            **_PARTITION,
+            "status": STRING,
+            "started_at": STRING,
+            "updated_at": STRING,
+            "duration_s": NUMBER,
+            "files_compacted": INTEGER,
+            "files_written": INTEGER,
+            "bytes_before": INTEGER,
+            "bytes_after": INTEGER,
+            "rows_before": INTEGER,
+            "rows_after": INTEGER,
+            "quarantined": array(STRING),
+            "delete_inputs_after": nullable(STRING),
+            "error": STRING,
+        }
+    ),
+)
+CANDIDATE = component(
+    "CompactionCandidate", obj({**_PARTITION, "file_count": INTEGER, "total_bytes": INTEGER, "rows": INTEGER})
+)
+_SETTINGS = obj(
+    {
+        "min_age_s": NUMBER,
+        "min_files": INTEGER,
+        "target_file_mb": NUMBER,
+        "max_files_per_job": INTEGER,
+        "sort": {},
+        "compression": STRING,
+        "row_group_rows": INTEGER,
+        "grace_s": NUMBER,
+        "tiers": array(STRING),
+        "day_min_age_s": NUMBER,
+        "day_min_files": INTEGER,
+        "month_min_age_s": NUMBER,
+        "month_min_files": INTEGER,
+        "sort_keys": {**map_of(array(STRING)), "description": "a measurement's sort columns, time last"},
+    }
+)
+COMPACTION_STATUS = component(
+    "CompactionStatus",
+    # The scheduler's own fields (arcs.schedule) vary by runtime: the timer thread's or EventBridge's.
+    obj({"success": TRUE, "active_jobs": INTEGER, "settings": _SETTINGS}, closed=False),
+)
+COMPACTION_STATS = component(
+    "CompactionStats",
+    obj(
+        {
+            "success": TRUE,
+            "jobs": INTEGER,
+            "jobs_by_status": map_of(INTEGER),
+            "files_compacted": INTEGER,
+            "files_written": INTEGER,
+            "bytes_before": INTEGER,
+            "bytes_after": INTEGER,
+            "bytes_saved": INTEGER,
+            "rows_before": INTEGER,
+            "rows_after": INTEGER,
+            "files_quarantined": INTEGER,
+            "window_jobs": INTEGER,
+        }
+    ),
+)
+_JOBS = component("CompactionJobs", obj({"success": TRUE, "jobs": array(COMPACTION_JOB), "count": INTEGER}))
+_CANDIDATES = component(
+    "CompactionCandidates", obj({"success": TRUE, "candidates": array(CANDIDATE), "count": INTEGER})
+)
+_TRIGGERED = component(
+    "CompactionTriggered",
+    obj(
+        {"success": TRUE, "triggered": BOOLEAN, "database": nullable(STRING), "measurement": nullable(STRING)},
+        closed=False,
+    ),
+)
+#: null or absent: every database (measurement: every one of the database).
+_SCOPE = obj(
+    {"database": nullable(STRING), "measurement": nullable(STRING)}, optional=("database", "measurement"), closed=False
+)
 
 
 def _settings_json(runtime: Runtime) -> dict[str, Any]:
@@ -73,7 +178,10 @@ def compaction_router(runtime: Runtime) -> Router:
             if database is None:
                 raise BadRequest("'measurement' needs 'database'")
 
-    @router.get("/api/v1/compaction/status")
+    @router.get(
+        "/api/v1/compaction/status",
+        **doc("The scheduler and compaction's settings", "compaction", {200: json_answer(COMPACTION_STATUS, "status")}),
+    )
     def status() -> dict[str, Any]:
         caller = reader()
         active = visible(caller, runtime.catalog.list_compaction_jobs(active=True, limit=MAX_LIMIT))
@@ -84,7 +192,10 @@ def compaction_router(runtime: Runtime) -> Router:
             "settings": _settings_json(runtime),
         }
 
-    @router.get("/api/v1/compaction/stats")
+    @router.get(
+        "/api/v1/compaction/stats",
+        **doc("Totals of recent compaction jobs", "compaction", {200: json_answer(COMPACTION_STATS, "totals")}),
+    )
     def stats() -> dict[str, Any]:
         caller = reader()
         jobs = visible(caller, runtime.catalog.list_compaction_jobs(limit=STATS_WINDOW))
@@ -110,7 +221,18 @@ def compaction_router(runtime: Runtime) -> Router:
             "window_jobs": STATS_WINDOW,
         }
 
-    @router.get("/api/v1/compaction/candidates")
+    @router.get(
+        "/api/v1/compaction/candidates",
+        **doc(
+            "Partitions the next run would compact",
+            "compaction",
+            {200: json_answer(_CANDIDATES, "the candidates")},
+            parameters=[
+                query_param("database", "only this database's"),
+                query_param("measurement", "only this measurement's (needs database)"),
+            ],
+        ),
+    )
     def candidates() -> dict[str, Any]:
         caller = reader()
         database, measurement = request.param("database"), request.param("measurement")
@@ -121,19 +243,33 @@ def compaction_router(runtime: Runtime) -> Router:
         found = [c for c in every if caller.may_use(c.partition.database)]
         return {"success": True, "candidates": [c.to_json() for c in found], "count": len(found)}
 
-    @router.get("/api/v1/compaction/jobs")
+    @router.get(
+        "/api/v1/compaction/jobs",
+        **doc("Jobs running now", "compaction", {200: json_answer(_JOBS, "the jobs")}, parameters=[LIMIT]),
+    )
     def jobs() -> dict[str, Any]:
         caller = reader()
         active = visible(caller, runtime.catalog.list_compaction_jobs(active=True, limit=limit()))
         return {"success": True, "jobs": [job_json(job) for job in active], "count": len(active)}
 
-    @router.get("/api/v1/compaction/history")
+    @router.get(
+        "/api/v1/compaction/history",
+        **doc("Recent jobs, newest first", "compaction", {200: json_answer(_JOBS, "the jobs")}, parameters=[LIMIT]),
+    )
     def history() -> dict[str, Any]:
         caller = reader()
         recent = visible(caller, runtime.catalog.list_compaction_jobs(limit=limit()))
         return {"success": True, "jobs": [job_json(job) for job in recent], "count": len(recent)}
 
-    @router.post("/api/v1/compaction/trigger")
+    @router.post(
+        "/api/v1/compaction/trigger",
+        **doc(
+            "Start a compaction run now (admin), in the background",
+            "compaction",
+            {202: json_answer(_TRIGGERED, "started")},
+            body=json_body(_SCOPE, required=False, example={"database": "metrics"}),
+        ),
+    )
     def trigger() -> Response[Any]:
         caller = request.caller("admin")
         body = request.json()

@@ -16,10 +16,27 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
-from arcs.cq_definitions import definition_fields, parse_time, rfc3339
+from arcs.cq_definitions import OPTIONAL_FIELDS, definition_fields, parse_time, rfc3339
 from arcs.errors import BadRequest, NotFound
 from arcs.names import check_database
 from arcs.numeric_ids import numeric_id
+from arcs.openapi import (
+    BOOLEAN,
+    INTEGER,
+    LIMIT,
+    NUMBER,
+    STRING,
+    TRUE,
+    array,
+    component,
+    doc,
+    json_answer,
+    json_body,
+    nullable,
+    obj,
+    path_param,
+    query_param,
+)
 from arcs.ports import ContinuousQuery, CQExecution
 from arcs.query import QueryResult
 from arcs.routes.request import RequestView
@@ -34,6 +51,140 @@ BASE = "/api/v1/continuous_queries"
 MAX_EXECUTIONS = 1000
 #: A client's own id for a manual execute (ours): retrying with it never adds the rows twice.
 EXECUTION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+# --- what the continuous query routes take and answer (built below) --------------------------------
+
+_DEFINITION = {
+    "name": {**STRING, "pattern": "^[a-zA-Z][a-zA-Z0-9_-]{0,127}$"},
+    "description": nullable(STRING),
+    "database": STRING,
+    "source_measurement": STRING,
+    "destination_measurement": STRING,
+    "query": {**STRING, "description": "SELECT with {start_time} and {end_time} placeholders"},
+    "interval": {**STRING, "description": "a whole number and a unit (s, m, h, d), like `5m`"},
+    "tag_columns": array(STRING),
+    "retention_days": nullable(INTEGER),
+    "delete_source_after_days": nullable(INTEGER),
+    "is_active": BOOLEAN,
+}
+CQ_CREATE = component("ContinuousQueryCreate", obj(_DEFINITION, optional=OPTIONAL_FIELDS))
+CQ_UPDATE = component("ContinuousQueryUpdate", obj(_DEFINITION, optional=tuple(_DEFINITION)))
+CONTINUOUS_QUERY = component(
+    "ContinuousQuery",
+    obj(
+        {
+            "id": INTEGER,
+            **_DEFINITION,
+            "last_processed_time": nullable(STRING),
+            "last_execution_time": nullable(STRING),
+            "last_execution_status": nullable(STRING),
+            "last_records_written": nullable(INTEGER),
+            "created_at": STRING,
+            "updated_at": STRING,
+        }
+    ),
+)
+CQ_EXECUTION = component(
+    "ContinuousQueryExecution",
+    obj(
+        {
+            "id": {**INTEGER, "description": "Arc's integer id, derived from `execution_id`"},
+            "execution_id": STRING,
+            "query_id": INTEGER,
+            "kind": STRING,
+            "status": STRING,
+            "start_time": STRING,
+            "end_time": STRING,
+            "records_written": INTEGER,
+            "write_id": nullable(STRING),
+            "execution_time": STRING,
+            "execution_duration_seconds": NUMBER,
+            "error_message": nullable(STRING),
+        }
+    ),
+)
+#: The same definition under both keys: ``query`` (Arc's clients) and ``continuous_query``.
+_CQ_ANSWER = component(
+    "ContinuousQueryAnswer", obj({"success": TRUE, "query": CONTINUOUS_QUERY, "continuous_query": CONTINUOUS_QUERY})
+)
+_CQ_LIST = component(
+    "ContinuousQueryList",
+    obj(
+        {
+            "success": TRUE,
+            "queries": array(CONTINUOUS_QUERY),
+            "continuous_queries": array(CONTINUOUS_QUERY),
+            "count": INTEGER,
+        }
+    ),
+)
+_CQ_DELETED = component("ContinuousQueryDeleted", obj({"success": TRUE, "message": STRING, "id": INTEGER}))
+_CQ_EXECUTIONS = component(
+    "ContinuousQueryExecutions",
+    obj(
+        {
+            "success": TRUE,
+            "query_id": INTEGER,
+            "query_name": STRING,
+            "executions": array(CQ_EXECUTION),
+            "count": INTEGER,
+        }
+    ),
+)
+_CQ_EXECUTE = component(
+    "ContinuousQueryExecute",
+    obj(
+        {
+            "start_time": {**STRING, "description": "RFC 3339"},
+            "end_time": {**STRING, "description": "RFC 3339"},
+            "dry_run": BOOLEAN,
+            "execution_id": nullable(
+                {**STRING, "pattern": "^[A-Za-z0-9_-]{1,64}$", "description": "a retry with it writes once"}
+            ),
+        },
+        optional=("dry_run", "execution_id"),
+        closed=False,
+    ),
+)
+_CQ_EXECUTED = component(
+    "ContinuousQueryExecuted",
+    obj(
+        {
+            "success": TRUE,
+            "query_id": INTEGER,
+            "query_name": STRING,
+            "execution_id": STRING,
+            "status": {"enum": ["succeeded", "dry_run"]},
+            "dry_run": BOOLEAN,
+            "start_time": STRING,
+            "end_time": STRING,
+            "destination_measurement": STRING,
+            "records_written": INTEGER,
+            "write_id": nullable(STRING),
+            "execution_time_seconds": NUMBER,
+            "executed_at": STRING,
+            "executed_query": STRING,
+            "columns": array(STRING),
+            "data": array(array({})),
+            "row_count": INTEGER,
+        },
+        # A dry run answers the rows it would write, as a query answers them.
+        optional=("columns", "data", "row_count"),
+    ),
+)
+_ID = path_param("query_id", "the continuous query's id", example="1")
+_CQ_EXAMPLE = {
+    "name": "cpu_hourly",
+    "database": "metrics",
+    "source_measurement": "cpu",
+    "destination_measurement": "cpu_1h",
+    "query": "SELECT time_bucket(INTERVAL '1 hour', time) AS time, host, avg(usage) AS usage FROM cpu "
+    "WHERE time >= {start_time} AND time < {end_time} GROUP BY ALL",
+    "interval": "1h",
+    "tag_columns": ["host"],
+}
+_CHANGE_ERRORS = (400, 401, 403, 404, 408, 409, 413, 429, 503)
 
 
 def _time(value: datetime) -> str:
@@ -132,7 +283,15 @@ def continuous_queries_router(runtime: Runtime) -> Router:
             raise NotFound(f"continuous query {query_id} not found")
         return query
 
-    @router.get(BASE)
+    @router.get(
+        BASE,
+        **doc(
+            "The continuous queries the token may read",
+            "continuous queries",
+            {200: json_answer(_CQ_LIST, "the definitions")},
+            parameters=[query_param("database", "only this database's")],
+        ),
+    )
     def list_queries() -> dict[str, Any]:
         caller = request.caller("read")
         database = request.param("database") or None
@@ -147,7 +306,16 @@ def continuous_queries_router(runtime: Runtime) -> Router:
         # ``queries`` is what Arc's Python client reads; ``continuous_queries`` our earlier name.
         return {"success": True, "queries": queries, "continuous_queries": queries, "count": len(queries)}
 
-    @router.post(BASE)
+    @router.post(
+        BASE,
+        **doc(
+            "Create a continuous query (admin)",
+            "continuous queries",
+            {201: json_answer(_CQ_ANSWER, "created")},
+            body=json_body(CQ_CREATE, example=_CQ_EXAMPLE),
+            errors=_CHANGE_ERRORS,
+        ),
+    )
     def create_query() -> Response[Any]:
         caller = request.caller("admin")
         document = request.json()
@@ -157,7 +325,15 @@ def continuous_queries_router(runtime: Runtime) -> Router:
         query = service().create(document, datetime.now(UTC))
         return _json(201, _definition_answer(definition_json(runtime, query)))
 
-    @router.get(f"{BASE}/<query_id>")
+    @router.get(
+        f"{BASE}/<query_id>",
+        **doc(
+            "A continuous query",
+            "continuous queries",
+            {200: json_answer(_CQ_ANSWER, "the definition")},
+            parameters=[_ID],
+        ),
+    )
     def get_query(query_id: str) -> dict[str, Any]:
         query = visible(request.caller("read"), query_id)
         return _definition_answer(definition_json(runtime, query))
@@ -167,16 +343,47 @@ def continuous_queries_router(runtime: Runtime) -> Router:
         updated = service().update(query.query_id, request.json(), datetime.now(UTC))
         return _definition_answer(definition_json(runtime, updated))
 
-    router.put(f"{BASE}/<query_id>")(update)
-    router.patch(f"{BASE}/<query_id>")(update)
+    for verb in (router.put, router.patch):
+        verb(
+            f"{BASE}/<query_id>",
+            **doc(
+                "Change a continuous query (admin): the fields given",
+                "continuous queries",
+                {200: json_answer(_CQ_ANSWER, "changed")},
+                parameters=[_ID],
+                body=json_body(CQ_UPDATE, required=False, example={"description": "hourly means of cpu"}),
+                errors=_CHANGE_ERRORS,
+            ),
+        )(update)
 
-    @router.delete(f"{BASE}/<query_id>")
+    @router.delete(
+        f"{BASE}/<query_id>",
+        **doc(
+            "Delete a continuous query (admin)",
+            "continuous queries",
+            {200: json_answer(_CQ_DELETED, "deleted")},
+            parameters=[path_param("query_id", "the continuous query's id", example="2")],
+        ),
+    )
     def delete_query(query_id: str) -> dict[str, Any]:
         query = visible(request.caller("admin"), query_id)
         service().delete(query.query_id)
         return {"success": True, "message": f"continuous query {query.name!r} deleted", "id": query.query_id}
 
-    @router.post(f"{BASE}/<query_id>/execute")
+    @router.post(
+        f"{BASE}/<query_id>/execute",
+        **doc(
+            "Run a continuous query over a window now (admin)",
+            "continuous queries",
+            {200: json_answer(_CQ_EXECUTED, "done")},
+            parameters=[_ID],
+            body=json_body(
+                _CQ_EXECUTE,
+                example={"start_time": "2023-11-14T22:00:00Z", "end_time": "2023-11-14T23:00:00Z", "dry_run": True},
+            ),
+            errors=(*_CHANGE_ERRORS, 504),
+        ),
+    )
     def execute_query(query_id: str) -> dict[str, Any]:
         query = visible(request.caller("admin"), query_id)
         document = request.json()
@@ -191,7 +398,15 @@ def continuous_queries_router(runtime: Runtime) -> Router:
         result = service().execute(query.query_id, start_us, end_us, dry_run, execution_id)
         return execute_json(result, dry_run)
 
-    @router.get(f"{BASE}/<query_id>/executions")
+    @router.get(
+        f"{BASE}/<query_id>/executions",
+        **doc(
+            "A continuous query's executions, newest first",
+            "continuous queries",
+            {200: json_answer(_CQ_EXECUTIONS, "the executions")},
+            parameters=[_ID, LIMIT],
+        ),
+    )
     def list_executions(query_id: str) -> dict[str, Any]:
         query = visible(request.caller("read"), query_id)
         raw = request.param("limit") or "100"

@@ -22,6 +22,20 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from arcs.errors import BadRequest, Conflict, NotFound
 from arcs.layout import parse_data_key
 from arcs.names import check_database
+from arcs.openapi import (
+    INTEGER,
+    NUMBER,
+    STRING,
+    TRUE,
+    array,
+    component,
+    doc,
+    json_answer,
+    json_body,
+    obj,
+    path_param,
+    query_param,
+)
 from arcs.ports import Catalog, ObjectStore
 from arcs.routes.request import RequestView
 from arcs.runtime import Runtime
@@ -30,6 +44,34 @@ from arcs.tokens import Principal
 
 logger = logging.getLogger(__name__)
 _DELETE_WORKERS = 8
+
+# --- what the database routes answer (built below and by arcs.show.MeasurementInfo.to_json) --------
+
+_TOTALS = {"measurement_count": INTEGER, "file_count": INTEGER, "total_size_mb": NUMBER}
+_INFO = {
+    "database": STRING,
+    "measurement": STRING,
+    "file_count": INTEGER,
+    "total_size_mb": NUMBER,
+    "storage_path": STRING,
+}
+DATABASE = component("Database", obj({"success": TRUE, "name": STRING, **_TOTALS}))
+DATABASE_LIST = component(
+    "DatabaseList", obj({"success": TRUE, "databases": array(obj({"name": STRING, **_TOTALS})), "count": INTEGER})
+)
+DATABASE_MEASUREMENTS = component(
+    "DatabaseMeasurements",
+    obj({"success": TRUE, "database": STRING, "measurements": array(obj({"name": STRING, **_INFO})), "count": INTEGER}),
+)
+DATABASE_DELETED = component(
+    "DatabaseDeleted", obj({"success": TRUE, "message": STRING, "database": STRING, "files_deleted": INTEGER})
+)
+#: ``GET /api/v1/measurements``: every measurement the caller may read (of one database, if named).
+MEASUREMENT_LIST = component(
+    "MeasurementList",
+    obj({"success": TRUE, "measurements": array(obj(_INFO)), "count": INTEGER, "execution_time_ms": NUMBER}),
+)
+_NAME = path_param("name", "the database", example="metrics")
 
 
 def _json(status: int, document: object) -> Response[Any]:
@@ -109,7 +151,10 @@ def databases_router(runtime: Runtime) -> Router:
             raise NotFound(f"database {name!r} not found")
         return name
 
-    @router.get("/api/v1/databases")
+    @router.get(
+        "/api/v1/databases",
+        **doc("The databases the token may read", "databases", {200: json_answer(DATABASE_LIST, "the databases")}),
+    )
     def list_databases() -> dict[str, Any]:
         caller = reader()
         databases = [
@@ -118,7 +163,16 @@ def databases_router(runtime: Runtime) -> Router:
         ]
         return {"success": True, "databases": databases, "count": len(databases)}
 
-    @router.post("/api/v1/databases")
+    @router.post(
+        "/api/v1/databases",
+        **doc(
+            "Create a database (admin)",
+            "databases",
+            {201: json_answer(DATABASE, "created")},
+            body=json_body(obj({"name": STRING}, closed=False), example={"name": "scratch"}),
+            errors=(400, 401, 403, 408, 409, 413, 429, 503),
+        ),
+    )
     def create_database() -> Response[Any]:
         caller = request.caller("admin")
         name = request.json().get("name")
@@ -132,13 +186,24 @@ def databases_router(runtime: Runtime) -> Router:
             201, {"success": True, "name": name, "measurement_count": 0, "file_count": 0, "total_size_mb": 0.0}
         )
 
-    @router.get("/api/v1/databases/<name>")
+    @router.get(
+        "/api/v1/databases/<name>",
+        **doc("A database's totals", "databases", {200: json_answer(DATABASE, "the database")}, parameters=[_NAME]),
+    )
     def get_database(name: str) -> dict[str, Any]:
         name = existing(reader(), name)
         infos = measurement_infos(runtime.catalog, runtime.store, name, runtime.settings.prefix)
         return {"success": True, "name": name, **_totals(infos)}
 
-    @router.get("/api/v1/databases/<name>/measurements")
+    @router.get(
+        "/api/v1/databases/<name>/measurements",
+        **doc(
+            "A database's measurements",
+            "databases",
+            {200: json_answer(DATABASE_MEASUREMENTS, "its measurements")},
+            parameters=[_NAME],
+        ),
+    )
     def list_database_measurements(name: str) -> dict[str, Any]:
         name = existing(reader(), name)
         infos = measurement_infos(runtime.catalog, runtime.store, name, runtime.settings.prefix)
@@ -149,7 +214,18 @@ def databases_router(runtime: Runtime) -> Router:
             "count": len(infos),
         }
 
-    @router.delete("/api/v1/databases/<name>")
+    @router.delete(
+        "/api/v1/databases/<name>",
+        **doc(
+            "Delete a database and all its data (admin; needs ?confirm=true)",
+            "databases",
+            {200: json_answer(DATABASE_DELETED, "deleted")},
+            parameters=[
+                path_param("name", "the database", example="scratch"),
+                query_param("confirm", "must be `true`: the data is gone for good", {"enum": ["true"]}, example="true"),
+            ],
+        ),
+    )
     def delete_database(name: str) -> dict[str, Any]:
         caller = request.caller("admin")
         check_database(name)
@@ -173,7 +249,15 @@ def databases_router(runtime: Runtime) -> Router:
             "files_deleted": result.objects_deleted,
         }
 
-    @router.get("/api/v1/measurements")
+    @router.get(
+        "/api/v1/measurements",
+        **doc(
+            "The measurements the token may read",
+            "databases",
+            {200: json_answer(MEASUREMENT_LIST, "the measurements")},
+            parameters=[query_param("database", "only this database's", example="metrics")],
+        ),
+    )
     def list_measurements() -> dict[str, Any]:
         started = time.perf_counter()
         caller = reader()

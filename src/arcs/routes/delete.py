@@ -14,6 +14,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from arcs.errors import BadRequest, NotFound
 from arcs.names import check_database, check_measurement
+from arcs.openapi import BOOLEAN, INTEGER, NUMBER, STRING, TRUE, array, component, doc, json_answer, json_body, obj
 from arcs.pruning import time_range
 from arcs.routes.queries import MAX_WHERE_CHARS, WHERE_RULE, check_single_measurement_query, measurement_query_sql
 from arcs.routes.request import RequestView
@@ -21,6 +22,56 @@ from arcs.runtime import Runtime
 from arcs.sandbox import check_read_only
 
 BASE = "/api/v1/delete"
+
+# --- what the delete routes take and answer (arcs.deletion.DeleteResult.to_json builds the result) ---
+
+DELETE_REQUEST = component(
+    "DeleteRequest",
+    obj(
+        {
+            "database": STRING,
+            "measurement": STRING,
+            "where": {**STRING, "minLength": 1, "description": "one boolean SQL expression over the columns"},
+            "dry_run": BOOLEAN,
+            "confirm": {**BOOLEAN, "description": "needed past confirmation_threshold rows"},
+        },
+        optional=("dry_run", "confirm"),
+        closed=False,
+    ),
+)
+DELETE_RESULT = component(
+    "DeleteResult",
+    obj(
+        {
+            "success": BOOLEAN,
+            "deleted_count": INTEGER,
+            "affected_files": INTEGER,
+            "rewritten_files": INTEGER,
+            "execution_time_ms": NUMBER,
+            "dry_run": BOOLEAN,
+            "files_processed": {**array(STRING), "description": "the keys of the files holding matching rows"},
+            "files_read": {**INTEGER, "description": "how many files were read to find them"},
+            "failed_files": array(STRING),
+            "affected_file_keys": array(STRING),
+        }
+    ),
+)
+DELETE_CONFIG = component(
+    "DeleteConfig",
+    obj(
+        {
+            "success": TRUE,
+            "enabled": BOOLEAN,
+            "confirmation_threshold": INTEGER,
+            "max_where_chars": INTEGER,
+            "where_rule": STRING,
+            "permission": STRING,
+            "grace_period_s": NUMBER,
+            "implementation": STRING,
+            "performance_impact": obj({"writes": STRING, "queries": STRING, "deletes": STRING}),
+        }
+    ),
+)
 
 
 def _flag(document: dict[str, Any], name: str) -> bool:
@@ -34,7 +85,19 @@ def delete_router(runtime: Runtime) -> Router:
     router = Router()
     request = RequestView(router)
 
-    @router.post(BASE)
+    @router.post(
+        BASE,
+        **doc(
+            "Delete the rows matching a condition (admin)",
+            "delete",
+            {200: json_answer(DELETE_RESULT, "done, or what would be (dry run)")},
+            body=json_body(
+                DELETE_REQUEST,
+                example={"database": "metrics", "measurement": "cpu", "where": "host = 'b'", "dry_run": True},
+            ),
+            errors=(400, 401, 403, 404, 408, 409, 413, 429, 503, 504),
+        ),
+    )
     def delete() -> dict[str, Any]:
         caller = request.principal()
         caller.require("admin")
@@ -58,7 +121,9 @@ def delete_router(runtime: Runtime) -> Router:
         result = runtime.deleter.delete(database, measurement, where, bounds, dry_run=dry_run, confirm=confirm)
         return result.to_json()
 
-    @router.get(f"{BASE}/config")
+    @router.get(
+        f"{BASE}/config", **doc("The delete route's rules", "delete", {200: json_answer(DELETE_CONFIG, "the rules")})
+    )
     def config() -> dict[str, Any]:
         from arcs.deletion import CONFIRM_ROWS
 

@@ -17,6 +17,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
+from arcs.openapi import NUMBER, STRING, array, component, doc, empty_answer, json_answer, obj
 from arcs.runtime import Runtime
 
 PUBLIC_PATHS = frozenset({"/health", "/ready", "/ping"})
@@ -35,11 +36,40 @@ HEALTH: dict[str, Any] = {
 }
 _STARTED = time.time()
 
+HEALTH_ANSWER = component(
+    "Health",
+    # On AWS API Gateway answers it (no process, so no uptime; the time in $context.requestTime's form).
+    obj(
+        {
+            "name": {"const": HEALTH["name"]},
+            "message": STRING,
+            "status": {"const": "pass"},
+            "checks": array({}),
+            "version": STRING,
+            "time": STRING,
+            "uptime": STRING,
+            "uptime_sec": NUMBER,
+        },
+        ("uptime", "uptime_sec"),
+    ),
+)
+READY = component("Ready", obj({"status": {"enum": ["ready", "not ready"]}}))
+
 
 def health_router(runtime: Runtime) -> Router:
     router = Router()
 
-    @router.route("/health", PROBE_METHODS)
+    @router.route(
+        "/health",
+        PROBE_METHODS,
+        **doc(
+            "Liveness: the process answers",
+            "probes",
+            {200: json_answer(HEALTH_ANSWER, "alive")},
+            errors=(),
+            public=True,
+        ),
+    )
     def health() -> dict[str, Any]:
         uptime = time.time() - _STARTED
         return {
@@ -49,11 +79,31 @@ def health_router(runtime: Runtime) -> Router:
             "uptime_sec": round(uptime, 3),
         }
 
-    @router.route("/ping", PROBE_METHODS)
+    @router.route(
+        "/ping",
+        PROBE_METHODS,
+        **doc(
+            "InfluxDB's ping: 204 with its version headers",
+            "probes",
+            {204: empty_answer("alive", {"X-Influxdb-Version": STRING, "X-Influxdb-Build": STRING})},
+            errors=(),
+            public=True,
+        ),
+    )
     def ping() -> Response[Any]:
         return Response(204, headers={"X-Influxdb-Version": PING_VERSION, "X-Influxdb-Build": PING_BUILD})
 
-    @router.route("/ready", PROBE_METHODS)
+    @router.route(
+        "/ready",
+        PROBE_METHODS,
+        **doc(
+            "Readiness: 503 while writes cannot be made durable (the standalone server's disk is full)",
+            "probes",
+            {200: json_answer(READY, "ready"), 503: json_answer(READY, "not ready")},
+            errors=(),
+            public=True,
+        ),
+    )
     def ready() -> Response[Any]:
         if runtime.ready():
             return Response(200, "application/json", json.dumps({"status": "ready"}))

@@ -15,6 +15,22 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from arcs.errors import BadRequest, Conflict, NotFound, PayloadTooLarge
 from arcs.import_status import ImportStatus, check_import_id
+from arcs.openapi import (
+    DATABASE_HEADER,
+    INTEGER,
+    STRING,
+    JsonSchema,
+    array,
+    component,
+    doc,
+    header_param,
+    json_answer,
+    map_of,
+    nullable,
+    obj,
+    path_param,
+    query_param,
+)
 from arcs.ports import UploadStore
 from arcs.routes.request import RequestView
 from arcs.runtime import Runtime
@@ -23,6 +39,119 @@ from arcs.write_paths import IMPORT_PREFIX
 #: Where the standalone server's HTTP front tells the route it streamed the file to disk; API
 #: Gateway builds ``requestContext`` itself, so no client can set it.
 UPLOAD_CONTEXT = "arcsUpload"
+
+# --- what the import routes take and answer (ImportStatus.result / .public, ImportLedger.totals) ---
+
+_DB_PARAM = query_param("db", "the database, if no x-arc-database header (one of them is required)", example="metrics")
+_ID_PARAMS = [
+    query_param("import_id", "the client's id for the import: a retry with it imports nothing twice"),
+    header_param("Idempotency-Key", "the same as import_id"),
+]
+_OPTION_PARAMS = [
+    query_param("measurement", "the measurement (required for csv and parquet)"),
+    query_param(
+        "precision", "line protocol's time unit (default ns)", {"enum": ["ns", "us", "ms", "s", "n", "u", "m", "h"]}
+    ),
+    query_param("time_column", "CSV/Parquet: the time column (default `time`)"),
+    query_param("time_format", "CSV: how times are written", {"enum": ["epoch_s", "epoch_ms", "epoch_us", "epoch_ns"]}),
+    query_param("tag_columns", "CSV/Parquet: the tag columns, comma separated"),
+    query_param("delimiter", "CSV: the one-character delimiter (default `,`)"),
+    query_param("skip_rows", "CSV: rows to skip before the header", {"type": "integer", "minimum": 0}),
+]
+_TIME_TEXT = nullable(STRING)
+IMPORT_RESULT = component(
+    "ImportResult",
+    obj(
+        {
+            "database": STRING,
+            "measurements": array(STRING),
+            "measurement": nullable(STRING),
+            "rows_imported": INTEGER,
+            "precision": STRING,
+            "partitions_created": INTEGER,
+            "time_range_min": _TIME_TEXT,
+            "time_range_max": _TIME_TEXT,
+            "columns": array(STRING),
+            "duration_ms": INTEGER,
+            "import_id": STRING,
+        },
+        # Line protocol and MessagePack answer the first set, CSV and Parquet the second (Arc's).
+        optional=(
+            "measurements",
+            "precision",
+            "measurement",
+            "partitions_created",
+            "time_range_min",
+            "time_range_max",
+            "columns",
+        ),
+    ),
+)
+IMPORT_STATUS = component(
+    "ImportStatus",
+    {
+        "type": "object",
+        "required": ["import_id", "database", "format", "state", "options"],
+        "properties": {
+            "import_id": STRING,
+            "database": STRING,
+            "format": {"enum": ["lp", "msgpack", "csv", "parquet"]},
+            "state": STRING,
+            "options": map_of({}),
+            "time_range_min": _TIME_TEXT,
+            "time_range_max": _TIME_TEXT,
+        },
+        "description": "an import's progress record (arcs.import_status.ImportStatus.public)",
+    },
+)
+_FILE_BODY: JsonSchema = {
+    "required": True,
+    "description": "the file: the body itself, or the `file` field of a multipart/form-data form",
+    "content": {
+        "application/octet-stream": {"schema": {"type": "string", "contentMediaType": "application/octet-stream"}},
+        "text/plain": {
+            "schema": {**STRING, "description": "line protocol, or CSV"},
+            "example": "imported,host=a v=1 1700000000000000000",
+        },
+        "multipart/form-data": {
+            "schema": obj({"file": {"type": "string", "contentMediaType": "application/octet-stream"}})
+        },
+    },
+}
+_IMPORTED = json_answer(obj({"status": {"const": "ok"}, "result": IMPORT_RESULT}), "imported: every row is durable")
+_STATUS = json_answer(obj({"status": {"const": "ok"}, "import": IMPORT_STATUS}), "the import's progress")
+_STATS = json_answer(
+    obj({"status": {"const": "success"}, "stats": map_of(INTEGER)}),
+    "Arc's import counters (this process's, since it started)",
+)
+_PUT: JsonSchema = obj({"method": {"const": "PUT"}, "url": STRING})
+_UPLOAD = json_answer(
+    obj(
+        {
+            "status": {"const": "ok"},
+            "import_id": STRING,
+            "expires_in": INTEGER,
+            "complete": STRING,
+            "upload": _PUT,
+            "parts": array(obj({"part_number": INTEGER, "method": {"const": "PUT"}, "url": STRING})),
+        },
+        optional=("upload", "parts"),
+    ),
+    "where to PUT the file (one URL, or one per part), then POST `complete`",
+)
+_COMPLETE_BODY: JsonSchema = {
+    "required": False,
+    "description": "for a multipart upload: the ETag S3 answered for each part",
+    "content": {
+        "application/json": {
+            "schema": obj({"parts": array(obj({"part_number": INTEGER, "etag": STRING}))}, optional=("parts",))
+        }
+    },
+}
+_ACCEPTED = json_answer(
+    obj({"status": {"const": "accepted"}, "import": IMPORT_STATUS, "status_url": STRING}),
+    "queued: follow it at status_url",
+)
 
 
 def import_database(header: Callable[[str], str | None], param: Callable[[str], str | None]) -> str | None:
@@ -56,7 +185,23 @@ def imports_router(runtime: Runtime) -> Router:
         data = b"".join(parts)
         return (lambda: io.BytesIO(data)), body.sha256, len(data), None
 
-    @router.post(f"{IMPORT_PREFIX}<kind>")
+    @router.post(
+        f"{IMPORT_PREFIX}<kind>",
+        **doc(
+            "Import a file whole (line protocol, MessagePack, CSV or Parquet)",
+            "imports",
+            {200: _IMPORTED},
+            parameters=[
+                path_param("kind", "the file's format", {"enum": ["lp", "msgpack", "csv", "parquet"]}, example="lp"),
+                DATABASE_HEADER,
+                _DB_PARAM,
+                *_ID_PARAMS,
+                *_OPTION_PARAMS,
+            ],
+            body=_FILE_BODY,
+            errors=(400, 401, 403, 404, 408, 409, 413, 415, 429, 503),
+        ),
+    )
     def import_file(kind: str) -> dict[str, Any]:
         from arcs.imports import ImportOptions  # lazy: the decoders, for the functions that import
 
@@ -81,7 +226,15 @@ def import_status_router(runtime: Runtime) -> Router:
     router = Router()
     request = RequestView(router)
 
-    @router.get(f"{IMPORT_PREFIX}status/<ident>")
+    @router.get(
+        f"{IMPORT_PREFIX}status/<ident>",
+        **doc(
+            "An import's progress",
+            "imports",
+            {200: _STATUS},
+            parameters=[path_param("ident", "the import's id", example="seeded-1"), DATABASE_HEADER, _DB_PARAM],
+        ),
+    )
     def import_status(ident: str) -> dict[str, Any]:
         caller = request.caller("write")
         database = import_database(request.header, request.param)
@@ -93,7 +246,7 @@ def import_status_router(runtime: Runtime) -> Router:
             raise NotFound(f"no import {ident!r} in database {database!r}")
         return {"status": "ok", "import": status.public()}
 
-    @router.get(f"{IMPORT_PREFIX}stats")
+    @router.get(f"{IMPORT_PREFIX}stats", **doc("Import counters", "imports", {200: _STATS}))
     def import_stats() -> dict[str, Any]:
         caller = request.principal()
         if not {"read", "write", "admin"} & set(caller.permissions):
@@ -129,7 +282,26 @@ def import_uploads_router(runtime: Runtime) -> Router:
             raise BadRequest("database is required (set the x-arc-database header or the db query parameter)")
         return name
 
-    @router.post(f"{IMPORT_PREFIX}uploads")
+    @router.post(
+        f"{IMPORT_PREFIX}uploads",
+        **doc(
+            "AWS: start an import uploaded to S3 by presigned URLs (the standalone server answers 400)",
+            "imports",
+            {200: _UPLOAD},
+            parameters=[
+                query_param(
+                    "format", "the file's format", {"enum": ["lp", "msgpack", "csv", "parquet"]}, required=True
+                ),
+                query_param("parts", "upload in this many parts (1 to 10000)", {"type": "integer", "minimum": 1}),
+                query_param("size", "the file's size in bytes", {"type": "integer", "minimum": 0}),
+                DATABASE_HEADER,
+                _DB_PARAM,
+                *_ID_PARAMS,
+                *_OPTION_PARAMS,
+            ],
+            errors=(400, 401, 403, 404, 408, 409, 413, 415, 429, 503),
+        ),
+    )
     def create_upload() -> dict[str, Any]:
         from arcs.imports import ImportOptions  # lazy: the decoders' checks, for this route only
 
@@ -181,7 +353,16 @@ def import_uploads_router(runtime: Runtime) -> Router:
             ]
         return answer
 
-    @router.post(f"{IMPORT_PREFIX}uploads/<ident>/complete")
+    @router.post(
+        f"{IMPORT_PREFIX}uploads/<ident>/complete",
+        **doc(
+            "AWS: the upload is complete; import it",
+            "imports",
+            {202: _ACCEPTED},
+            parameters=[path_param("ident", "the import's id"), DATABASE_HEADER, _DB_PARAM],
+            body=_COMPLETE_BODY,
+        ),
+    )
     def complete_upload(ident: str) -> Response[str]:
         caller = request.caller("write")
         name = database()

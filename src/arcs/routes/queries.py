@@ -17,6 +17,25 @@ from arcs import response_encoding
 from arcs.api import answer_streams, error_response, stream_answer
 from arcs.errors import ArcsError, BadRequest, NotFound
 from arcs.names import DEFAULT_DATABASE, check_database, check_measurement
+from arcs.openapi import (
+    DATABASE_HEADER,
+    INTEGER,
+    NUMBER,
+    STRING,
+    TRUE,
+    array,
+    binary_answer,
+    binary_errors,
+    component,
+    doc,
+    header_param,
+    json_answer,
+    json_body,
+    nullable,
+    obj,
+    path_param,
+    query_param,
+)
 from arcs.query import QueryResult
 from arcs.response_encoding import Coding
 from arcs.results import SizedBody, arrow_stream_body, json_document_body, to_arrow_stream, to_json_document
@@ -34,16 +53,97 @@ NO_REDIRECT_AGENTS = ("arc-client-python/",)
 
 logger = logging.getLogger(__name__)
 
+# --- what the query routes take and answer (arcs.results builds the result document) ---------------
+
+QUERY_REQUEST = component(
+    "QueryRequest",
+    obj(
+        {
+            "sql": {
+                **STRING,
+                "description": "one read-only statement (DuckDB SQL; SHOW DATABASES/TABLES/MEASUREMENTS)",
+            },
+            "database": nullable(
+                {**STRING, "description": "the database unqualified names are in (else x-arc-database)"}
+            ),
+        },
+        optional=("database",),
+        closed=False,
+    ),
+)
+QUERY_RESULT = component(
+    "QueryResult",
+    obj(
+        {
+            "success": TRUE,
+            "columns": array(STRING),
+            "data": {**array(array({})), "description": "the rows, each an array in the order of `columns`"},
+            "row_count": INTEGER,
+            "execution_time_ms": NUMBER,
+            "timestamp": STRING,
+        }
+    ),
+)
+#: A result a Lambda response cannot hold, stored for the caller to GET (AWS, arcs local).
+HANDOFF = component(
+    "ResultHandoff",
+    obj(
+        {
+            "success": TRUE,
+            "result_url": STRING,
+            "content_type": STRING,
+            "size_bytes": INTEGER,
+            "expires_in_s": INTEGER,
+            "message": STRING,
+        }
+    ),
+)
+ESTIMATE = component(
+    "QueryEstimate",
+    obj(
+        {
+            "success": TRUE,
+            "estimated_rows": nullable(INTEGER),
+            "warning_level": STRING,
+            "warning_message": nullable(STRING),
+            "execution_time_ms": NUMBER,
+        }
+    ),
+)
+_HANDED_OFF = json_answer(
+    HANDOFF,
+    "the result is larger than a Lambda response holds: GET it from `Location`",
+    {"Location": STRING, "X-Arc-Result-Content-Type": STRING},
+)
+_QUERY_BODY = json_body(
+    QUERY_REQUEST, example={"sql": "SELECT host, usage FROM cpu ORDER BY time, host LIMIT 10", "database": "metrics"}
+)
+#: The JSON and MessagePack answers are compressed when the caller accepts it (arcs.response_encoding).
+ACCEPT_ENCODING = header_param(
+    "accept-encoding", "`zstd` (preferred) or `gzip` compresses the answer", example="zstd, gzip"
+)
+_ENCODED: dict[str, dict[str, Any]] = {
+    "Content-Encoding": {"enum": ["zstd", "gzip"], "description": "when the request accepted one"},
+    "Vary": {"const": "Accept-Encoding"},
+}
+_QUERY_ERRORS = (400, 401, 403, 404, 408, 413, 429, 503, 504)
+
 
 def queries_router(runtime: Runtime) -> Router:
     router = Router()
     request = RequestView(router)
 
+    def body_database(document: Mapping[str, Any]) -> str:
+        """The body's ``database`` (absent, null or empty: the header's, else the default)."""
+        named = document.get("database")
+        if named is not None and not isinstance(named, str):
+            raise BadRequest("'database' must be a database name (or absent: the x-arc-database header's)")
+        return request.database(named or None)
+
     def run_query() -> QueryResult:
         caller = request.caller("read")
         document = request.json()
-        database = request.database(str(document["database"]) if document.get("database") else None)
-        return runtime.queries.run(document.get("sql"), database, caller)
+        return runtime.queries.run(document.get("sql"), body_database(document), caller)
 
     def negotiated_coding() -> Coding | None:
         return response_encoding.negotiate(request.header("accept-encoding"))
@@ -120,11 +220,35 @@ def queries_router(runtime: Runtime) -> Router:
         document = to_json_document(result, runtime.settings.query_max_result_bytes)
         return answer(document.decode(), "application/json", "json", vary, negotiated)
 
-    @router.post("/api/v1/query")
+    @router.post(
+        "/api/v1/query",
+        **doc(
+            "Run SQL; the result as JSON",
+            "queries",
+            {200: json_answer(QUERY_RESULT, "the result", _ENCODED), 303: _HANDED_OFF},
+            parameters=[DATABASE_HEADER, ACCEPT_ENCODING],
+            body=_QUERY_BODY,
+            errors=_QUERY_ERRORS,
+        ),
+    )
     def query_json() -> Response[Any]:
         return answer_json(run_query())
 
-    @router.post("/api/v1/query/msgpack")
+    @router.post(
+        "/api/v1/query/msgpack",
+        **doc(
+            "Run SQL; the result as Arc's columnar MessagePack (errors in MessagePack too)",
+            "queries",
+            {
+                **binary_errors(MSGPACK, _QUERY_ERRORS),
+                200: binary_answer(MSGPACK, "the result", _ENCODED),
+                303: _HANDED_OFF,
+            },
+            parameters=[DATABASE_HEADER, ACCEPT_ENCODING],
+            body=_QUERY_BODY,
+            errors=(),
+        ),
+    )
     def query_msgpack() -> Response[Any]:
         """Arc's columnar MessagePack answer (``arcs.msgpack_results``); its errors in MessagePack too."""
         # Loaded with its first request: a query function that never answers one never pays for it.
@@ -147,7 +271,17 @@ def queries_router(runtime: Runtime) -> Router:
             headers = {k: str(v) for k, v in error_response(exc).headers.items() if k.lower() != "content-type"}
             return _response(exc.status, MSGPACK, msgpack_error(exc.message, elapsed_ms), headers)
 
-    @router.post("/api/v1/query/arrow")
+    @router.post(
+        "/api/v1/query/arrow",
+        **doc(
+            "Run SQL; the result as an Arrow IPC stream",
+            "queries",
+            {200: binary_answer(ARROW_STREAM, "the result", {"X-Arc-Execution-Time-Ms": STRING}), 303: _HANDED_OFF},
+            parameters=[DATABASE_HEADER],
+            body=_QUERY_BODY,
+            errors=_QUERY_ERRORS,
+        ),
+    )
     def query_arrow() -> Response[Any]:
         result = run_query()
         timing = {"X-Arc-Execution-Time-Ms": f"{result.execution_time_ms:.3f}"}
@@ -155,13 +289,21 @@ def queries_router(runtime: Runtime) -> Router:
             return answer_streamed(arrow_stream_body(result.table), ARROW_STREAM, "arrows", timing)
         return answer(to_arrow_stream(result.table), ARROW_STREAM, "arrows", timing)
 
-    @router.post("/api/v1/query/estimate")
+    @router.post(
+        "/api/v1/query/estimate",
+        **doc(
+            "How many rows a query would read, from file statistics",
+            "queries",
+            {200: json_answer(ESTIMATE, "the estimate")},
+            parameters=[DATABASE_HEADER],
+            body=_QUERY_BODY,
+        ),
+    )
     def query_estimate() -> dict[str, Any]:
         started = time.perf_counter()
         caller = request.caller("read")
         document = request.json()
-        database = request.database(str(document["database"]) if document.get("database") else None)
-        estimate = estimate_query(document.get("sql"), database, caller, runtime.catalog, runtime.store)
+        estimate = estimate_query(document.get("sql"), body_database(document), caller, runtime.catalog, runtime.store)
         return {
             "success": True,
             "estimated_rows": estimate.rows,
@@ -170,7 +312,25 @@ def queries_router(runtime: Runtime) -> Router:
             "execution_time_ms": round((time.perf_counter() - started) * 1000, 3),
         }
 
-    @router.get("/api/v1/query/<measurement>")
+    @router.get(
+        "/api/v1/query/<measurement>",
+        **doc(
+            "A measurement's rows, without SQL",
+            "queries",
+            {200: json_answer(QUERY_RESULT, "the rows", _ENCODED), 303: _HANDED_OFF},
+            parameters=[
+                ACCEPT_ENCODING,
+                path_param("measurement", "the measurement", example="cpu"),
+                query_param("database", "the database (else x-arc-database, else `default`)", example="metrics"),
+                DATABASE_HEADER,
+                query_param("limit", "rows, at most (default 100)", {"type": "integer", "minimum": 1}),
+                query_param("offset", "rows to skip (default 0)", {"type": "integer", "minimum": 0}),
+                query_param("order_by", "a column, with ASC or DESC"),
+                query_param("where", "one boolean SQL expression over the measurement's columns"),
+            ],
+            errors=_QUERY_ERRORS,
+        ),
+    )
     def query_measurement(measurement: str) -> Response[Any]:
         caller = request.caller("read")
         database = _request_database(request.param("database"), request.header("x-arc-database"))

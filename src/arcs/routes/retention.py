@@ -22,6 +22,23 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from arcs.errors import BadRequest, Conflict, NotFound
 from arcs.names import check_database
 from arcs.numeric_ids import numeric_id
+from arcs.openapi import (
+    BOOLEAN,
+    INTEGER,
+    LIMIT,
+    NUMBER,
+    STRING,
+    TRUE,
+    array,
+    component,
+    doc,
+    json_answer,
+    json_body,
+    nullable,
+    obj,
+    path_param,
+    query_param,
+)
 from arcs.ports import Catalog, RetentionExecution, RetentionPolicy
 from arcs.routes.request import RequestView
 from arcs.runtime import Runtime
@@ -33,6 +50,124 @@ if TYPE_CHECKING:
 BASE = "/api/v1/retention"
 MAX_EXECUTIONS = 1000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+# --- what the retention routes take and answer (built below, and by arcs.retention.RetentionRun) -----
+
+_POLICY_FIELDS = {
+    "name": {**STRING, "minLength": 1, "maxLength": 128},
+    "database": STRING,
+    "measurement": nullable({**STRING, "description": "null: the whole database"}),
+    "retention_days": {**INTEGER, "minimum": 1},
+    "buffer_days": {**INTEGER, "minimum": 0},
+    "is_active": BOOLEAN,
+}
+POLICY_CREATE = component(
+    "RetentionPolicyCreate", obj(_POLICY_FIELDS, optional=("measurement", "buffer_days", "is_active"))
+)
+POLICY_UPDATE = component("RetentionPolicyUpdate", obj(_POLICY_FIELDS, optional=tuple(_POLICY_FIELDS)))
+POLICY = component(
+    "RetentionPolicy",
+    obj(
+        {
+            "id": INTEGER,
+            **_POLICY_FIELDS,
+            "measurement": nullable(STRING),
+            # The latest execution (Arc's fields); null before the first.
+            "last_execution_time": nullable(STRING),
+            "last_execution_status": nullable(STRING),
+            "last_deleted_count": nullable(INTEGER),
+            "created_at": STRING,
+            "updated_at": STRING,
+        }
+    ),
+)
+_REMOVED = {
+    "cutoff_time": STRING,
+    "partitions_deleted": INTEGER,
+    "files_deleted": INTEGER,
+    "deleted_count": INTEGER,
+    "bytes_deleted": INTEGER,
+    "skipped_partitions": array(STRING),
+    "error_message": nullable(STRING),
+}
+_EXECUTION_FIELDS = {
+    "id": {**INTEGER, "description": "Arc's integer id, derived from `execution_id`"},
+    "execution_id": STRING,
+    "policy_id": INTEGER,
+    "kind": STRING,
+    "dry_run": BOOLEAN,
+    "status": STRING,
+    **_REMOVED,
+    "cutoff_date": {**STRING, "description": "Arc's name for `cutoff_time`"},
+    "execution_time": STRING,
+    "execution_duration_ms": NUMBER,
+}
+RETENTION_EXECUTION = component("RetentionExecution", obj(_EXECUTION_FIELDS))
+_POLICY_ANSWER = component("RetentionPolicyAnswer", obj({"success": TRUE, "policy": POLICY}))
+_POLICY_LIST = component("RetentionPolicyList", obj({"success": TRUE, "policies": array(POLICY), "count": INTEGER}))
+_POLICY_DELETED = component("RetentionPolicyDeleted", obj({"success": TRUE, "message": STRING, "id": INTEGER}))
+_EXECUTIONS = component(
+    "RetentionExecutions",
+    obj(
+        {
+            "success": TRUE,
+            "policy_id": INTEGER,
+            "policy_name": STRING,
+            "executions": array(RETENTION_EXECUTION),
+            "count": INTEGER,
+        }
+    ),
+)
+_EXECUTED = component(
+    "RetentionExecuted",
+    obj(
+        {
+            "success": BOOLEAN,
+            "policy_name": STRING,
+            **_EXECUTION_FIELDS,
+            "execution_time_ms": {**NUMBER, "description": "Arc's name for `execution_duration_ms`"},
+        }
+    ),
+)
+_RULE = obj(
+    {
+        "rule": STRING,
+        "policy_id": INTEGER,
+        "execution_id": STRING,
+        "status": STRING,
+        "continuous_query_ids": array(INTEGER),
+        "database": STRING,
+        "measurement": nullable(STRING),
+        "limited_by": {},
+        **_REMOVED,
+    },
+    # A policy's execution, or a rule derived from continuous queries (arcs.retention.DerivedRemoval).
+    optional=("policy_id", "execution_id", "status", "continuous_query_ids", "database", "measurement", "limited_by"),
+)
+_RUN = component(
+    "RetentionRun",
+    obj(
+        {
+            "success": BOOLEAN,
+            "dry_run": BOOLEAN,
+            "policies": INTEGER,
+            "derived_rules": INTEGER,
+            "partitions_deleted": INTEGER,
+            "rows_deleted": INTEGER,
+            "skipped": INTEGER,
+            "rules": array(_RULE),
+        }
+    ),
+)
+_CONFIRM = {"dry_run": BOOLEAN, "confirm": {**BOOLEAN, "description": "true: delete for good"}}
+_EXECUTE = component("RetentionExecute", obj(_CONFIRM, optional=tuple(_CONFIRM), closed=False))
+_RUN_REQUEST = component(
+    "RetentionRunRequest",
+    obj({**_CONFIRM, "database": nullable(STRING)}, optional=(*_CONFIRM, "database"), closed=False),
+)
+_ID = path_param("policy_id", "the policy's id", example="1")
+_CHANGE_ERRORS = (400, 401, 403, 404, 408, 409, 413, 429, 503)
 
 
 def _time(value: datetime) -> str:
@@ -117,7 +252,15 @@ def retention_router(runtime: Runtime) -> Router:
             raise NotFound(f"retention policy {policy_id} not found")
         return policy
 
-    @router.get(BASE)
+    @router.get(
+        BASE,
+        **doc(
+            "The retention policies the token may read",
+            "retention",
+            {200: json_answer(_POLICY_LIST, "the policies")},
+            parameters=[query_param("database", "only this database's")],
+        ),
+    )
     def list_policies() -> dict[str, Any]:
         caller = caller_with("read")
         database = request.param("database") or None
@@ -131,7 +274,19 @@ def retention_router(runtime: Runtime) -> Router:
         ]
         return {"success": True, "policies": policies, "count": len(policies)}
 
-    @router.post(BASE)
+    @router.post(
+        BASE,
+        **doc(
+            "Create a retention policy (admin)",
+            "retention",
+            {201: json_answer(_POLICY_ANSWER, "created")},
+            body=json_body(
+                POLICY_CREATE,
+                example={"name": "old_cpu", "database": "metrics", "measurement": "cpu", "retention_days": 36500},
+            ),
+            errors=_CHANGE_ERRORS,
+        ),
+    )
     def create_policy() -> Response[Any]:
         from arcs.retention import policy_from_document
 
@@ -143,7 +298,10 @@ def retention_router(runtime: Runtime) -> Router:
             raise Conflict(f"a retention policy named {policy.name!r} exists in database {policy.database!r}")
         return _json(201, {"success": True, "policy": policy_json(runtime.catalog, stored)})
 
-    @router.get(f"{BASE}/<policy_id>")
+    @router.get(
+        f"{BASE}/<policy_id>",
+        **doc("A retention policy", "retention", {200: json_answer(_POLICY_ANSWER, "the policy")}, parameters=[_ID]),
+    )
     def get_policy(policy_id: str) -> dict[str, Any]:
         return {"success": True, "policy": policy_json(runtime.catalog, visible(caller_with("read"), policy_id))}
 
@@ -158,16 +316,44 @@ def retention_router(runtime: Runtime) -> Router:
             raise Conflict(f"a retention policy named {policy.name!r} exists in database {policy.database!r}")
         return {"success": True, "policy": policy_json(runtime.catalog, policy)}
 
-    router.put(f"{BASE}/<policy_id>")(update)
-    router.patch(f"{BASE}/<policy_id>")(update)
+    for verb in (router.put, router.patch):
+        verb(
+            f"{BASE}/<policy_id>",
+            **doc(
+                "Change a retention policy (admin): the fields given",
+                "retention",
+                {200: json_answer(_POLICY_ANSWER, "changed")},
+                parameters=[_ID],
+                body=json_body(POLICY_UPDATE, required=False, example={"buffer_days": 2}),
+                errors=_CHANGE_ERRORS,
+            ),
+        )(update)
 
-    @router.delete(f"{BASE}/<policy_id>")
+    @router.delete(
+        f"{BASE}/<policy_id>",
+        **doc(
+            "Delete a retention policy (admin)",
+            "retention",
+            {200: json_answer(_POLICY_DELETED, "deleted")},
+            parameters=[path_param("policy_id", "the policy's id", example="2")],
+        ),
+    )
     def delete_policy(policy_id: str) -> dict[str, Any]:
         policy = visible(caller_with("admin"), policy_id)
         runtime.catalog.delete_retention_policy(policy.policy_id)
         return {"success": True, "message": f"retention policy {policy.name!r} deleted", "id": policy.policy_id}
 
-    @router.post(f"{BASE}/<policy_id>/execute")
+    @router.post(
+        f"{BASE}/<policy_id>/execute",
+        **doc(
+            "Apply a policy now (admin): a dry run, or for real with confirm",
+            "retention",
+            {200: json_answer(_EXECUTED, "done (success false: some partitions were skipped)")},
+            parameters=[_ID],
+            body=json_body(_EXECUTE, required=False, example={"dry_run": True}),
+            errors=_CHANGE_ERRORS,
+        ),
+    )
     def execute_policy(policy_id: str) -> dict[str, Any]:
         policy = visible(caller_with("admin"), policy_id)
         document = request.json()
@@ -184,7 +370,16 @@ def retention_router(runtime: Runtime) -> Router:
             "execution_time_ms": round(execution.duration_ms, 3),  # Arc's name for the execute answer
         }
 
-    @router.post(f"{BASE}/run")
+    @router.post(
+        f"{BASE}/run",
+        **doc(
+            "Run every active policy and continuous-query rule now (admin)",
+            "retention",
+            {200: json_answer(_RUN, "done (success false: something was skipped or failed)")},
+            body=json_body(_RUN_REQUEST, required=False, example={"dry_run": True}),
+            errors=_CHANGE_ERRORS,
+        ),
+    )
     def run_schedule() -> dict[str, Any]:
         caller_with("admin")
         document = request.json()
@@ -199,7 +394,15 @@ def retention_router(runtime: Runtime) -> Router:
         run = service().run_due(dry_run=dry_run, kind="manual", scope=lambda name: database is None or name == database)
         return {"success": run.complete, **run.to_json()}
 
-    @router.get(f"{BASE}/<policy_id>/executions")
+    @router.get(
+        f"{BASE}/<policy_id>/executions",
+        **doc(
+            "A policy's executions, newest first",
+            "retention",
+            {200: json_answer(_EXECUTIONS, "the executions")},
+            parameters=[_ID, LIMIT],
+        ),
+    )
     def list_executions(policy_id: str) -> dict[str, Any]:
         policy = visible(caller_with("read"), policy_id)
         raw = request.param("limit") or "100"
