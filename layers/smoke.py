@@ -77,6 +77,7 @@ QUERY_ROUTES = frozenset(
         ("POST", "/api/v1/query/arrow"),
         ("POST", "/api/v1/query/msgpack"),
         ("POST", "/api/v1/query/estimate"),
+        ("GET", "/api/v1/openapi.json"),
         ("GET", "/api/v1/query/<measurement>"),
         ("GET", "/api/v1/auth/verify"),
         ("POST", "/api/v1/auth/tokens"),
@@ -369,6 +370,7 @@ def query_everything(api: Api) -> dict[str, Any]:
 
     arrow = api.call("POST", "/api/v1/query/arrow", body=sql)
     assert pyarrow.ipc.open_stream(io.BytesIO(arrow)).read_all().num_rows == 2
+    assert api.call("GET", "/api/v1/openapi.json")["openapi"].startswith("3.1")
     # The MessagePack answer, zstd-compressed as asked: the layers hold both libraries.
     import msgpack
     import zstandard
