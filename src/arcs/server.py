@@ -694,9 +694,10 @@ def head_timed_protocol(head_timeout_s: float, max_waiting: int) -> type[asyncio
             sock = self.transport.get_extra_info("socket")
             if sock is None:
                 return False
-            with socket.fromfd(sock.fileno(), sock.family, sock.type) as peer:  # a duplicate, to peek
+            # A duplicate, to peek at up to h11's largest head (16 KiB).
+            with socket.fromfd(sock.fileno(), sock.family, sock.type) as peer:
                 try:
-                    pending = peer.recv(h11.DEFAULT_MAX_INCOMPLETE_EVENT_SIZE, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+                    pending = peer.recv(16 * 1024, socket.MSG_PEEK | socket.MSG_DONTWAIT)
                 except OSError:
                     return False
             return b"\r\n\r\n" in pending
