@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import threading
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
@@ -212,6 +213,12 @@ class HttpLimits:
     def max_requests_per_caller(self) -> int:
         """Requests one caller may have in flight at once, so no one token takes every worker."""
         return max(1, self.workers)
+
+    @property
+    def max_waiting_heads(self) -> int:
+        """Connections that may wait for a request head at once (new, or idle between requests):
+        half the connection limit, so that the other half stays for requests being served."""
+        return max(1, self.max_connections // 2)
 
     @property
     def max_bodies(self) -> int:
@@ -609,39 +616,97 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def head_timed_protocol(head_timeout_s: float) -> type[asyncio.Protocol]:
+def head_timed_protocol(head_timeout_s: float, max_waiting: int) -> type[asyncio.Protocol]:
     """uvicorn's HTTP/1.1 protocol, closing a connection whose request head does not arrive within
     ``head_timeout_s`` of its opening or of its last response.
 
     uvicorn closes idle keep-alive connections, but not one that never sends a request, or sends
-    its head a byte at a time: such connections would fill the connection limit for good.
+    its head a byte at a time: such connections would fill the connection limit for good. Even
+    timed out, a client reopening them as they close could keep the limit full; so at most
+    ``max_waiting`` connections of the server may wait for a head at once (new ones, and idle ones
+    between requests): a connection arriving beyond that closes the one that has waited longest,
+    first among those that sent part of their head (and were read: a slow sender), then among the
+    rest (silent, or idle).
+    One whose whole head waits in its socket, not yet read, is passed over: a burst of connections
+    is accepted before any of them is read, and a client sending its head at once is not closed.
+    What the bound leaves of the connection limit stays for requests whose head arrived.
     """
+    import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    # The connections of this server waiting for a head, oldest first (a dict keeps insertion order).
+    waiting: dict[HeadTimedH11Protocol, None] = {}
 
     class HeadTimedH11Protocol(H11Protocol):
         _head_deadline: asyncio.TimerHandle | None = None
+        #: Whether bytes of the awaited head were read.
+        _started = False
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self._await_head()
 
+        def data_received(self, data: bytes) -> None:
+            self._started = True
+            super().data_received(data)
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self.cycle is not None and not self.cycle.response_complete:
+                waiting.pop(self, None)  # its head arrived: a request in progress
+            elif self in waiting:
+                self._make_room()  # part of a head: it may be closed now
+
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            self._await_head()
+            if self.transport.is_closing() or (self.cycle is not None and not self.cycle.response_complete):
+                return  # closing, or a pipelined request already started
+            # Idle until its next head; or still sending a body refused unread: only the time-out.
+            self._await_head(queue=self.conn.their_state is h11.IDLE)
 
         def connection_lost(self, exc: Exception | None) -> None:
+            waiting.pop(self, None)
             if self._head_deadline is not None:
                 self._head_deadline.cancel()
             super().connection_lost(exc)
 
-        def _await_head(self) -> None:
+        def _await_head(self, queue: bool = True) -> None:
             if self._head_deadline is not None:
                 self._head_deadline.cancel()
             self._head_deadline = self.loop.call_later(head_timeout_s, self._head_overdue)
+            waiting.pop(self, None)
+            self._started = False
+            if queue:
+                waiting[self] = None
+                self._make_room()
+
+        def _make_room(self) -> None:
+            # Part of a head read and no more for now: a slow sender, closed first. A whole head
+            # waiting to be read is a request: it may exceed the bound until read (the loop's next
+            # turn or so).
+            closable = [other for other in waiting if other._started]
+            closable += [other for other in waiting if not other._started and not other._head_unread()]
+            for other in closable[: max(0, len(closable) - max_waiting)]:
+                del waiting[other]
+                other.transport.close()
+
+        def _head_unread(self) -> bool:
+            """Whether a whole request head waits, not yet read, in the socket's buffer."""
+            sock = self.transport.get_extra_info("socket")
+            if sock is None:
+                return False
+            # A duplicate, to peek at up to h11's largest head (16 KiB).
+            with socket.fromfd(sock.fileno(), sock.family, sock.type) as peer:
+                try:
+                    pending = peer.recv(16 * 1024, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+                except OSError:
+                    return False
+            return b"\r\n\r\n" in pending
 
         def _head_overdue(self) -> None:
             # A request whose head arrived has its own limits (the body's time-out, the workers').
             if self.cycle is None or self.cycle.response_complete:
+                waiting.pop(self, None)
                 self.transport.close()
 
     return HeadTimedH11Protocol
@@ -669,7 +734,7 @@ def run_http(
         log_level="warning",
         lifespan="on",
         access_log=False,
-        http=head_timed_protocol(app.limits.head_timeout_s),
+        http=head_timed_protocol(app.limits.head_timeout_s, app.limits.max_waiting_heads),
         # The caller is the peer of the connection: uvicorn would otherwise take X-Forwarded-For
         # from loopback peers as the address, and a caller could name a new one per failed token.
         proxy_headers=False,

@@ -6,7 +6,9 @@ that stalls is cut off (408); connections beyond the limit are refused (503) ins
 
 from __future__ import annotations
 
+import select
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -251,3 +253,60 @@ def test_slow_bodies_of_several_tokens_do_not_keep_others_out(limited: ServerPro
     finally:
         for sock in held:
             sock.close()
+
+
+class _UnfinishedHeads(threading.Thread):
+    """Holds ``count`` connections that never finish their request head (one header line at a
+    time), reopening each one the server closes, until stopped."""
+
+    def __init__(self, server: ServerProcess, count: int) -> None:
+        super().__init__(daemon=True)
+        self.server, self.count = server, count
+        self.opened = 0
+        self.done = threading.Event()
+
+    def _open(self) -> socket.socket:
+        sock = _connect(self.server)
+        sock.sendall(b"GET /ping HTTP/1.1\r\nHost: test\r\n")  # no token, and no end of head
+        self.opened += 1
+        return sock
+
+    def run(self) -> None:
+        socks = [self._open() for _ in range(self.count)]
+        while not self.done.is_set():
+            closed, _, _ = select.select(socks, [], [], 0.05)
+            for index, sock in enumerate(socks):
+                try:
+                    if sock in closed and not sock.recv(1024):
+                        raise ConnectionResetError
+                    sock.sendall(b"X-Slow: 1\r\n")
+                except OSError:
+                    sock.close()
+                    socks[index] = self._open()
+        for sock in socks:
+            sock.close()
+
+
+def test_unfinished_heads_from_one_client_do_not_keep_others_out(limited: ServerProcess) -> None:
+    attacker = _UnfinishedHeads(limited, MAX_CONNECTIONS + 8)
+    attacker.start()
+    statuses = []
+    try:
+        time.sleep(0.5)
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            response = httpx.post(  # a fresh connection each time
+                f"{limited.url}/api/v1/query",
+                json={"sql": "SELECT 1 AS one"},
+                headers={"Authorization": f"Bearer {TOKEN}"},
+                timeout=10,
+            )
+            statuses.append(response.status_code)
+            time.sleep(0.1)
+    finally:
+        attacker.done.set()
+        attacker.join(timeout=10)
+    assert attacker.opened > 2 * MAX_CONNECTIONS  # the server kept closing them, they kept coming
+    # Without the bound every probe is turned away; with it, the few refused are those that came
+    # while the attacker's churn held every slot for an instant.
+    assert statuses.count(200) >= 0.75 * len(statuses), statuses
