@@ -8,6 +8,7 @@ import os
 import signal
 import threading
 import time
+import uuid
 
 import boto3
 import httpx
@@ -68,6 +69,8 @@ def test_sigterm_while_busy_exits_within_seconds_and_acknowledged_writes_survive
         "ARCS_INGEST_BATCH_WINDOW_S": "0.05",
         "ARCS_COMPACTION_INTERVAL_S": "0",
         "ARCS_LOCAL_VISIBILITY_TIMEOUT_S": "6",
+        # moto's in-process backends are shared by every moto server of this test process.
+        "ARCS_LOCAL_RESOURCE_PREFIX": f"arcs-sigterm-{uuid.uuid4().hex[:12]}",
     }
     args = ["local", "--host", "127.0.0.1", "--port", "0"]
     try:
