@@ -50,7 +50,7 @@ HANDLER = "handler.handler"
 #: budget leaves the rest to the next one, a quarter of an hour later; overlapping runs are safe
 #: (a partition's lease keeps a second compactor off it). Continuous queries: a window runs once it
 #: closed ``ARCS_CQ_DELAY_S`` ago, so a minute's rate keeps one-minute queries timely; a missed run
-#: is caught up by the next (docs/continuous_queries.md).
+#: is caught up by the next (docs/continuous-queries.md).
 DEFAULT_SCHEDULES: dict[str, events.Schedule] = {
     "compaction": events.Schedule.rate(Duration.minutes(15)),
     "continuous_queries": events.Schedule.rate(Duration.minutes(1)),

@@ -7,9 +7,9 @@ A compaction run covers every candidate partition; the trigger route's payload m
 database and measurement. The run stops starting jobs after ``ARCS_COMPACTION_TIME_BUDGET_S``
 (the stack sets it below the function's timeout); what is left waits for the next run, and a run
 cut short by the timeout is finished by the next one (docs/compaction.md). A continuous-queries
-run executes every active query's closed windows (docs/continuous_queries.md); a retention run
+run executes every active query's closed windows (docs/continuous-queries.md); a retention run
 applies every active retention policy and the rules derived from the continuous queries'
-``retention_days`` and ``delete_source_after_days`` (docs/retention_and_delete.md);
+``retention_days`` and ``delete_source_after_days`` (docs/retention-and-delete.md);
 ``{"task": "retention", "dry_run": true}`` only counts what it would remove. ``{"task": "import",
 "database": ..., "import_id": ...}`` (the import route's completion) imports a file uploaded to
 the bucket (docs/import.md).

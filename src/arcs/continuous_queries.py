@@ -1,6 +1,6 @@
 """Continuous queries: definitions kept in the catalog, windows run on a schedule or on request.
 
-A scheduled run of a window is four steps (docs/continuous_queries.md has the argument):
+A scheduled run of a window is four steps (docs/continuous-queries.md has the argument):
 
 1. run the query over ``[start, end)`` through ``QueryService``, as a read-only principal of the
    query's database;

@@ -124,7 +124,7 @@ class Definition:
 
 
 def definition_fields(query: ContinuousQuery) -> dict[str, object]:
-    """The definition's fields, as a client sends them (docs/continuous_queries.md "The definition")."""
+    """The definition's fields, as a client sends them (docs/continuous-queries.md "The definition")."""
     return {
         "name": query.name,
         "description": query.description,

@@ -1,4 +1,4 @@
-"""Retention rules derived from continuous queries, at run time (docs/continuous_queries.md).
+"""Retention rules derived from continuous queries, at run time (docs/continuous-queries.md).
 
 Nothing is stored: each retention run reads the active definitions and their progress marks and
 derives the rules afresh, so they never drift from the definitions.

@@ -4,7 +4,7 @@ Each affected hour partition is one rewrite under its lease (``Compactor.rewrite
 are the partition's files holding a matching row, the outputs are those files without them (a
 file left empty has no output); files without a matching row are not touched. The swap is
 compaction's commit record, so a reader sees a partition's old files or its new ones, and a crash
-at any step is finished or undone by recovery (docs/retention_and_delete.md).
+at any step is finished or undone by recovery (docs/retention-and-delete.md).
 
 ``where`` reaches this module already validated (the route checks it with DuckDB's parser as
 ``GET /api/v1/query/{measurement}?where=`` does, and through the sandbox). It is evaluated on one

@@ -262,9 +262,9 @@ _TAGS = [
     {"name": "databases", "description": "databases and measurements"},
     {"name": "tokens", "description": 'README.md "Tokens"'},
     {"name": "compaction", "description": "docs/compaction.md"},
-    {"name": "continuous queries", "description": "docs/continuous_queries.md"},
-    {"name": "retention", "description": "docs/retention_and_delete.md"},
-    {"name": "delete", "description": "docs/retention_and_delete.md"},
+    {"name": "continuous queries", "description": "docs/continuous-queries.md"},
+    {"name": "retention", "description": "docs/retention-and-delete.md"},
+    {"name": "delete", "description": "docs/retention-and-delete.md"},
     {"name": "spec", "description": "this document"},
 ]
 _INFLUX_PATHS = frozenset({"/write", "/api/v2/write"})

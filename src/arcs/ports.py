@@ -3,9 +3,9 @@
 The catalog holds everything small and transactional: measurement schemas, the databases, the
 list of committed data files (readers list files here, never by globbing storage), the ingest
 commit records and the per-write markers that make redelivery harmless (docs/ingest.md),
-the continuous queries' definitions, progress and executions (docs/continuous_queries.md), and
+the continuous queries' definitions, progress and executions (docs/continuous-queries.md), and
 compaction's leases, per-partition commit records and job journal (docs/compaction.md), and the
-retention policies with their executions (docs/retention_and_delete.md).
+retention policies with their executions (docs/retention-and-delete.md).
 """
 
 from __future__ import annotations
@@ -276,7 +276,7 @@ class Catalog(Protocol):
         """The commit point: exactly one of 'committed' and 'aborted' is ever stored for an id."""
         ...
 
-    # --- continuous queries (docs/continuous_queries.md) ---------------------------------------
+    # --- continuous queries (docs/continuous-queries.md) ---------------------------------------
     def create_continuous_query(self, query: ContinuousQuery, processed_until_us: int) -> ContinuousQuery | None:
         """Store a new query under a new id (``query.query_id`` is ignored) with its progress mark.
 
@@ -362,7 +362,7 @@ class Catalog(Protocol):
         """Newest first; ``active``: only jobs not finished (what recovery looks at)."""
         ...
 
-    # --- retention policies (docs/retention_and_delete.md) ---------------------------------------
+    # --- retention policies (docs/retention-and-delete.md) ---------------------------------------
     def create_retention_policy(self, policy: RetentionPolicy) -> RetentionPolicy | None:
         """Store a new policy under a new id (``policy.policy_id`` is ignored); ids count up and are
         never reused. None if the name is taken in its database."""
@@ -419,7 +419,7 @@ class TokenStore(Protocol):
     def is_empty(self) -> bool: ...
 
 
-# --- continuous queries (docs/continuous_queries.md) ---------------------------------------------
+# --- continuous queries (docs/continuous-queries.md) ---------------------------------------------
 
 CQExecutionKind = Literal["scheduled", "manual"]
 CQExecutionStatus = Literal["succeeded", "failed"]
@@ -427,7 +427,7 @@ CQExecutionStatus = Literal["succeeded", "failed"]
 
 @dataclass(frozen=True, slots=True)
 class ContinuousQuery:
-    """A continuous query's definition, its fields named as the API names them (docs/continuous_queries.md)."""
+    """A continuous query's definition, its fields named as the API names them (docs/continuous-queries.md)."""
 
     query_id: int
     name: str
@@ -464,7 +464,7 @@ class CQExecution:
     error: str = ""
 
 
-# --- retention policies (docs/retention_and_delete.md) -------------------------------------------
+# --- retention policies (docs/retention-and-delete.md) -------------------------------------------
 
 RetentionKind = Literal["scheduled", "manual"]
 RetentionStatus = Literal["succeeded", "partial", "failed", "dry_run"]

@@ -6,7 +6,7 @@ from their definitions at run time (``arcs.cq_retention``). An hour partition go
 end is at or before the cutoff, so no row newer than the cutoff is ever touched. Removing a partition is
 a rewrite under its lease (``Compactor.rewrite``) whose inputs are all its files and whose outputs
 are none: one commit hides them all at once, and their objects are deleted after the grace period
-(docs/retention_and_delete.md).
+(docs/retention-and-delete.md).
 """
 
 from __future__ import annotations

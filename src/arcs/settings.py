@@ -265,11 +265,11 @@ class Settings:
     result_cache: bool = False
     result_cache_ttl_s: float = 60.0
     result_cache_max_bytes: int = 256 * 1024 * 1024
-    # Continuous queries (docs/continuous_queries.md).
+    # Continuous queries (docs/continuous-queries.md).
     cq_timer_s: float = 60.0
     cq_delay_s: float = 60.0
     cq_max_windows: int = 60
-    # Retention (docs/retention_and_delete.md): the standalone server's timer; 0 turns it off.
+    # Retention (docs/retention-and-delete.md): the standalone server's timer; 0 turns it off.
     retention_interval_s: float = 3600.0
     # Result-sized blocks stay mapped between queries (arcs.allocator); 0 keeps the C library's default.
     mmap_threshold_mb: int = 256

@@ -1,4 +1,4 @@
-"""Continuous queries on the catalog table (docs/continuous_queries.md).
+"""Continuous queries on the catalog table (docs/continuous-queries.md).
 
 | kind | pk | sk | attributes |
 |---|---|---|---|

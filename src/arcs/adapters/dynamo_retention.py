@@ -1,4 +1,4 @@
-"""Retention policies on the catalog table (docs/retention_and_delete.md).
+"""Retention policies on the catalog table (docs/retention-and-delete.md).
 
 | kind | pk | sk | attributes |
 |---|---|---|---|

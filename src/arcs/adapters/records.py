@@ -228,7 +228,7 @@ def apply_compactions(files: list[FileRecord], pending: list[CompactionState]) -
     return sorted(shown.values(), key=lambda f: (f.hour, f.key))
 
 
-# --- retention policies (docs/retention_and_delete.md) -------------------------------------------
+# --- retention policies (docs/retention-and-delete.md) -------------------------------------------
 
 RETENTION_EXECUTION_RETENTION = timedelta(days=30)
 

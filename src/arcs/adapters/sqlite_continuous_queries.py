@@ -1,5 +1,5 @@
 """Continuous queries' definitions, progress and executions in the SQLite file
-(docs/continuous_queries.md): a part of ``SqliteCatalog``."""
+(docs/continuous-queries.md): a part of ``SqliteCatalog``."""
 
 from __future__ import annotations
 

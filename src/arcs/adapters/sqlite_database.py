@@ -51,7 +51,7 @@ CREATE TABLE IF NOT EXISTS compaction_jobs (job_id TEXT PRIMARY KEY, active INTE
 CREATE INDEX IF NOT EXISTS compaction_jobs_active ON compaction_jobs (active, job_id);
 """
 
-# Continuous queries (docs/continuous_queries.md).
+# Continuous queries (docs/continuous-queries.md).
 _CQ_TABLES = """
 CREATE TABLE IF NOT EXISTS continuous_queries (
     query_id INTEGER PRIMARY KEY AUTOINCREMENT, database TEXT NOT NULL, name TEXT NOT NULL, definition TEXT NOT NULL,
@@ -62,7 +62,7 @@ CREATE TABLE IF NOT EXISTS cq_executions (
 CREATE INDEX IF NOT EXISTS cq_executions_by_query ON cq_executions (query_id, started_at);
 """
 
-# Retention policies (docs/retention_and_delete.md).
+# Retention policies (docs/retention-and-delete.md).
 _RETENTION_TABLES = """
 CREATE TABLE IF NOT EXISTS retention_policies (
     policy_id INTEGER PRIMARY KEY AUTOINCREMENT, database TEXT NOT NULL, name TEXT NOT NULL, definition TEXT NOT NULL,

@@ -1,4 +1,4 @@
-"""Retention policies and their executions in the SQLite file (docs/retention_and_delete.md): a
+"""Retention policies and their executions in the SQLite file (docs/retention-and-delete.md): a
 part of ``SqliteCatalog``."""
 
 from __future__ import annotations

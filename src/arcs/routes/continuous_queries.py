@@ -1,4 +1,4 @@
-"""Continuous query routes (``/api/v1/continuous_queries``); the behaviour is docs/continuous_queries.md.
+"""Continuous query routes (``/api/v1/continuous_queries``); the behaviour is docs/continuous-queries.md.
 
 Permissions: listing, reading a definition and its executions need ``read``; creating, changing,
 deleting and executing need ``admin`` (a continuous query keeps writing with its own authority

@@ -1,4 +1,4 @@
-"""Delete routes (``/api/v1/delete``); the behaviour is docs/retention_and_delete.md.
+"""Delete routes (``/api/v1/delete``); the behaviour is docs/retention-and-delete.md.
 
 ``POST /api/v1/delete`` needs ``admin`` and the database in the caller's scopes. ``where`` is one
 boolean expression over the measurement's columns, checked as ``GET /api/v1/query/{measurement}``

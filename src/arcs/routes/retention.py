@@ -1,4 +1,4 @@
-"""Retention policy routes (``/api/v1/retention``); the behaviour is docs/retention_and_delete.md.
+"""Retention policy routes (``/api/v1/retention``); the behaviour is docs/retention-and-delete.md.
 
 Permissions: listing, reading a policy and its executions need ``read``; creating, changing,
 deleting and executing need ``admin`` (which no scope limits). A reader's scopes apply: a policy of
