@@ -256,11 +256,11 @@ _SECURITY_SCHEMES = {
 }
 _TAGS = [
     {"name": "probes", "description": "health, readiness and ping: the only routes without a token"},
-    {"name": "writes", "description": 'README.md "Writing"; docs/ingest.md'},
+    {"name": "writes", "description": 'docs/usage.md "Writing"; docs/ingest.md'},
     {"name": "imports", "description": "docs/import.md"},
-    {"name": "queries", "description": 'README.md "Querying"'},
+    {"name": "queries", "description": 'docs/usage.md "Querying"'},
     {"name": "databases", "description": "databases and measurements"},
-    {"name": "tokens", "description": 'README.md "Tokens"'},
+    {"name": "tokens", "description": 'docs/usage.md "Tokens"'},
     {"name": "compaction", "description": "docs/compaction.md"},
     {"name": "continuous queries", "description": "docs/continuous-queries.md"},
     {"name": "retention", "description": "docs/retention-and-delete.md"},
