@@ -20,7 +20,7 @@ the schema and the file records in the catalog of the standalone server (SQLite)
   is written as one time-sorted Parquet file under ``{database}/hits/YYYY/MM/DD/HH/``: what the
   ingest path would have written had the rows come in through the API.
 
-Values keep to our storage types (README "Writing"): integers are ``int64``, strings ``string``, EventDate
+Values keep to our storage types (docs/usage.md "Writing"): integers are ``int64``, strings ``string``, EventDate
 a ``timestamp`` at UTC midnight (so ``EventDate >= '2013-07-01'`` compares as a date does);
 EventTime, ClientEventTime and LocalEventTime stay Unix seconds, which the engine's
 ``toDateTime`` macro reads as ClickBench's DuckDB view does.
