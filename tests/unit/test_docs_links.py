@@ -47,6 +47,13 @@ def test_every_relative_link_reaches_a_file_of_the_repository(page: Path) -> Non
     assert broken_links(page) == []
 
 
+def test_the_docs_index_lists_every_page() -> None:
+    index = ROOT / "docs" / "README.md"
+    listed = {(index.parent / target).resolve() for target in relative_links(index.read_text())}
+    pages = {page.resolve() for page in (ROOT / "docs").glob("*.md") if page != index}
+    assert sorted(page.name for page in pages - listed) == []
+
+
 def test_a_link_to_a_missing_file_or_outside_the_tree_is_found(tmp_path: Path) -> None:
     root = tmp_path / "repo"
     root.mkdir()
