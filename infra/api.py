@@ -19,21 +19,9 @@ from constructs import Construct
 
 from arcs.routes.health import HEALTH, PING_BUILD, PING_VERSION, PROBE_METHODS
 from arcs.settings import AWS_TOO_LARGE_MESSAGE
-from arcs.write_paths import IMPORT_FORMATS, IMPORT_PREFIX, is_write_path
+from arcs.write_paths import WRITE_ROUTES, takes_cached_authorizer
 from infra.nag import acknowledge
 
-#: The write routes (README "Writing") and the imports, all POST, all served by the edge function.
-WRITE_PATHS: tuple[str, ...] = (
-    "/api/v1/write/msgpack",
-    "/api/v1/write/json",
-    "/api/v1/write/line-protocol",
-    "/write",
-    "/api/v2/write",
-    # Bulk imports posted whole (docs/import.md): writes, within the same limit.
-    *(f"{IMPORT_PREFIX}{kind}" for kind in sorted(IMPORT_FORMATS)),
-)
-#: Arc's own API (but the writes): its clients send the token in the Authorization header.
-ARC_API = "/api/v1"
 BINARY_MEDIA_TYPES = ["*/*"]
 # Errors the gateway itself answers (no/invalid token, throttled, too large, timeout) in the API's error shape.
 _ERROR_TEMPLATE = '{"success": false, "error": $context.error.messageString}'
@@ -150,7 +138,7 @@ class ArcsApi(Construct):
         self._routed: set[str] = set()
 
         self._fallback(self.api.root)
-        for path in WRITE_PATHS:
+        for path in WRITE_ROUTES:
             resource = self._resource(path)
             # Uncached: InfluxDB clients send the token in the query or the header, and the
             # authorizer checks each write's declared length.
@@ -225,9 +213,8 @@ class ArcsApi(Construct):
         if resource.path in self._routed:
             return
         self._routed.add(resource.path)
-        arc_api = resource.path == ARC_API or resource.path.startswith(ARC_API + "/")
         # Under the write prefix the authorizer may deny an oversized write: never cache that.
-        cached = arc_api and not is_write_path(resource.path + "/")
+        cached = takes_cached_authorizer(resource.path + "/")
         authorizer = self._token_authorizer if cached else self._request_authorizer
         resource.add_method("ANY", self._query, authorizer=authorizer)
         resource.add_proxy(

@@ -17,6 +17,19 @@ WRITE_PREFIX = "/api/v1/write/"
 #: Bulk imports take a file at Arc's paths: writes too, whose body may be far larger.
 IMPORT_PREFIX = "/api/v1/import/"
 IMPORT_FORMATS = frozenset({"lp", "msgpack", "csv", "parquet"})
+#: Every write route, all POST, all served by the write function: the CDK app declares exactly
+#: these, and the emulated gateway routes by ``is_write_path``, which accepts exactly these and
+#: what the prefix leaves to the write function to refuse.
+WRITE_ROUTES: tuple[str, ...] = (
+    f"{WRITE_PREFIX}msgpack",
+    f"{WRITE_PREFIX}json",
+    f"{WRITE_PREFIX}line-protocol",
+    *sorted(WRITE_PATHS),
+    *(f"{IMPORT_PREFIX}{kind}" for kind in sorted(IMPORT_FORMATS)),
+)
+#: Arc's own API: its clients send the token in the Authorization header, so the stack's cached
+#: authorizer serves it, but for its writes (infra/authorizer.py).
+ARC_API_PREFIX = "/api/v1"
 
 
 _DECIMAL = re.compile(r"[0-9]{1,30}")
@@ -41,6 +54,14 @@ def body_room(authorizer_event: Mapping[str, Any], context: Mapping[str, Any]) -
 
 def is_write_path(path: str) -> bool:
     return path in WRITE_PATHS or path.startswith(WRITE_PREFIX) or is_import_path(path)
+
+
+def takes_cached_authorizer(path: str) -> bool:
+    """Whether the stack's cached, Authorization-only authorizer guards ``path``: Arc's API but the
+    writes. Every other path (writes, InfluxDB's) takes the uncached one, which reads the token
+    from any of its places."""
+    in_arc_api = path == ARC_API_PREFIX or path.startswith(ARC_API_PREFIX + "/")
+    return in_arc_api and not is_write_path(path)
 
 
 def is_import_path(path: str) -> bool:

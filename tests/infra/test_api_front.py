@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from aws_cdk import App, Stack
 from aws_cdk.assertions import Template
-from infra.api import PROBES, PUBLIC_PATHS, WRITE_PATHS
+from infra.api import PROBES, PUBLIC_PATHS
 from infra.app import build
 from infra.authorizer import FUNCTION_TOKEN_CACHE_TTL_S, GATEWAY_CACHE_TTL
 from infra.stack import TOKEN_CACHE_TTL_S, ArcsStack
@@ -28,7 +28,7 @@ from arcs import layout
 from arcs.adapters.aws_sqs import claim_key
 from arcs.import_status import ImportLedger
 from arcs.settings import AWS_MAX_REQUEST_BYTES, AWS_TOO_LARGE_MESSAGE
-from arcs.write_paths import declared_too_large, is_write_path
+from arcs.write_paths import WRITE_ROUTES, declared_too_large, is_write_path
 
 pytestmark = pytest.mark.infra
 
@@ -263,7 +263,7 @@ def test_writes_and_influxdb_paths_take_the_token_anywhere(
     synth: Synth, headers: dict[str, str], query: dict[str, str]
 ) -> None:
     methods = _methods(synth)
-    for path in WRITE_PATHS:
+    for path in WRITE_ROUTES:
         assert _passes_identity_sources(synth, _resolve(methods, "POST", path), headers, query), path
     for verb, path in (("POST", "/query"), ("GET", "/api/v2/query"), ("GET", "/anything")):
         assert _passes_identity_sources(synth, _resolve(methods, verb, path), headers, query), path
@@ -290,7 +290,7 @@ def test_a_write_the_authorizer_denies_for_its_size_is_a_413_in_the_api_error_sh
     # The writes see the uncached authorizer, which checks each one's declared length.
     methods = _methods(synth)
     request_authorizer = {"Ref": synth.logical_id(synth.stack.authorizer.request_authorizer)}
-    for path in WRITE_PATHS:
+    for path in WRITE_ROUTES:
         assert methods[(path, "POST")]["AuthorizerId"] == request_authorizer, path
 
 

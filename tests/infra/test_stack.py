@@ -15,7 +15,7 @@ import pytest
 from aws_cdk import App, Validations
 from aws_cdk.assertions import Match, Template
 from cdk_nag import AwsSolutionsChecks
-from infra.api import PUBLIC_PATHS, WRITE_PATHS
+from infra.api import PUBLIC_PATHS
 from infra.app import build
 from infra.function import FUNCTIONS_DIR, KNOWN_ENV_NAMES
 from infra.stack import ArcsStack
@@ -24,6 +24,7 @@ from arcs import envvars, layout
 from arcs.adapters.aws_sqs import SQS_MAX_MESSAGE_BYTES, claim_key
 from arcs.adapters.dynamo_table import TTL_ATTRIBUTE
 from arcs.allocator import ARROW_POOL
+from arcs.write_paths import WRITE_ROUTES
 
 pytestmark = pytest.mark.infra
 
@@ -513,7 +514,7 @@ def test_routes_writes_to_the_edge_and_the_rest_to_query(synth: Synth) -> None:
     def target(method: Json) -> str:
         return _target(method, [edge, query])
 
-    for path in WRITE_PATHS:
+    for path in WRITE_ROUTES:
         method = routes[(path, "POST")]
         assert target(method) == edge, path
         assert method["AuthorizationType"] == "CUSTOM"
@@ -533,7 +534,7 @@ def test_routes_writes_to_the_edge_and_the_rest_to_query(synth: Synth) -> None:
         if path in PUBLIC_PATHS:
             continue
         assert method["AuthorizationType"] == "CUSTOM", (path, verb)
-        if (path, verb) not in {(p, "POST") for p in WRITE_PATHS}:
+        if (path, verb) not in {(p, "POST") for p in WRITE_ROUTES}:
             assert target(method) == query, (path, verb)
             arc_api = (path == "/api/v1" or path.startswith("/api/v1/")) and not path.startswith("/api/v1/write")
             assert method["AuthorizerId"] == (cached if arc_api else uncached), (path, verb)

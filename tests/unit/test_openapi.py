@@ -21,6 +21,7 @@ from arcs.server import METRICS_PATH, _LambdaContext
 from arcs.settings import Settings
 from arcs.tokens import _FIELDS as TOKEN_FIELDS
 from arcs.tokens import Principal
+from arcs.write_paths import WRITE_ROUTES, is_write_path, takes_cached_authorizer
 
 
 @pytest.fixture(scope="module")
@@ -114,3 +115,17 @@ def test_every_runtime_app_serves_the_document_to_any_valid_token(tmp_path: Path
     assert json.loads(answer.body) == json.loads(openapi.SOURCE_FILE.read_text())
     anonymous = http_response(app.resolve(proxy_event("GET", openapi.SPEC_PATH, "", {}, b""), _LambdaContext()))
     assert anonymous.status == 401
+
+
+def test_the_write_routes_are_listed_once_and_the_gateways_read_that_list(spec: dict[str, Any]) -> None:
+    """The routes the app serves as writes are exactly ``WRITE_ROUTES``, which the CDK app declares
+    and the emulated gateway routes to the write function; every other path under Arc's API takes
+    the cached authorizer."""
+    # The imports are one route with the format as its parameter; the gateways declare each.
+    kinds = spec["paths"]["/api/v1/import/{kind}"]["post"]["parameters"][0]["schema"]["enum"]
+    paths = [path for path in spec["paths"] if path != "/api/v1/import/{kind}"]
+    paths += [f"/api/v1/import/{kind}" for kind in kinds]
+    served = {path for path in paths if is_write_path(path)}
+    assert served == set(WRITE_ROUTES)
+    for path in paths:
+        assert takes_cached_authorizer(path) == (path.startswith("/api/v1/") and path not in WRITE_ROUTES), path

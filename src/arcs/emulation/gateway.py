@@ -35,12 +35,9 @@ from arcs.api import PUBLIC_PATHS
 from arcs.emulation.functions import ACCOUNT_ID, InvokeError, LambdaFunction, StreamCut
 from arcs.proxy import Admission, HttpResponse, http_response, proxy_event
 from arcs.routes.health import HEALTH, PING_BUILD, PING_VERSION, PROBE_METHODS
-from arcs.routes.writes import is_write_path
 from arcs.settings import AWS_TOO_LARGE_MESSAGE
 from arcs.streaming import API_GATEWAY_STREAM_IDLE_S, API_GATEWAY_STREAM_MAX_S, MalformedStream, read_prelude
-
-#: Arc's own API: the stack's cached authorizer serves it, but for its writes (infra/authorizer.py).
-ARC_API_PREFIX = "/api/v1/"
+from arcs.write_paths import is_write_path, takes_cached_authorizer
 
 logger = logging.getLogger(__name__)
 
@@ -238,7 +235,7 @@ class ApiGateway:
         # As the stack attaches its authorizers: Arc's API but the writes takes the token in its
         # identity sources only (a request without them is a 401 before any function runs), and
         # only there may the answer be cached; writes and InfluxDB's paths take it anywhere.
-        arc_api = event["path"].startswith(ARC_API_PREFIX) and not is_write_path(event["path"])
+        arc_api = takes_cached_authorizer(event["path"])
         identity = self._identity(event) if arc_api and self.identity_sources else None
         if arc_api and self.identity_sources and identity is None:
             return json_error(401, "Unauthorized")
