@@ -304,8 +304,6 @@ class Bench:
 
     def stop(self) -> None:
         self.server.stop()
-        if self.server.process.stdout is not None:
-            self.server.process.stdout.close()
 
 
 def measure_ingest(bench: Bench, fmt: str, rows: int, rows_per_request: int) -> Measured:

@@ -11,16 +11,14 @@ before and after, so it shows the memory does not grow with the file.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
+
+from benchmarks.launch import ArcsProcess
 
 TOKEN = "bench-import-token-0123456789abcdef"
 HOSTS = 100
@@ -64,35 +62,15 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / ticks
 
 
-def start_server(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
-    env = {
-        **os.environ,
-        "ARCS_BOOTSTRAP_TOKEN": TOKEN,
-        "ARCS_COMPACTION_INTERVAL_S": "0",
-        "ARCS_IMPORT_MAX_BYTES": str(8 << 30),
-    }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "arcs.cli", "serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", str(data_dir)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert process.stdout is not None
-    for line in process.stdout:
-        if line.startswith('{"event": "listening"'):
-            event = json.loads(line)
-            return process, f"http://{event['host']}:{event['port']}"
-    raise RuntimeError("the server did not start")
-
-
 def run(size_mb: int, work: Path) -> dict[str, float]:
     path = work / f"import-{size_mb}.lp"
     rows = generate(path, size_mb * 1_000_000)
     data_dir = work / f"data-{size_mb}"
-    process, url = start_server(data_dir)
+    settings = {"ARCS_COMPACTION_INTERVAL_S": "0", "ARCS_IMPORT_MAX_BYTES": str(8 << 30)}
+    server = ArcsProcess.serve(data_dir, settings, TOKEN).start()
+    process = server.process
     try:
-        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=3600) as client:
+        with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=3600) as client:
             client.post("/api/v1/write/line-protocol", content=b"warm,host=a v=1 1700000000000000000")
             idle_rss = proc_status(process.pid, "VmRSS")
             cpu0, wall0 = cpu_seconds(process.pid), time.monotonic()
@@ -111,8 +89,7 @@ def run(size_mb: int, work: Path) -> dict[str, float]:
             ).json()["data"][0][0]
             assert counted == rows, (counted, rows)
     finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(30)
+        server.stop()
     return {
         "file_mb": path.stat().st_size / 1e6,
         "rows": rows,

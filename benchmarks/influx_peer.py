@@ -44,7 +44,6 @@ import shutil
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -57,6 +56,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+
+from benchmarks.launch import ArcsProcess
 
 REPO = Path(__file__).resolve().parent.parent
 TOKEN = "influx-peer-benchmark-token"
@@ -113,7 +114,7 @@ def _cpu_seconds(pid: int) -> float:
 
 class Server:
     name = ""
-    process: subprocess.Popen[bytes]
+    process: subprocess.Popen[bytes] | subprocess.Popen[str]
     host = "127.0.0.1"
     port = 0
 
@@ -218,33 +219,10 @@ class Arcs(Server):
     name = "arcs"
 
     def __init__(self, root: Path) -> None:
-        env = {
-            **os.environ,
-            "ARCS_BOOTSTRAP_TOKEN": TOKEN,
-            "ARCS_QUERY_TIMEOUT_S": "0",
-            "PYTHONPATH": str(REPO / "src"),
-        }
         self.data_dir = root / "arcs"
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "arcs.cli", "serve", "--port", "0", "--data-dir", str(self.data_dir)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
-        assert self.process.stdout is not None
-        for raw in self.process.stdout:
-            line = raw.decode(errors="replace")
-            if line.startswith('{"event": "listening"'):
-                self.port = int(json.loads(line)["port"])
-                break
-        else:
-            raise RuntimeError("arcs serve exited")
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _drain(self) -> None:
-        assert self.process.stdout is not None
-        for _ in self.process.stdout:
-            pass
+        self.server = ArcsProcess.serve(self.data_dir, {"ARCS_QUERY_TIMEOUT_S": "0"}, TOKEN).start()
+        self.process = self.server.process
+        self.port = self.server.port
 
     def write_path(self) -> str:
         return f"/write?db={DATABASE}&precision=s"

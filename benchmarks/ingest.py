@@ -56,6 +56,7 @@ from arcs.parquet_encoding import for_parquet
 from arcs.schema import SchemaRegistry
 from arcs.settings import Settings
 from arcs.writes import WriteRequest, WriteService
+from benchmarks.launch import ArcsProcess
 
 HOSTS = [f"server{i:02d}" for i in range(50)]
 REGIONS = ["us-east", "us-west", "eu-central", "ap-south"]
@@ -372,21 +373,8 @@ def server_memory(seconds: float, rows: int) -> dict[str, float]:
 
     data = Path(tempfile.mkdtemp(prefix="arcs-bench-server-"))
     token = "bench-token-0123456789abcdef"
-    env = {**os.environ, "ARCS_BOOTSTRAP_TOKEN": token}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "arcs.cli", "serve", "--port", "0", "--data-dir", str(data)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert proc.stdout is not None
-    url = ""
-    for line in proc.stdout:
-        if line.startswith('{"event": "listening"'):
-            event = json.loads(line)
-            url = f"http://{event['host']}:{event['port']}"
-            break
+    server = ArcsProcess.serve(data, token=token).start()
+    proc, url = server.process, server.url
     payloads = bodies("msgpack-columnar", 20, rows)
     sent = [0]
     peak = [0]
@@ -421,12 +409,8 @@ def server_memory(seconds: float, rows: int) -> dict[str, float]:
             if stored >= sent[0]:
                 break
             time.sleep(0.5)
-    drained = time.perf_counter()
-    proc.terminate()
-    proc.wait(30)
-    proc.stdout.close()
+    server.stop()
     shutil.rmtree(data, ignore_errors=True)
-    del drained
     return {"rows_sent": float(sent[0]), "rows_stored": float(stored), "seconds": seconds, "peak_rss": float(peak[0])}
 
 

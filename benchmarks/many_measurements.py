@@ -12,11 +12,7 @@ when a query sees it. Figures are printed, never asserted.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -24,26 +20,10 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks.launch import ArcsProcess
+
 TOKEN = "bench-admin-token-0123456789abcdef"
 T0_NS = 1_700_000_000_000_000_000
-
-
-def start_server(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
-    env = {**os.environ, "ARCS_BOOTSTRAP_TOKEN": TOKEN, "ARCS_COMPACTION_INTERVAL_S": "0"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "arcs.cli", "serve", "--port", "0", "--data-dir", str(data_dir)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert process.stdout is not None
-    for line in process.stdout:
-        if line.startswith('{"event": "listening"'):
-            event = json.loads(line)
-            threading.Thread(target=lambda: [None for _ in process.stdout or ()], daemon=True).start()
-            return process, f"http://{event['host']}:{event['port']}"
-    raise RuntimeError("the server did not start")
 
 
 def bulk_bodies(writer: int, measurements: int, per_request: int) -> list[bytes]:
@@ -58,7 +38,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--per-request", type=int, default=0, help="measurements per request (0: all in one)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        process, url = start_server(Path(tmp) / "data")
+        server = ArcsProcess.serve(Path(tmp) / "data", {"ARCS_COMPACTION_INTERVAL_S": "0"}, TOKEN).start()
+        url = server.url
         headers = {"Authorization": f"Bearer {TOKEN}"}
         try:
             with httpx.Client(base_url=url, headers=headers, timeout=600) as client:
@@ -112,8 +93,7 @@ def main(argv: list[str] | None = None) -> None:
                     sender.join()
                 writers_s = max(finished) - bulk_started
         finally:
-            process.terminate()
-            process.wait(30)
+            server.stop()
     requests = len(bulk)
     print(f"{args.writers} writers x {args.measurements} new measurements, {per_request} a request (database 'bulk'):")
     for status in sorted({status for status, _s, _t in bulk}):

@@ -17,16 +17,12 @@ byte. Figures are printed, never asserted.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
-import threading
 import time
 from typing import Any
 
 import httpx
 
+from benchmarks.launch import ArcsProcess
 from benchmarks.pruning_requests import (
     HOUR_US,
     START_US,
@@ -41,13 +37,10 @@ DATABASE = "bench"
 
 
 class ArcsLocal:
-    """An ``arcs local`` process on the given emulator, its banner read for the URL."""
+    """An ``arcs local`` process on the given emulator, with a client that sends the token."""
 
     def __init__(self, endpoint: str, extra_env: dict[str, str] | None = None) -> None:
-        env = {
-            **os.environ,
-            "AWS_ENDPOINT_URL": endpoint,
-            "ARCS_BOOTSTRAP_TOKEN": TOKEN,
+        settings = {
             "ARCS_COMPACTION_INTERVAL_S": "0",  # compaction runs when triggered, not behind the figures
             "ARCS_RESULT_CACHE": "false",
             # Replaced files are deleted a second after the swap instead of five minutes: nothing
@@ -55,23 +48,8 @@ class ArcsLocal:
             "ARCS_COMPACTION_GRACE_S": "1",
             **(extra_env or {}),
         }
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "arcs.cli", "local", "--host", "127.0.0.1", "--port", "0"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            if line.startswith('{"event": "listening"'):
-                event = json.loads(line)
-                self.url = f"http://{event['host']}:{event['port']}"
-                break
-        else:
-            raise RuntimeError("arcs local exited before listening")
-        # Keep reading its output so a full pipe never blocks it.
-        threading.Thread(target=lambda: [None for _ in self.process.stdout or ()], daemon=True).start()
+        self.server = ArcsProcess.local(endpoint, settings, TOKEN).start()
+        self.url = self.server.url
         self.http = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=600)
 
     def json(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
@@ -81,8 +59,7 @@ class ArcsLocal:
 
     def stop(self) -> None:
         self.http.close()
-        self.process.terminate()
-        self.process.wait(30)
+        self.server.stop()
 
 
 def day_of_lines(day: int, rows_per_hour: int) -> bytes:

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import signal
-import subprocess
-import sys
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from benchmarks.launch import ArcsProcess
+
 TOKEN = "clickbench-harness-token-0123456789"
 DATABASE = "clickbench"
-REPO = Path(__file__).resolve().parents[1]
 
 
 class ArcsServer:
@@ -23,48 +19,21 @@ class ArcsServer:
         self.data_dir = data_dir
         #: Environment settings of the server beyond the defaults (the api load's compaction ones).
         self.settings = dict(settings or {})
-        self._process: subprocess.Popen[str] | None = None
+        self._server: ArcsProcess | None = None
         self._connection: http.client.HTTPConnection | None = None
-        self._output: list[str] = []
-        self._drainer: threading.Thread | None = None
-        self.url = ""
 
     @property
     def running(self) -> bool:
-        return self._process is not None
+        return self._server is not None
+
+    @property
+    def url(self) -> str:
+        return "" if self._server is None else self._server.url
 
     def start(self) -> None:
-        env = {
-            **os.environ,
-            "ARCS_BOOTSTRAP_TOKEN": TOKEN,
-            "ARCS_QUERY_TIMEOUT_S": "0",
-            "PYTHONPATH": str(REPO / "src"),
-            **self.settings,
-        }
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "arcs.cli", "serve", "--port", "0", "--data-dir", str(self.data_dir)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        assert self._process.stdout is not None
-        for line in self._process.stdout:
-            self._output.append(line)
-            if line.startswith('{"event": "listening"'):
-                event = json.loads(line)
-                self.url = f"http://{event['host']}:{event['port']}"
-                self._connection = http.client.HTTPConnection(event["host"], event["port"], timeout=3600)
-                break
-        else:
-            raise RuntimeError("arcs serve exited:\n" + "".join(self._output[-20:]))
-        self._drainer = threading.Thread(target=self._drain, args=(self._process,), daemon=True)
-        self._drainer.start()
-
-    def _drain(self, process: subprocess.Popen[str]) -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            self._output.append(line)
+        settings = {"ARCS_QUERY_TIMEOUT_S": "0", **self.settings}
+        self._server = ArcsProcess.serve(self.data_dir, settings, TOKEN).start()
+        self._connection = http.client.HTTPConnection(self._server.host, self._server.port, timeout=3600)
 
     def request(
         self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None
@@ -87,18 +56,6 @@ class ArcsServer:
         if self._connection is not None:
             self._connection.close()
             self._connection = None
-        process, self._process = self._process, None
-        if process is None:
-            return
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
-        # The process is gone: its pipe reaches end of file, the drain thread ends, the pipe closes.
-        if self._drainer is not None:
-            self._drainer.join(10)
-        if process.stdout is not None:
-            process.stdout.close()
+        server, self._server = self._server, None
+        if server is not None:
+            server.stop()

@@ -21,10 +21,11 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 
 import pyarrow as pa
+from benchmarks.launch import REPO
 
 from clickbench.dataset import Dataset
 from clickbench.dialects import to_chdb, to_datafusion
-from clickbench.server import REPO, ArcsServer
+from clickbench.server import ArcsServer
 
 
 def drop_page_cache() -> bool:
