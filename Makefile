@@ -36,9 +36,17 @@ format: setup
 test: lint
 	$(UV) run pytest
 
-# The fast loop while changing code: lint and types, then the unit tests (about two minutes).
+# The loop to run after every change: lint and types, then the unit and functional tests on one
+# worker per core, without those marked slow (`make test` runs them), the 15 slowest listed.
+# Compiled bytecode is kept even where the environment turns it off: each worker and each Python
+# the tests start would otherwise compile every module again (about 10 s of CPU each). Temporary
+# files go to a RAM disk where there is one: on a busy disk the local store's and SQLite's fsyncs
+# are most of the functional tests' time (`make test` keeps them on disk).
+# Measured on 2 cores shared with other work: 2 min 7 s in all (lint and types included; 2622 tests)
+# at a load average of about 3, and up to 3 min 40 s with the cores saturated (load 5).
+FAST_TMPDIR := $(if $(wildcard /dev/shm/.),/dev/shm,$(TMPDIR))
 test-fast: lint
-	$(UV) run pytest tests/unit -q
+	env -u PYTHONDONTWRITEBYTECODE TMPDIR=$(FAST_TMPDIR) $(UV) run pytest tests/unit tests/functional -m "not slow" -n auto --dist worksteal --durations=15 -q
 
 # The end-to-end suite through arcs local on LocalStack's S3 and SQS in host mode, without Docker (docs/localstack.md).
 test-localstack: setup

@@ -8,6 +8,7 @@ from pathlib import Path
 import msgpack
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from arcs.adapters.local_storage import DirectoryStore
 from arcs.adapters.sqlite_catalog import SqliteCatalog
@@ -19,6 +20,10 @@ from arcs.ports import Catalog, ObjectStore
 
 HOUR_US = 3_600_000_000
 BASE_US = 1_700_000_000_000_000 - 1_700_000_000_000_000 % HOUR_US  # an hour boundary in 2023
+#: Both backends of a fixture parametrized over them (``indirect``), the one on moto marked slow: a
+#: crash at every step of a protocol makes hundreds of moto calls per case, while the protocol is the
+#: same code on both. ``make test`` runs both; ``make test-fast`` the local one.
+LOCAL_AND_SLOW_AWS = ["local", pytest.param("aws", marks=pytest.mark.slow)]
 
 
 def make_batch(database: str, measurement: str, times_us: list[int], host: str = "a") -> WriteBatch:

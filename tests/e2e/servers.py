@@ -10,8 +10,9 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import pytest
@@ -21,6 +22,9 @@ TOKEN = "e2e-admin-token-0123456789abcdef"
 # DynamoDB is if elsewhere. Unset: each ``arcs local`` starts its own moto server.
 EMULATOR = os.environ.get("ARCS_E2E_AWS_ENDPOINT_URL", "")
 EMULATOR_DYNAMODB = os.environ.get("ARCS_E2E_AWS_ENDPOINT_URL_DYNAMODB", "")
+#: The runtimes that serve Arc's HTTP API: the standalone server on local disk, and ``arcs local``
+#: (the Lambda handlers behind an emulated API Gateway, on an AWS emulator).
+RUNTIMES = ("standalone", "local")
 
 
 class ServerProcess:
@@ -33,6 +37,11 @@ class ServerProcess:
         self.process: subprocess.Popen[str] | None = None
         self.url = ""
         self.output: list[str] = []
+
+    @property
+    def runtime(self) -> str:
+        """``standalone`` or ``local``: which of ``RUNTIMES`` this process is."""
+        return "standalone" if self.args[0] == "serve" else "local"
 
     def start(self, timeout: float = 60.0) -> ServerProcess:
         launcher = ["-m", "arcs.cli"]
@@ -129,6 +138,50 @@ def local(token: str = TOKEN, **env: str) -> ServerProcess:
         **env,
     }
     return ServerProcess(["local", "--host", "127.0.0.1", "--port", "0", "--moto-port", "0"], env)
+
+
+def runtime_server(
+    runtime: str,
+    data_dir: Path,
+    *,
+    standalone_env: Mapping[str, str] | None = None,
+    local_env: Mapping[str, str] | None = None,
+    **env: str,
+) -> ServerProcess:
+    """One of ``RUNTIMES``, not yet started, with ``env`` for either and the settings of its own
+    (a setting can be named differently on each: a timer standalone, a schedule on ``arcs local``)."""
+    if runtime == "local":
+        return local(**env, **(local_env or {}))
+    return standalone(data_dir, **env, **(standalone_env or {}))
+
+
+def runtime_fixture(
+    scope: Literal["session", "package", "module", "class", "function"] = "module",
+    *,
+    standalone_env: Mapping[str, str] | None = None,
+    local_env: Mapping[str, str] | None = None,
+    switch_interval_s: float | None = None,
+    **env: str,
+) -> Callable[..., Iterator[ServerProcess]]:
+    """A fixture parametrized over ``RUNTIMES``: a started server with these settings (see
+    ``runtime_server``), stopped after its last test. Its name is the name it is assigned to.
+
+    Each runtime gets a data directory of its own, and every server process picks its own free
+    ports, so modules (and pytest-xdist workers) never share either.
+    """
+
+    @pytest.fixture(scope=scope, params=RUNTIMES)
+    def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+        data_dir = tmp_path_factory.mktemp(f"{request.param}-data")
+        process = runtime_server(request.param, data_dir, standalone_env=standalone_env, local_env=local_env, **env)
+        process.switch_interval_s = switch_interval_s
+        process.start()
+        try:
+            yield process
+        finally:
+            process.stop()
+
+    return server
 
 
 class Client:

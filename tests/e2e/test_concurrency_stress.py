@@ -17,16 +17,15 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
 import msgpack
 import pytest
 
-from tests.e2e.servers import TOKEN, local, standalone
+from tests.e2e.servers import TOKEN, ServerProcess, runtime_fixture
 
 pytestmark = pytest.mark.e2e
 
@@ -128,16 +127,15 @@ SWITCH_INTERVAL_S = 0.00002
 PLANS = {"standalone": Plan(12.0, (3_000, 6_000), 2), "local": Plan(10.0, (1_500, 3_000), 2)}
 
 
-@pytest.fixture(scope="module", params=["standalone", "local"])
-def runtime(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    data_dir: Path = tmp_path_factory.mktemp("stress")
-    # Compaction may take any hour with two files or more, while the writers run and after.
-    compaction = {"ARCS_COMPACTION_MIN_FILES": "2", "ARCS_COMPACTION_MIN_AGE_S": "0"}
-    process = local(**compaction) if request.param == "local" else standalone(data_dir, **compaction)
-    process.switch_interval_s = SWITCH_INTERVAL_S
-    process.start()
-    yield request.param, process.url
-    process.stop()
+#: Compaction may take any hour with two files or more, while the writers run and after.
+stressed = runtime_fixture(
+    switch_interval_s=SWITCH_INTERVAL_S, ARCS_COMPACTION_MIN_FILES="2", ARCS_COMPACTION_MIN_AGE_S="0"
+)
+
+
+@pytest.fixture(scope="module")
+def runtime(stressed: ServerProcess) -> tuple[str, str]:
+    return stressed.runtime, stressed.url
 
 
 def _client(url: str, token: str) -> httpx.Client:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.servers import Client, ServerProcess, local, standalone
+from tests.e2e.servers import Client, ServerProcess, runtime_fixture
 
 pytestmark = pytest.mark.e2e
 
@@ -26,16 +26,12 @@ QUERY = (
 )
 
 
-@pytest.fixture(scope="module", params=["standalone", "local"])
-def cq_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """Schedules that run often, and a short grace for late rows, so a window closes within the test."""
-    if request.param == "local":
-        process = local(ARCS_LOCAL_CQ_SCHEDULE_S="1", ARCS_CQ_DELAY_S=str(DELAY_S)).start()
-    else:
-        data_dir = tmp_path_factory.mktemp("cq-data")
-        process = standalone(data_dir, ARCS_CQ_TIMER_S="0.5", ARCS_CQ_DELAY_S=str(DELAY_S)).start()
-    yield process
-    process.stop()
+#: Schedules that run often, and a short grace for late rows, so a window closes within the test.
+cq_server = runtime_fixture(
+    standalone_env={"ARCS_CQ_TIMER_S": "0.5"},
+    local_env={"ARCS_LOCAL_CQ_SCHEDULE_S": "1"},
+    ARCS_CQ_DELAY_S=str(DELAY_S),
+)
 
 
 @pytest.fixture

@@ -8,13 +8,12 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.e2e.servers import Client, ServerProcess, local, standalone
+from tests.e2e.servers import Client, ServerProcess, runtime_fixture
 
 pytestmark = pytest.mark.e2e
 
@@ -29,18 +28,12 @@ QUERY = (
 )
 
 
-@pytest.fixture(params=["standalone", "local"])
-def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServerProcess]:
-    """Continuous queries and retention every second or so; a short grace for late rows."""
-    if request.param == "local":
-        process = local(ARCS_LOCAL_CQ_SCHEDULE_S="1", ARCS_LOCAL_RETENTION_SCHEDULE_S="1", ARCS_CQ_DELAY_S="1")
-    else:
-        process = standalone(
-            tmp_path / "data", ARCS_CQ_TIMER_S="0.5", ARCS_RETENTION_INTERVAL_S="1", ARCS_CQ_DELAY_S="1"
-        )
-    process.start()
-    yield process
-    process.stop()
+#: Continuous queries and retention every second or so; a short grace for late rows.
+server = runtime_fixture(
+    standalone_env={"ARCS_CQ_TIMER_S": "0.5", "ARCS_RETENTION_INTERVAL_S": "1"},
+    local_env={"ARCS_LOCAL_CQ_SCHEDULE_S": "1", "ARCS_LOCAL_RETENTION_SCHEDULE_S": "1"},
+    ARCS_CQ_DELAY_S="1",
+)
 
 
 @pytest.fixture

@@ -10,14 +10,13 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
-from tests.e2e.servers import TOKEN, ServerProcess, local, standalone
+from tests.e2e.servers import TOKEN, ServerProcess, runtime_fixture
 
 pytestmark = pytest.mark.e2e
 
@@ -27,19 +26,11 @@ MAX_CONNECTIONS = 12
 WORKERS = 8  # the server's default: the bodies one token may hold at once
 
 
-@pytest.fixture(scope="module", params=["standalone", "local"])
-def limited(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    limits = {
-        "ARCS_HTTP_BODY_TIMEOUT_S": str(BODY_TIMEOUT_S),
-        "ARCS_HTTP_HEAD_TIMEOUT_S": str(HEAD_TIMEOUT_S),
-        "ARCS_HTTP_MAX_CONNECTIONS": str(MAX_CONNECTIONS),
-    }
-    if request.param == "local":
-        process = local(**limits).start()
-    else:
-        process = standalone(tmp_path_factory.mktemp("limits"), **limits).start()
-    yield process
-    process.stop()
+limited = runtime_fixture(
+    ARCS_HTTP_BODY_TIMEOUT_S=str(BODY_TIMEOUT_S),
+    ARCS_HTTP_HEAD_TIMEOUT_S=str(HEAD_TIMEOUT_S),
+    ARCS_HTTP_MAX_CONNECTIONS=str(MAX_CONNECTIONS),
+)
 
 
 def _connect(server: ServerProcess) -> socket.socket:

@@ -15,7 +15,7 @@ import pytest
 from arc_client import ArcClient
 from arc_client.exceptions import ArcQueryError
 
-from tests.e2e.servers import TOKEN, Client, ServerProcess, local, standalone
+from tests.e2e.servers import TOKEN, Client, ServerProcess, runtime_fixture
 
 pytestmark = pytest.mark.e2e
 
@@ -35,23 +35,20 @@ def expected_rows() -> list[list[Any]]:
     ]
 
 
-@pytest.fixture(scope="module", params=["local", "standalone"])
-def loaded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Client]]:
+limited = runtime_fixture(**INLINE_LIMIT)
+
+
+@pytest.fixture(scope="module")
+def loaded(limited: ServerProcess) -> Iterator[tuple[str, Client]]:
     """A server with the small inline limit, holding ``ROWS`` rows of ``wide``."""
-    if request.param == "local":
-        server: ServerProcess = local(**INLINE_LIMIT)
-    else:
-        server = standalone(tmp_path_factory.mktemp("handoff-data"), **INLINE_LIMIT)
-    server.start()
-    client = Client(server.url)
+    client = Client(limited.url)
     try:
         lines = "\n".join(f'wide,host=h{i % 7} v={i}i,s="row \\"{i}\\" é" {T0_US + i}' for i in range(ROWS))
         assert client.write("/api/v1/write/line-protocol?precision=us", lines.encode()).status_code == 204
         assert client.wait_count("wide", ROWS) == ROWS
-        yield request.param, client
+        yield limited.runtime, client
     finally:
         client.http.close()
-        server.stop()
 
 
 def test_a_json_result_over_the_limit_arrives_whole(loaded: tuple[str, Client]) -> None:

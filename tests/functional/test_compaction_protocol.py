@@ -29,7 +29,7 @@ from arcs.compaction.compactor import Compactor
 from arcs.ingest import Ingestor
 from arcs.ports import Catalog, FileRecord, ObjectStore, Partition
 from arcs.settings import CompactionSettings
-from tests.helpers import BASE_US, HOUR_US, queued
+from tests.helpers import BASE_US, HOUR_US, LOCAL_AND_SLOW_AWS, queued
 
 if TYPE_CHECKING:
     from tests.conftest import AwsEnv
@@ -271,6 +271,7 @@ def test_too_young_or_too_few_files_are_not_candidates(env: Env) -> None:
 # --- crashes ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("env", LOCAL_AND_SLOW_AWS, indirect=True)
 @pytest.mark.parametrize("step", STEPS)
 def test_crash_at_every_step_then_a_new_run_leaves_exact_rows(env: Env, step: str) -> None:
     before, after = fill(env)

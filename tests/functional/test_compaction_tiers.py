@@ -31,7 +31,7 @@ from arcs.routes.databases import drop_database
 from arcs.tokens import Principal
 from tests.functional.test_compaction_protocol import STEPS, Crash, Env, Row, assert_clean, batch, crash_at
 from tests.functional.test_compaction_protocol import env as env  # the fixture: both catalogs
-from tests.helpers import BASE_US, HOUR_US
+from tests.helpers import BASE_US, HOUR_US, LOCAL_AND_SLOW_AWS
 
 pytestmark = pytest.mark.functional
 
@@ -43,7 +43,8 @@ H5 = DAY0 + timedelta(hours=5)
 OTHER_DAY_HOUR = 51
 
 
-@pytest.fixture(params=["day", "month"])
+#: The month tier is the day tier's protocol one level up, and takes twice the calls on moto.
+@pytest.fixture(params=["day", pytest.param("month", marks=pytest.mark.slow)])
 def tier(request: pytest.FixtureRequest) -> Tier:
     return request.param  # type: ignore[no-any-return]
 
@@ -195,6 +196,7 @@ def test_a_month_job_takes_files_from_at_most_one_transaction_s_hours_and_the_ne
 # --- crashes and readers -----------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("env", LOCAL_AND_SLOW_AWS, indirect=True)
 @pytest.mark.parametrize("step", STEPS)
 def test_a_span_job_crashed_at_any_step_leaves_the_inputs_or_the_outputs_and_the_next_run_exact_rows(
     env: Env, tier: Tier, step: str

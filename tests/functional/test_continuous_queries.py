@@ -27,6 +27,7 @@ from arcs.server import IngestLoop
 from arcs.settings import CompactionSettings, Settings
 from arcs.sql_tree import MAX_SQL_BYTES
 from arcs.tokens import Principal
+from tests.helpers import LOCAL_AND_SLOW_AWS
 
 if TYPE_CHECKING:
     from tests.conftest import AwsEnv
@@ -41,6 +42,7 @@ QUERY = (
     "SELECT time_bucket(INTERVAL '10 minutes', time) AS time, host, avg(usage) AS usage, count(*) AS n, "
     "sum(procs) AS procs FROM cpu WHERE time >= {start_time} AND time < {end_time} GROUP BY ALL"
 )
+
 STEPS = ["queried", "enqueued", "advanced", "recorded"]
 
 
@@ -198,6 +200,7 @@ def test_catch_up_is_bounded_per_run(world: World) -> None:
     assert destination(world) == expected_buckets(3)  # the fourth hour had no data: no rows, no write
 
 
+@pytest.mark.parametrize("world", LOCAL_AND_SLOW_AWS, indirect=True)
 @pytest.mark.parametrize("step", STEPS)
 def test_a_crash_between_any_two_steps_stores_every_window_once(world: World, step: str) -> None:
     query_id = create(world)

@@ -47,6 +47,7 @@ from arcs.ports import (
     TokenRecord,
     TokenStore,
 )
+from tests.helpers import LOCAL_AND_SLOW_AWS
 
 if TYPE_CHECKING:
     from tests.conftest import AwsEnv
@@ -444,6 +445,7 @@ def test_compaction_commit_swaps_inputs_for_outputs_atomically_and_once(ports: P
     assert catalog.list_files("db", "cpu", H0 + HOUR, H0 + HOUR) == [other_hour]
 
 
+@pytest.mark.parametrize("ports", LOCAL_AND_SLOW_AWS, indirect=True)  # 1100 files through moto
 def test_one_compaction_commit_swaps_more_files_than_a_transaction_could_hold(ports: Ports) -> None:
     catalog = ports.catalog
     if isinstance(catalog, DynamoCatalog):

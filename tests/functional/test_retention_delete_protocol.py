@@ -21,7 +21,7 @@ from arcs.ports import Partition, RetentionPolicy
 from arcs.pruning import TimeRange
 from arcs.retention import Retention
 from tests.functional.test_compaction_protocol import HOUR, PARTITION, Crash, Env, Row, batch, crash_at, env, fill
-from tests.helpers import BASE_US, HOUR_US
+from tests.helpers import BASE_US, HOUR_US, LOCAL_AND_SLOW_AWS
 
 __all__ = ["env"]  # the fixture, shared with the compaction protocol tests
 
@@ -108,6 +108,7 @@ def test_retention_skips_a_partition_whose_lease_another_job_holds(env: Env) -> 
     assert env.rows() == []
 
 
+@pytest.mark.parametrize("env", LOCAL_AND_SLOW_AWS, indirect=True)
 @pytest.mark.parametrize("step", [*RETENTION_STEPS, "inputs-deleted"])
 def test_retention_crash_at_every_step_then_the_schedule_finishes_it(env: Env, step: str) -> None:
     before, _ = fill(env)
@@ -181,6 +182,7 @@ def test_a_partition_another_job_holds_is_reported_failed_and_left_whole(env: En
     assert env.rows() == [row for row in before if row[2] != -1.0]
 
 
+@pytest.mark.parametrize("env", LOCAL_AND_SLOW_AWS, indirect=True)
 @pytest.mark.parametrize("step", [*DELETE_STEPS, "inputs-deleted"])
 def test_delete_crash_at_every_step_then_recovery_and_a_rerun_leave_exact_rows(env: Env, step: str) -> None:
     before, _ = fill(env)

@@ -36,13 +36,19 @@ async def _request(app: AsgiApp) -> tuple[int, dict[str, str], bytes]:
     return sent[0]["status"], headers, sent[1]["body"]
 
 
+async def _finished(tasks: list[asyncio.Task[Any]], count: int) -> None:
+    while sum(task.done() for task in tasks) < count:
+        await asyncio.sleep(0.01)
+
+
 def test_requests_beyond_the_pool_wait_then_get_503() -> None:
     release = threading.Event()
     app = AsgiApp(_slow_handler(release), HttpLimits(1024, workers=2, queue_timeout_s=0.3))
 
     async def scenario() -> list[tuple[int, dict[str, str], bytes]]:
         tasks = [asyncio.create_task(_request(app)) for _ in range(4)]
-        await asyncio.sleep(0.6)  # two run, two time out waiting for a worker
+        # Two run and hold their workers; the other two time out waiting for one.
+        await asyncio.wait_for(_finished(tasks, 2), timeout=5)
         release.set()
         return await asyncio.gather(*tasks)
 

@@ -357,7 +357,7 @@ def test_other_types() -> None:
 
 
 def test_many_rows_in_many_batches() -> None:
-    rows = 200_003  # more than one batch read back, and not a multiple of it
+    rows = 2 * results._BATCH_ROWS + 3  # more than one batch read back, and not a multiple of it
     table = pa.table(
         {
             "t": pa.array(range(rows), pa.int64()).cast(pa.timestamp("us", tz="UTC")),
