@@ -31,8 +31,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from arcs import openapi
-from arcs.server import METRICS_PATH
+from arcs.http import openapi
+from arcs.http.server import METRICS_PATH
 from tests.e2e.servers import TOKEN, ServerProcess, local, standalone
 
 pytestmark = pytest.mark.e2e

@@ -682,7 +682,7 @@ def test_an_empty_upload_is_refused_at_completion_and_may_be_put_again(fn: Lambd
 def test_an_uploaded_import_cut_short_is_finished_by_lambdas_retry_and_stored_once(
     fn: Lambda, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from arcs import imports
+    from arcs.write import imports
 
     monkeypatch.setattr(imports, "CHUNK_BYTES", 4096)  # about 100 lines a chunk
     m = name("cpu")

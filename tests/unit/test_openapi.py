@@ -10,17 +10,17 @@ import pytest
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from openapi_spec_validator import validate
 
-from arcs import openapi
-from arcs.api import RequestScopedResolver, build_app
-from arcs.cq_definitions import FIELDS as CQ_FIELDS
-from arcs.cq_definitions import REQUIRED_FIELDS as CQ_REQUIRED
-from arcs.proxy import http_response, proxy_event
-from arcs.retention import POLICY_FIELDS
+from arcs.auth.tokens import _FIELDS as TOKEN_FIELDS
+from arcs.auth.tokens import Principal
+from arcs.continuous_queries.definitions import FIELDS as CQ_FIELDS
+from arcs.continuous_queries.definitions import REQUIRED_FIELDS as CQ_REQUIRED
+from arcs.http import openapi
+from arcs.http.api import RequestScopedResolver, build_app
+from arcs.http.proxy import http_response, proxy_event
+from arcs.http.server import METRICS_PATH, _LambdaContext
+from arcs.lifecycle.retention import POLICY_FIELDS
 from arcs.runtime import local_runtime
-from arcs.server import METRICS_PATH, _LambdaContext
 from arcs.settings import Settings
-from arcs.tokens import _FIELDS as TOKEN_FIELDS
-from arcs.tokens import Principal
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +43,10 @@ def test_the_document_is_valid_openapi_3_1(spec: dict[str, Any]) -> None:
 
 
 def test_the_committed_document_and_reference_are_what_the_routes_say(spec: dict[str, Any]) -> None:
-    assert json.loads(openapi.SOURCE_FILE.read_text()) == spec, "run python -m arcs.openapi"
+    assert json.loads(openapi.SOURCE_FILE.read_text()) == spec, "run python -m arcs.http.openapi"
     assert openapi.served() == openapi.SOURCE_FILE.read_bytes()
     page = openapi.REFERENCE_PAGE.read_text()
-    assert openapi.with_reference(page, spec) == page, "run python -m arcs.openapi"
+    assert openapi.with_reference(page, spec) == page, "run python -m arcs.http.openapi"
     assert openapi.main(["--check"]) == 0
 
 
