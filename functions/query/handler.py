@@ -13,8 +13,8 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from arcs.http.api import lambda_app
 from arcs.http.streaming import StreamedResponse
-from arcs.runtime import lambda_app
 
 logger = Logger(service="arcs-query")
 

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from arcs.adapters.spool import Spool
     from arcs.adapters.sqlite_database import SqliteDatabase
     from arcs.continuous_queries.service import ContinuousQueries
-    from arcs.http.api import ApiPart, RequestScopedResolver
     from arcs.lifecycle.compaction.compactor import Compactor
     from arcs.lifecycle.deletion import Deleter
     from arcs.lifecycle.retention import Retention
@@ -338,16 +337,3 @@ def lambda_runtime() -> Runtime:
     settings = Settings.from_env()
     metrics.use(metrics.EmfRecorder(settings.metrics_namespace))
     return Runtime.from_settings(settings)
-
-
-@functools.cache
-def lambda_app(part: ApiPart) -> RequestScopedResolver:
-    """The part of the HTTP API one Lambda function serves: ``"writes"`` for the edge function,
-    ``"query"`` (everything else) for the query function; each loads only its own routes."""
-    from arcs.http.api import build_app  # lazy: the authorizer and ingest functions serve no HTTP
-
-    runtime = lambda_runtime()
-    if part == "query":
-        # DuckDB opens (and loads httpfs) on its own thread while the routes are imported here.
-        runtime.engine.open_in_background()
-    return build_app(runtime, part)

@@ -33,7 +33,8 @@ from arcs.adapters.aws import AwsResources
 from arcs.emulation import load_handler, sqs_event
 from arcs.emulation.functions import LAMBDA_PAYLOAD_LIMIT, FakeLambdaContext, Handler
 from arcs.emulation.local import function_environment
-from arcs.runtime import Runtime, lambda_app, lambda_runtime
+from arcs.http.api import lambda_app
+from arcs.runtime import Runtime, lambda_runtime
 from arcs.settings import AWS_MAX_REQUEST_BYTES
 from tests.conftest import ACCESS_KEY, SECRET_KEY, AwsEnv
 

@@ -459,8 +459,9 @@ def test_the_query_function_streams_its_answers_and_the_edge_buffers(synth: Synt
 def test_every_operation_of_the_openapi_document_reaches_the_function_it_names(synth: Synth) -> None:
     """What the document says of each route (docs/api.md) is how the stack routes it: the edge
     function, the query function (the document's own URL among them), or API Gateway itself."""
-    from arcs.http.openapi import SPEC_PATH, STANDALONE, document
+    from arcs.http.openapi import STANDALONE, document
     from arcs.http.openapi import operations as served_by
+    from arcs.http.route_docs import SPEC_PATH
 
     methods = _methods(synth)
     targets = {

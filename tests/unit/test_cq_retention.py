@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from arcs.continuous_queries.definitions import micros
 from arcs.continuous_queries.retention import destination_rules, processed_until, reads, source_rules
-from arcs.lifecycle.retention import DEFAULT_BUFFER_DAYS, cutoff
+from arcs.lifecycle.cutoffs import DEFAULT_BUFFER_DAYS, cutoff
 from arcs.ports import ContinuousQuery, RetentionPolicy
 
 CREATED = datetime(2026, 1, 1, 9, 30, tzinfo=UTC)

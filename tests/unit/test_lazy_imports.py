@@ -19,10 +19,11 @@ import importlib.util, json, sys
 spec = importlib.util.spec_from_file_location("probe_handler", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
-from arcs.runtime import lambda_app, lambda_runtime
+from arcs.runtime import lambda_runtime
 if sys.argv[2] == "runtime":
     lambda_runtime()
 elif sys.argv[2] != "none":
+    from arcs.http.api import lambda_app
     lambda_app(sys.argv[2])
 if sys.argv[2] == "query":
     lambda_runtime().engine.connection()

@@ -10,8 +10,8 @@ import pytest
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
-from arcs.http.api import RequestScopedResolver
 from arcs.http.proxy import proxy_event
+from arcs.http.resolver import RequestScopedResolver
 from arcs.http.routes.request import RequestView
 
 

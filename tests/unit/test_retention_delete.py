@@ -12,8 +12,9 @@ import pyarrow as pa
 import pytest
 
 from arcs.errors import BadRequest
+from arcs.lifecycle.cutoffs import cutoff, expired, last_expired_hour
 from arcs.lifecycle.deletion import matching_rows, without_rows
-from arcs.lifecycle.retention import cutoff, expired, last_expired_hour, policy_from_document
+from arcs.lifecycle.retention import policy_from_document
 from arcs.ports import RetentionPolicy
 
 NOW = datetime(2026, 11, 22, 12, 30, tzinfo=UTC)

@@ -23,7 +23,7 @@ from typing import Literal
 from arcs import layout
 from arcs.continuous_queries.definitions import micros, substitute
 from arcs.errors import BadRequest
-from arcs.lifecycle.retention import DEFAULT_BUFFER_DAYS, days_cutoff
+from arcs.lifecycle.cutoffs import DEFAULT_BUFFER_DAYS, days_cutoff
 from arcs.ports import Catalog, ContinuousQuery
 from arcs.query.rewriter import table_references
 

@@ -199,7 +199,8 @@ def start_moto(port: int) -> tuple[ThreadedMotoServer, str]:
 
 def start_emulation(config: EmulationConfig, set_env: Callable[[str, str], Any] = os.environ.__setitem__) -> Emulation:
     """Emulator, resources, environment, handlers, admin token, SQS poller; ``set_env`` is the seam for tests."""
-    from arcs.runtime import lambda_app, lambda_runtime
+    from arcs.http.api import lambda_app
+    from arcs.runtime import lambda_runtime
 
     moto = None
     endpoint = config.endpoint_url

@@ -41,8 +41,9 @@ from arcs.errors import (
     StorageFault,
     TooManyRequests,
 )
-from arcs.http.api import PUBLIC_PATHS, build_app, error_response
+from arcs.http.api import PUBLIC_PATHS, build_app
 from arcs.http.proxy import Admission, HttpResponse, http_response, proxy_event
+from arcs.http.resolver import error_response
 from arcs.http.routes.imports import UPLOAD_CONTEXT
 from arcs.http.routes.writes import is_write_path, write_database
 from arcs.lifecycle.schedule import CompactionTimer, PeriodicTask
@@ -94,7 +95,7 @@ class _LambdaContext:
 class Gateway:
     """Authorizer + router for one process, serving many requests at once.
 
-    The resolver keeps each request's state its own (``arcs.http.api.RequestScopedResolver``), so one
+    The resolver keeps each request's state its own (``arcs.http.resolver.RequestScopedResolver``), so one
     resolver serves every worker thread.
     """
 

@@ -17,11 +17,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from arcs import layout, metrics
+from arcs.continuous_queries.retention import DerivedRule, derived_rules
 from arcs.errors import BadRequest
 from arcs.lifecycle.compaction.compactor import Compactor, PartitionBusy
+from arcs.lifecycle.cutoffs import DEFAULT_BUFFER_DAYS, cutoff, expired, file_expired, last_expired_hour
 from arcs.names import check_database, check_measurement
 from arcs.ports import (
     Catalog,
@@ -33,43 +35,13 @@ from arcs.ports import (
     RetentionStatus,
 )
 
-if TYPE_CHECKING:
-    from arcs.continuous_queries.retention import DerivedRule
-
 logger = logging.getLogger(__name__)
 
-HOUR = timedelta(hours=1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-def days_cutoff(now: datetime, retention_days: int, buffer_days: int) -> datetime:
-    """Rows older than this may go: the retention period plus the buffer before ``now``."""
-    return now - timedelta(days=retention_days + buffer_days)
-
-
-def cutoff(policy: RetentionPolicy, now: datetime) -> datetime:
-    return days_cutoff(now, policy.retention_days, policy.buffer_days)
-
-
-def expired(hour: datetime, limit: datetime) -> bool:
-    """True if the whole hour partition starting at ``hour`` ends at or before ``limit``."""
-    return hour + HOUR <= limit
-
-
-def file_expired(record: FileRecord, limit: datetime) -> bool:
-    """True if everything ``record`` can hold is older than ``limit``: the whole hour of an hour's
-    file, the whole day (month) of a day (month) file (one that straddles the limit holds rows to
-    keep, so it stays)."""
-    return layout.tier_end(record.hour, layout.key_tier(record.key)) <= limit
-
-
-def last_expired_hour(limit: datetime) -> datetime:
-    """The latest hour partition that is entirely older than ``limit``."""
-    return layout.floor_hour(limit) - HOUR
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -287,8 +259,6 @@ class Retention:
     ) -> RetentionRun:
         """Every active policy and every rule derived from the continuous queries, of the databases
         in ``scope``: the schedule's run, or a manual one."""
-        from arcs.continuous_queries.retention import derived_rules  # lazy: that module builds on this one's cutoff
-
         try:
             policies = [p for p in self.catalog.list_retention_policies() if p.is_active and scope(p.database)]
             rules = [rule for rule in derived_rules(self.catalog, self._now()) if scope(rule.database)]
@@ -327,7 +297,6 @@ class Retention:
 # --- a policy's fields, as the API sends them ---------------------------------------------------
 
 MAX_DAYS = 100 * 366
-DEFAULT_BUFFER_DAYS = 7  # as Arc's
 
 
 def _days(document: dict[str, Any], name: str, default: int | None, low: int) -> int:

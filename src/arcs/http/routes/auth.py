@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -19,7 +19,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from arcs.auth.numeric_ids import numeric_id
 from arcs.auth.tokens import TokenFields
 from arcs.errors import NotFound
-from arcs.http.openapi import (
+from arcs.http.route_docs import (
     BOOLEAN,
     INTEGER,
     STRING,
@@ -35,7 +35,9 @@ from arcs.http.openapi import (
 )
 from arcs.http.routes.request import RequestView
 from arcs.ports import TokenRecord
-from arcs.runtime import Runtime
+
+if TYPE_CHECKING:
+    from arcs.runtime import Runtime
 
 SHOWN_ONCE = "Store this token securely: it is shown only now and cannot be retrieved again."
 

@@ -9,14 +9,14 @@ the background (the server's timer thread, or the compact function in AWS).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from arcs.auth.tokens import Principal
 from arcs.errors import BadRequest
-from arcs.http.openapi import (
+from arcs.http.route_docs import (
     BOOLEAN,
     INTEGER,
     LIMIT,
@@ -37,7 +37,9 @@ from arcs.http.routes.request import RequestView
 from arcs.lifecycle.compaction.report import job_json
 from arcs.names import check_database, check_measurement
 from arcs.ports import CompactionJob
-from arcs.runtime import Runtime
+
+if TYPE_CHECKING:
+    from arcs.runtime import Runtime
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000

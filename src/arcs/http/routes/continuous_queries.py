@@ -20,7 +20,7 @@ from arcs.auth.numeric_ids import numeric_id
 from arcs.auth.tokens import Principal
 from arcs.continuous_queries.definitions import OPTIONAL_FIELDS, definition_fields, parse_time, rfc3339
 from arcs.errors import BadRequest, NotFound
-from arcs.http.openapi import (
+from arcs.http.route_docs import (
     BOOLEAN,
     INTEGER,
     LIMIT,
@@ -41,11 +41,11 @@ from arcs.http.routes.request import RequestView
 from arcs.names import check_database
 from arcs.ports import ContinuousQuery, CQExecution
 from arcs.query.service import QueryResult
-from arcs.runtime import Runtime
 
 if TYPE_CHECKING:
     # The service loads the write path; the query function imports it only when a route needs it.
     from arcs.continuous_queries.service import ContinuousQueries, WindowResult
+    from arcs.runtime import Runtime
 
 BASE = "/api/v1/continuous_queries"
 MAX_EXECUTIONS = 1000

@@ -14,14 +14,14 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from arcs.auth.tokens import Principal
 from arcs.errors import BadRequest, Conflict, NotFound
-from arcs.http.openapi import (
+from arcs.http.route_docs import (
     INTEGER,
     NUMBER,
     STRING,
@@ -40,7 +40,9 @@ from arcs.layout import parse_data_key
 from arcs.names import check_database
 from arcs.ports import Catalog, ObjectStore
 from arcs.query.show import MeasurementInfo, database_measurements, measurement_infos, visible_databases
-from arcs.runtime import Runtime
+
+if TYPE_CHECKING:
+    from arcs.runtime import Runtime
 
 logger = logging.getLogger(__name__)
 _DELETE_WORKERS = 8

@@ -8,18 +8,32 @@ partitions read. ``GET /api/v1/delete/config`` says the rules (``read``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from arcs.errors import BadRequest, NotFound
-from arcs.http.openapi import BOOLEAN, INTEGER, NUMBER, STRING, TRUE, array, component, doc, json_answer, json_body, obj
+from arcs.http.route_docs import (
+    BOOLEAN,
+    INTEGER,
+    NUMBER,
+    STRING,
+    TRUE,
+    array,
+    component,
+    doc,
+    json_answer,
+    json_body,
+    obj,
+)
 from arcs.http.routes.queries import MAX_WHERE_CHARS, WHERE_RULE, check_single_measurement_query, measurement_query_sql
 from arcs.http.routes.request import RequestView
 from arcs.names import check_database, check_measurement
 from arcs.query.pruning import time_range
 from arcs.query.sandbox import check_read_only
-from arcs.runtime import Runtime
+
+if TYPE_CHECKING:
+    from arcs.runtime import Runtime
 
 BASE = "/api/v1/delete"
 

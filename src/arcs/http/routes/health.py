@@ -12,13 +12,15 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
-from arcs.http.openapi import NUMBER, STRING, array, component, doc, empty_answer, json_answer, obj
-from arcs.runtime import Runtime
+from arcs.http.route_docs import NUMBER, STRING, array, component, doc, empty_answer, json_answer, obj
+
+if TYPE_CHECKING:
+    from arcs.runtime import Runtime
 
 PUBLIC_PATHS = frozenset({"/health", "/ready", "/ping"})
 PROBE_METHODS = ["GET", "HEAD"]

@@ -8,13 +8,13 @@ import json
 import os
 import time
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from arcs.errors import BadRequest, Conflict, NotFound, PayloadTooLarge
-from arcs.http.openapi import (
+from arcs.http.route_docs import (
     DATABASE_HEADER,
     INTEGER,
     STRING,
@@ -32,9 +32,11 @@ from arcs.http.openapi import (
 )
 from arcs.http.routes.request import RequestView
 from arcs.ports import UploadStore
-from arcs.runtime import Runtime
 from arcs.write.import_status import ImportStatus, check_import_id
 from arcs.write.paths import IMPORT_PREFIX
+
+if TYPE_CHECKING:
+    from arcs.runtime import Runtime
 
 #: Where the standalone server's HTTP front tells the route it streamed the file to disk; API
 #: Gateway builds ``requestContext`` itself, so no client can set it.

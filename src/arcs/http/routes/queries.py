@@ -8,14 +8,14 @@ import logging
 import re
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from arcs.errors import ArcsError, BadRequest, NotFound
-from arcs.http.api import answer_streams, error_response, stream_answer
-from arcs.http.openapi import (
+from arcs.http.resolver import answer_streams, error_response, stream_answer
+from arcs.http.route_docs import (
     DATABASE_HEADER,
     INTEGER,
     NUMBER,
@@ -43,7 +43,9 @@ from arcs.query.rewriter import quote_identifier
 from arcs.query.service import QueryResult
 from arcs.query.show import estimate_query
 from arcs.query.sql_tree import parse_select
-from arcs.runtime import Runtime
+
+if TYPE_CHECKING:
+    from arcs.runtime import Runtime
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 MSGPACK = "application/msgpack"

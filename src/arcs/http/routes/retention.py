@@ -22,7 +22,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from arcs.auth.numeric_ids import numeric_id
 from arcs.auth.tokens import Principal
 from arcs.errors import BadRequest, Conflict, NotFound
-from arcs.http.openapi import (
+from arcs.http.route_docs import (
     BOOLEAN,
     INTEGER,
     LIMIT,
@@ -42,10 +42,10 @@ from arcs.http.openapi import (
 from arcs.http.routes.request import RequestView
 from arcs.names import check_database
 from arcs.ports import Catalog, RetentionExecution, RetentionPolicy
-from arcs.runtime import Runtime
 
 if TYPE_CHECKING:
     from arcs.lifecycle.retention import Retention
+    from arcs.runtime import Runtime
 
 BASE = "/api/v1/retention"
 MAX_EXECUTIONS = 1000

@@ -5,14 +5,16 @@ Behind the token as the rest of ``/api/v1`` is: on AWS no anonymous request reac
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
-from arcs.http.openapi import SPEC_PATH, doc, json_answer, served
+from arcs.http.route_docs import SPEC_PATH, doc, json_answer, served
 from arcs.http.routes.request import RequestView
-from arcs.runtime import Runtime
+
+if TYPE_CHECKING:
+    from arcs.runtime import Runtime
 
 
 def spec_router(runtime: Runtime) -> Router:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from arcs import metrics
-from arcs.http.openapi import (
+from arcs.http.route_docs import (
     DATABASE_HEADER,
     NUMBER,
     STRING,
@@ -25,11 +25,13 @@ from arcs.http.openapi import (
 )
 from arcs.http.routes.request import RequestView
 from arcs.names import DEFAULT_DATABASE
-from arcs.runtime import Runtime
 from arcs.write.decoders import WireFormat
 from arcs.write.edge import WriteRequest
 from arcs.write.paths import is_import_path
 from arcs.write.paths import is_write_path as is_write_path  # the HTTP fronts import it from here
+
+if TYPE_CHECKING:
+    from arcs.runtime import Runtime
 
 Lookup = Callable[[str], "str | None"]
 
