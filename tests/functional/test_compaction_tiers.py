@@ -19,11 +19,11 @@ from arcs import layout
 from arcs.adapters.records import hour_text
 from arcs.auth.tokens import Principal
 from arcs.errors import StorageFault
-from arcs.http.routes.databases import drop_database
 from arcs.layout import Tier
 from arcs.lifecycle.compaction import tiers as tier_jobs
 from arcs.lifecycle.compaction.compactor import Compactor
 from arcs.lifecycle.deletion import Deleter
+from arcs.lifecycle.drop_database import drop_database
 from arcs.lifecycle.retention import Retention
 from arcs.ports import CompactionState, FileRecord, Partition
 from arcs.query.engine import Engine

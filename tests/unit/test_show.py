@@ -12,10 +12,10 @@ from arcs.adapters.sqlite_catalog import SqliteCatalog
 from arcs.adapters.sqlite_database import SqliteDatabase
 from arcs.auth.tokens import Principal
 from arcs.errors import BadRequest, Forbidden, NotFound
-from arcs.http.routes.queries import WHERE_RULE, check_single_measurement_query, measurement_query_sql
 from arcs.layout import data_key
 from arcs.ports import FileRecord, MeasurementSchema
 from arcs.query.engine import Engine
+from arcs.query.measurement_query import WHERE_RULE, check_single_measurement_query, measurement_query_sql
 from arcs.query.show import (
     ShowStatement,
     answer_show,

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from arcs import layout, metrics
+from arcs.auth.tokens import Principal
 from arcs.continuous_queries.retention import DerivedRule, derived_rules
-from arcs.errors import BadRequest
+from arcs.errors import BadRequest, Conflict
 from arcs.lifecycle.compaction.compactor import Compactor, PartitionBusy
 from arcs.lifecycle.cutoffs import DEFAULT_BUFFER_DAYS, cutoff, expired, file_expired, last_expired_hour
 from arcs.names import check_database, check_measurement
@@ -152,6 +153,28 @@ class Retention:
         self.catalog = catalog
         self.compactor = compactor
         self._now = now
+
+    def create_policy(self, document: dict[str, Any], caller: Principal) -> RetentionPolicy:
+        """Store the policy a create body describes, of a database ``caller`` may use; 409 if its
+        name is taken in that database."""
+        policy = policy_from_document(document, self._now())
+        caller.require_database(policy.database)
+        stored = self.catalog.create_retention_policy(policy)
+        if stored is None:
+            raise Conflict(f"a retention policy named {policy.name!r} exists in database {policy.database!r}")
+        return stored
+
+    def update_policy(self, current: RetentionPolicy, document: dict[str, Any], caller: Principal) -> RetentionPolicy:
+        """``current`` changed by an update body (absent fields keep theirs), kept in a database
+        ``caller`` may use; 409 if its new name is taken in that database."""
+        policy = policy_from_document(document, self._now(), current)
+        caller.require_database(policy.database)
+        if not self.catalog.update_retention_policy(policy):
+            raise Conflict(f"a retention policy named {policy.name!r} exists in database {policy.database!r}")
+        return policy
+
+    def delete_policy(self, policy: RetentionPolicy) -> None:
+        self.catalog.delete_retention_policy(policy.policy_id)
 
     def expired_partitions(self, database: str, measurement: str | None, limit: datetime) -> list[ExpiredPartition]:
         """The hour partitions of ``measurement`` (None: every one of ``database``) entirely older

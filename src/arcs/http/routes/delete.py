@@ -26,9 +26,14 @@ from arcs.http.route_docs import (
     json_body,
     obj,
 )
-from arcs.http.routes.queries import MAX_WHERE_CHARS, WHERE_RULE, check_single_measurement_query, measurement_query_sql
 from arcs.http.routes.request import RequestView
 from arcs.names import check_database, check_measurement
+from arcs.query.measurement_query import (
+    MAX_WHERE_CHARS,
+    WHERE_RULE,
+    check_single_measurement_query,
+    measurement_query_sql,
+)
 from arcs.query.pruning import time_range
 from arcs.query.sandbox import check_read_only
 

@@ -21,7 +21,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from arcs.auth.numeric_ids import numeric_id
 from arcs.auth.tokens import Principal
-from arcs.errors import BadRequest, Conflict, NotFound
+from arcs.errors import BadRequest, NotFound
 from arcs.http.route_docs import (
     BOOLEAN,
     INTEGER,
@@ -288,14 +288,8 @@ def retention_router(runtime: Runtime) -> Router:
         ),
     )
     def create_policy() -> Response[Any]:
-        from arcs.lifecycle.retention import policy_from_document
-
         caller = caller_with("admin")
-        policy = policy_from_document(request.json(), datetime.now(UTC))
-        caller.require_database(policy.database)
-        stored = runtime.catalog.create_retention_policy(policy)
-        if stored is None:
-            raise Conflict(f"a retention policy named {policy.name!r} exists in database {policy.database!r}")
+        stored = service().create_policy(request.json(), caller)
         return _json(201, {"success": True, "policy": policy_json(runtime.catalog, stored)})
 
     @router.get(
@@ -306,14 +300,8 @@ def retention_router(runtime: Runtime) -> Router:
         return {"success": True, "policy": policy_json(runtime.catalog, visible(caller_with("read"), policy_id))}
 
     def update(policy_id: str) -> dict[str, Any]:
-        from arcs.lifecycle.retention import policy_from_document
-
         caller = caller_with("admin")
-        current = visible(caller, policy_id)
-        policy = policy_from_document(request.json(), datetime.now(UTC), current)
-        caller.require_database(policy.database)
-        if not runtime.catalog.update_retention_policy(policy):
-            raise Conflict(f"a retention policy named {policy.name!r} exists in database {policy.database!r}")
+        policy = service().update_policy(visible(caller, policy_id), request.json(), caller)
         return {"success": True, "policy": policy_json(runtime.catalog, policy)}
 
     for verb in (router.put, router.patch):
@@ -340,7 +328,7 @@ def retention_router(runtime: Runtime) -> Router:
     )
     def delete_policy(policy_id: str) -> dict[str, Any]:
         policy = visible(caller_with("admin"), policy_id)
-        runtime.catalog.delete_retention_policy(policy.policy_id)
+        service().delete_policy(policy)
         return {"success": True, "message": f"retention policy {policy.name!r} deleted", "id": policy.policy_id}
 
     @router.post(
