@@ -88,7 +88,7 @@ def query_event() -> dict[str, Any]:
     event["multiValueHeaders"]["Content-Type"] = ["application/json"]
     event["pathParameters"] = {"proxy": path.lstrip("/")}
     event["requestContext"].update(path=f"/prod{path}", httpMethod="POST")
-    # What the authorizer passes on for an admin token (arcs.tokens.Principal.to_context).
+    # What the authorizer passes on for an admin token (arcs.auth.tokens.Principal.to_context).
     event["requestContext"]["authorizer"].update(
         token_id="bench", token_name="bench", permissions="admin", databases="", principalId="bench"
     )

@@ -28,11 +28,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from arcs.batch import TIME_TYPE, MeasurementRows, WriteBatch
-from arcs.ingest import QueuedWrite
+from arcs.auth.tokens import Principal
 from arcs.runtime import LocalRuntime, local_runtime
 from arcs.settings import CompactionSort, Settings
-from arcs.tokens import Principal
+from arcs.write.batch import TIME_TYPE, MeasurementRows, WriteBatch
+from arcs.write.ingest import QueuedWrite
 
 HOSTS = [f"server{i:02d}" for i in range(50)]
 REGIONS = ["us-east", "us-west", "eu-central", "ap-south"]

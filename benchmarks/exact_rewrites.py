@@ -20,7 +20,7 @@ import time
 
 import duckdb
 
-from arcs.exact_rewrites import URL_DOMAIN_PATTERN, apply_exact_rewrites, url_domain_case
+from arcs.query.exact_rewrites import URL_DOMAIN_PATTERN, apply_exact_rewrites, url_domain_case
 
 REGEX = f"regexp_replace(Referer, {URL_DOMAIN_PATTERN}, '\\1')"
 # Arc's own rewrite of the regex, prefix by prefix: right for matching strings, not for the others.

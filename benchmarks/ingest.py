@@ -49,13 +49,13 @@ from arcs.adapters.spool import Spool
 from arcs.adapters.sqlite_catalog import SqliteCatalog
 from arcs.adapters.sqlite_database import SqliteDatabase
 from arcs.allocator import glibc, keep_large_blocks_on_heap
-from arcs.batch import ColumnarBody, MeasurementRows, WriteBatch
-from arcs.decoders import WireFormat, columnar_lane, decode
-from arcs.ingest import Ingestor, IngestResult, QueuedWrite, parquet_options
-from arcs.parquet_encoding import for_parquet
-from arcs.schema import SchemaRegistry
 from arcs.settings import Settings
-from arcs.writes import WriteRequest, WriteService
+from arcs.write.batch import ColumnarBody, MeasurementRows, WriteBatch
+from arcs.write.decoders import WireFormat, columnar_lane, decode
+from arcs.write.edge import WriteRequest, WriteService
+from arcs.write.ingest import Ingestor, IngestResult, QueuedWrite, parquet_options
+from arcs.write.parquet_encoding import for_parquet
+from arcs.write.schema import SchemaRegistry
 from benchmarks.launch import ArcsProcess
 
 HOSTS = [f"server{i:02d}" for i in range(50)]
@@ -111,7 +111,7 @@ FORMATS: dict[str, tuple[WireFormat, Callable[[dict[str, list[object]]], bytes],
     "json-columnar": (WireFormat.JSON, json_columnar, None),
 }
 
-#: Formats the columnar lane takes once a shape is known (``arcs.decoders.columnar_lane``).
+#: Formats the columnar lane takes once a shape is known (``arcs.write.decoders.columnar_lane``).
 LANE_FORMATS = frozenset({"msgpack-columnar"})
 
 

@@ -24,8 +24,8 @@ import pyarrow as pa
 from arcs.adapters.local_storage import DirectoryStore
 from arcs.adapters.sqlite_catalog import SqliteCatalog
 from arcs.adapters.sqlite_database import SqliteDatabase
-from arcs.batch import TIME_TYPE, MeasurementRows, WriteBatch
-from arcs.ingest import Ingestor, QueuedWrite
+from arcs.write.batch import TIME_TYPE, MeasurementRows, WriteBatch
+from arcs.write.ingest import Ingestor, QueuedWrite
 
 writes, rows, bound = (int(a) for a in sys.argv[1:4])
 root = Path(tempfile.mkdtemp())

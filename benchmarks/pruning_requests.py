@@ -33,11 +33,11 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_ba
 from werkzeug.serving import WSGIRequestHandler, make_server
 
 from arcs.adapters.aws import AwsClients, aws_runtime_parts, create_resources
-from arcs.batch import TIME_TYPE, MeasurementRows, WriteBatch
-from arcs.ingest import Ingestor, QueuedWrite
+from arcs.auth.tokens import Principal
 from arcs.runtime import Runtime
 from arcs.settings import Settings
-from arcs.tokens import Principal
+from arcs.write.batch import TIME_TYPE, MeasurementRows, WriteBatch
+from arcs.write.ingest import Ingestor, QueuedWrite
 
 HOUR_US = 3_600_000_000
 START_US = 1_700_000_000_000_000 - 1_700_000_000_000_000 % HOUR_US
@@ -133,7 +133,7 @@ WINDOWS = [("1 h", 1), ("1 d", 24), ("7 d", 7 * 24), ("30 d", 30 * 24), ("365 d"
 
 
 def load(runtime: Runtime, prefix: str, days: int, rows_per_hour: int) -> None:
-    from arcs.schema import SchemaRegistry
+    from arcs.write.schema import SchemaRegistry
 
     SchemaRegistry(runtime.catalog).apply("bench", [hour_batch(0, 1).parts[0]])
     ingestor = Ingestor(runtime.catalog, runtime.store, prefix)
@@ -186,7 +186,7 @@ def run_windows(runtime: Runtime, days: int, counter: CountingApp | None, label:
 
 def compact_tier(runtime: Runtime, prefix: str, work: Path, tier: str) -> None:
     """One compaction run with the tiers up to ``tier`` (``day`` or ``month``)."""
-    from arcs.compaction.compactor import Compactor
+    from arcs.lifecycle.compaction.compactor import Compactor
 
     tiers = ("hour", "day") if tier == "day" else ("hour", "day", "month")
     config = replace(runtime.settings.compaction, tiers=tiers, grace_s=0)

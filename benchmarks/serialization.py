@@ -30,8 +30,8 @@ import pyarrow as pa
 from tests.unit.test_results import legacy_json_document, legacy_serialize
 
 from arcs.allocator import keep_large_blocks_on_heap
-from arcs.query import QueryResult
-from arcs.results import to_arrow_stream, to_json_document
+from arcs.query.results import to_arrow_stream, to_json_document
+from arcs.query.service import QueryResult
 from arcs.settings import Settings
 
 T0_US = 1_700_000_000_000_000

@@ -49,10 +49,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from arcs import layout
-from arcs.batch import type_name
-from arcs.ingest import MIN_ROW_GROUP_ROWS, TARGET_ROW_GROUPS_PER_FILE
 from arcs.names import TIME_COLUMN
 from arcs.ports import Catalog, FileRecord, MeasurementSchema, ObjectStore
+from arcs.write.batch import type_name
+from arcs.write.ingest import MIN_ROW_GROUP_ROWS, TARGET_ROW_GROUPS_PER_FILE
 
 if TYPE_CHECKING:
     from clickbench.server import ArcsServer

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import duckdb
 
-from arcs.rewriter import quote_identifier, quote_literal
-from arcs.sql_compat import define_macros
+from arcs.query.rewriter import quote_identifier, quote_literal
+from arcs.query.sql_compat import define_macros
 from clickbench.dataset import Dataset
 from clickbench.generate import scale_query
 from clickbench.harness import queries

@@ -17,9 +17,9 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from arcs.routes.health import HEALTH, PING_BUILD, PING_VERSION, PROBE_METHODS
+from arcs.http.routes.health import HEALTH, PING_BUILD, PING_VERSION, PROBE_METHODS
 from arcs.settings import AWS_TOO_LARGE_MESSAGE
-from arcs.write_paths import WRITE_ROUTES, takes_cached_authorizer
+from arcs.write.paths import WRITE_ROUTES, takes_cached_authorizer
 from infra.nag import acknowledge
 
 BINARY_MEDIA_TYPES = ["*/*"]
@@ -42,7 +42,7 @@ class Probe:
 
 #: The probes, the only routes without a token, and what the gateway answers on each (a MOCK
 #: integration, so an anonymous request never reaches a function, nor data): ``/health`` (InfluxDB's
-#: shape) and ``/ready`` as ``arcs.routes.health`` does (without uptime: no process answers), ``/ping`` as
+#: shape) and ``/ready`` as ``arcs.http.routes.health`` does (without uptime: no process answers), ``/ping`` as
 #: InfluxDB does (204 and its version header).
 PROBES: Mapping[str, Probe] = {
     "/health": Probe(200, json.dumps({**HEALTH, "time": "$context.requestTime"})),

@@ -12,8 +12,8 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from arcs import envvars
-from arcs.import_status import RECORD_SUFFIX as IMPORT_RECORD_SUFFIX
 from arcs.settings import Settings
+from arcs.write.import_status import RECORD_SUFFIX as IMPORT_RECORD_SUFFIX
 from infra.alarms import queue_not_empty_alarm
 from infra.function import API_TIMEOUT, ArcsFunction, FunctionDefaults
 from infra.nag import acknowledge, logical_ref

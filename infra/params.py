@@ -21,8 +21,8 @@ from typing import Any
 
 from layers.build import ARCHITECTURES, DEFAULT_ARCH
 
+from arcs.http.streaming import QUERY_BUDGET_S
 from arcs.settings import ConfigError, parse_sort_keys, parse_tiers
-from arcs.streaming import QUERY_BUDGET_S
 
 #: The stack's functions, as the ``<function>_memory_mb`` and ``<function>_reserved_concurrency`` keys name them.
 FUNCTIONS = ("edge", "ingest", "query", "authorizer", "compact", "bootstrap")
@@ -56,7 +56,7 @@ DEFAULT_BATCH_WINDOW_S = 5
 TIMEOUT_RANGE_S = (1, 900)
 DEFAULT_INGEST_TIMEOUT_S = 180
 #: A query computes before the first byte of its streamed answer, and API Gateway closes a stream
-#: idle for 5 minutes: at most 295 s (arcs.streaming).
+#: idle for 5 minutes: at most 295 s (arcs.http.streaming).
 QUERY_TIMEOUT_RANGE_S = (1, QUERY_BUDGET_S)
 #: A compaction run stops starting jobs 5 minutes before its timeout and gives itself at least a minute.
 COMPACT_TIMEOUT_RANGE_S = (360, 900)

@@ -1,7 +1,7 @@
 """Queries and the rest of the HTTP API (everything but writes). Mirrors ``functions/query``.
 
 API Gateway invokes the function with a response stream (``infra/api.py``): its handler is
-``stream_handler`` and Lambda starts it through ``arcs.runtime_api``, a runtime that streams
+``stream_handler`` and Lambda starts it through ``arcs.http.runtime_api``, a runtime that streams
 (``AWS_LAMBDA_EXEC_WRAPPER``), since Lambda's own Python runtime answers buffered only.
 """
 
@@ -14,9 +14,9 @@ from constructs import Construct
 from layers.build import FUNCTION_LAYERS
 
 from arcs import envvars
-from arcs.import_status import UPLOAD_SUFFIX as IMPORT_UPLOAD_SUFFIX
+from arcs.http.streaming import QUERY_BUDGET_S, TIMEOUT_MARGIN_S, query_function_timeout_s
 from arcs.settings import default_duckdb_memory_limit, default_max_result_bytes
-from arcs.streaming import QUERY_BUDGET_S, TIMEOUT_MARGIN_S, query_function_timeout_s
+from arcs.write.import_status import UPLOAD_SUFFIX as IMPORT_UPLOAD_SUFFIX
 from infra.function import ArcsFunction, FunctionDefaults
 from infra.nag import acknowledge, logical_ref
 from infra.params import DEFAULT_MEMORY_MB, DEFAULT_QUERY_EPHEMERAL_MB
@@ -98,7 +98,7 @@ class ArcsQuery(Construct):
                 # Interrupt a query before its stream idles out or the function is killed: the
                 # caller gets a clear error (the rest of the timeout streams a large result).
                 envvars.QUERY_TIMEOUT_S: str(min(query_budget_s, max(timeout.to_seconds() - TIMEOUT_MARGIN_S, 1))),
-                # Lambda starts the runtime through it: arcs.runtime_api, which streams (the image's
+                # Lambda starts the runtime through it: arcs.http.runtime_api, which streams (the image's
                 # entry point starts that runtime itself: container/entrypoint.sh).
                 **({} if from_image else {envvars.AWS_LAMBDA_EXEC_WRAPPER: STREAMING_WRAPPER}),
                 # POST /api/v1/compaction/trigger invokes it asynchronously.

@@ -2,7 +2,7 @@
 
 Three layers, each a ``python/`` tree (Lambda puts ``/opt/python`` on ``sys.path``) and a zip:
 
-- ``duckdb``: duckdb and the ``duckdb-extension-httpfs`` package. :func:`arcs.engine.extension_directory`
+- ``duckdb``: duckdb and the ``duckdb-extension-httpfs`` package. :func:`arcs.query.engine.extension_directory`
   finds the extension through that package and lays it out per platform under the function's
   work directory at run time, so the package is shipped as the wheel has it.
 - ``deps``: every other locked runtime dependency (pyarrow, msgpack, zstandard, boto3, Powertools),

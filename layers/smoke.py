@@ -544,7 +544,7 @@ def stream_queries(functions: Path, layer_dirs: list[str], caller: dict[str, Any
     """The query function through its streaming runtime, started by the core layer's wrapper as
     Lambda starts it; returns how many answers streamed."""
     from arcs.emulation.runtime_api import RuntimeApiServer
-    from arcs.streaming import read_prelude
+    from arcs.http.streaming import read_prelude
 
     [wrapper] = [Path(d) / "arcs" / "lambda_streaming_runtime" for d in layer_dirs if (Path(d) / "arcs").is_dir()]
     assert os.access(wrapper, os.X_OK), wrapper

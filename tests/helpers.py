@@ -13,10 +13,10 @@ import pytest
 from arcs.adapters.local_storage import DirectoryStore
 from arcs.adapters.sqlite_catalog import SqliteCatalog
 from arcs.adapters.sqlite_database import SqliteDatabase
-from arcs.batch import TIME_TYPE, MeasurementRows, WriteBatch
-from arcs.decoders import columnar_lane
-from arcs.ingest import QueuedWrite
 from arcs.ports import Catalog, ObjectStore
+from arcs.write.batch import TIME_TYPE, MeasurementRows, WriteBatch
+from arcs.write.decoders import columnar_lane
+from arcs.write.ingest import QueuedWrite
 
 HOUR_US = 3_600_000_000
 BASE_US = 1_700_000_000_000_000 - 1_700_000_000_000_000 % HOUR_US  # an hour boundary in 2023

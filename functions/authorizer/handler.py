@@ -6,8 +6,8 @@ for the writes and InfluxDB's paths. Either way the policy allows every route of
 cached policy is reused for the caller's other routes), so each route checks its permission itself.
 
 It also refuses, before any function is invoked, a write whose declared length cannot reach the
-edge function on AWS (``arcs.write_paths.declared_too_large``, with the room this request's
-head leaves in the invoke: ``arcs.write_paths.body_room``): a Deny, which the stack's ``ACCESS_DENIED``
+edge function on AWS (``arcs.write.paths.declared_too_large``, with the room this request's
+head leaves in the invoke: ``arcs.write.paths.body_room``): a Deny, which the stack's ``ACCESS_DENIED``
 gateway response answers as a 413. Writes are never cached, so the Deny is never reused.
 """
 
@@ -18,10 +18,10 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from arcs.auth.tokens import extract_token
 from arcs.errors import ArcsError
 from arcs.runtime import lambda_runtime
-from arcs.tokens import extract_token
-from arcs.write_paths import body_room, declared_too_large
+from arcs.write.paths import body_room, declared_too_large
 
 logger = Logger(service="arcs-authorizer")
 

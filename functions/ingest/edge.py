@@ -8,7 +8,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from arcs.runtime import lambda_app
+from arcs.http.api import lambda_app
 
 logger = Logger(service="arcs-write")
 

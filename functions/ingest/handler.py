@@ -17,8 +17,8 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from arcs.adapters.aws import queued_write_from_sqs
-from arcs.ingest import QueuedWrite
 from arcs.runtime import lambda_runtime
+from arcs.write.ingest import QueuedWrite
 
 logger = Logger(service="arcs-ingest")
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)

@@ -1,7 +1,7 @@
 """API Gateway -> queries and the rest of the HTTP API (everything but writes).
 
 API Gateway invokes this function with a response stream (integration transfer mode ``STREAM``):
-``stream_handler`` is what the stack runs, through ``arcs.runtime_api`` (Lambda's Python runtime
+``stream_handler`` is what the stack runs, through ``arcs.http.runtime_api`` (Lambda's Python runtime
 answers buffered only). ``handler`` answers the same routes buffered, as a proxy response.
 """
 
@@ -13,8 +13,8 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from arcs.runtime import lambda_app
-from arcs.streaming import StreamedResponse
+from arcs.http.api import lambda_app
+from arcs.http.streaming import StreamedResponse
 
 logger = Logger(service="arcs-query")
 

@@ -49,9 +49,9 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "serve":
         require_server_extra("serve")
-        from arcs.holder import DataDirectoryBusy
+        from arcs.adapters.holder import DataDirectoryBusy
+        from arcs.http.server import serve as run_server
         from arcs.runtime import local_runtime
-        from arcs.server import serve as run_server
 
         settings = Settings.from_env().with_(backend="local", data_dir=args.data_dir)
         try:

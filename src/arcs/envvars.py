@@ -13,7 +13,7 @@ AWS_ENDPOINT_URL = "AWS_ENDPOINT_URL"
 # The SDKs' service-specific endpoint: DynamoDB served elsewhere than AWS_ENDPOINT_URL says.
 AWS_ENDPOINT_URL_DYNAMODB = "AWS_ENDPOINT_URL_DYNAMODB"
 AWS_REGION = "AWS_REGION"
-# Lambda starts the runtime through this executable (the query function's streams: arcs.runtime_api).
+# Lambda starts the runtime through this executable (the query function's streams: arcs.http.runtime_api).
 AWS_LAMBDA_EXEC_WRAPPER = "AWS_LAMBDA_EXEC_WRAPPER"
 BOOTSTRAP_TOKEN = "ARCS_BOOTSTRAP_TOKEN"
 TOKEN_CACHE_TTL_S = "ARCS_TOKEN_CACHE_TTL_S"

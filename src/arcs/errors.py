@@ -1,7 +1,7 @@
 """The one exception hierarchy of the core.
 
 Every failure a caller can cause is an ``ArcsError`` subclass carrying its HTTP status; the
-single place that turns them into responses is ``arcs.api``. Library errors (boto, DuckDB,
+single place that turns them into responses is ``arcs.http.api``. Library errors (boto, DuckDB,
 pyarrow) are translated where they are raised, with ``raise ... from exc``.
 """
 

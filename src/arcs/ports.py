@@ -18,7 +18,7 @@ from typing import IO, TYPE_CHECKING, Literal, Protocol
 from arcs.layout import Tier
 
 if TYPE_CHECKING:
-    from arcs.batch import WriteBatch
+    from arcs.write.batch import WriteBatch
 
 CommitStatus = Literal["committed", "aborted"]
 #: running: picked inputs, writing outputs; committed: the swap is stored, records not yet moved;

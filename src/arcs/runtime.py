@@ -18,28 +18,27 @@ from typing import TYPE_CHECKING
 
 from arcs import metrics
 from arcs.allocator import keep_large_blocks_on_heap
-from arcs.auth_failures import AuthFailures
+from arcs.auth.failures import AuthFailures
+from arcs.auth.tokens import TokenService
 from arcs.errors import ServiceUnavailable, StorageFault
 from arcs.ports import Catalog, DownloadStore, ObjectStore, TokenStore, UploadStore, WriteQueue
 from arcs.settings import Settings
-from arcs.tokens import TokenService
 
 if TYPE_CHECKING:
     from arcs.adapters.spool import Spool
     from arcs.adapters.sqlite_database import SqliteDatabase
-    from arcs.api import ApiPart, RequestScopedResolver
-    from arcs.compaction.compactor import Compactor
-    from arcs.continuous_queries import ContinuousQueries
-    from arcs.deletion import Deleter
-    from arcs.engine import Engine, S3Access
-    from arcs.handoff import ResultHandoff
-    from arcs.import_status import ImportLedger
-    from arcs.imports import Importer
-    from arcs.ingest import Ingestor
-    from arcs.query import QueryService
-    from arcs.retention import Retention
-    from arcs.schedule import CompactionTrigger
-    from arcs.writes import WriteService
+    from arcs.continuous_queries.service import ContinuousQueries
+    from arcs.lifecycle.compaction.compactor import Compactor
+    from arcs.lifecycle.deletion import Deleter
+    from arcs.lifecycle.retention import Retention
+    from arcs.lifecycle.schedule import CompactionTrigger
+    from arcs.query.engine import Engine, S3Access
+    from arcs.query.handoff import ResultHandoff
+    from arcs.query.service import QueryService
+    from arcs.write.edge import WriteService
+    from arcs.write.import_status import ImportLedger
+    from arcs.write.imports import Importer
+    from arcs.write.ingest import Ingestor
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +78,7 @@ class Runtime:
 
     @functools.cached_property
     def writes(self) -> WriteService:
-        from arcs.writes import WriteService  # lazy: the decoders (msgpack, zstd) serve the edge only
+        from arcs.write.edge import WriteService  # lazy: the decoders (msgpack, zstd) serve the edge only
 
         return WriteService(
             self.catalog,
@@ -91,7 +90,7 @@ class Runtime:
 
     @functools.cached_property
     def engine(self) -> Engine:
-        from arcs.engine import Engine  # lazy: DuckDB is for the query function and the server only
+        from arcs.query.engine import Engine  # lazy: DuckDB is for the query function and the server only
 
         return Engine(
             self._allowed_roots,
@@ -105,8 +104,8 @@ class Runtime:
 
     @functools.cached_property
     def queries(self) -> QueryService:
-        from arcs.query import QueryService  # lazy: with the engine, for the functions that query
-        from arcs.result_cache import ResultCache
+        from arcs.query.result_cache import ResultCache
+        from arcs.query.service import QueryService  # lazy: with the engine, for the functions that query
 
         settings = self.settings
         cache = (
@@ -127,7 +126,7 @@ class Runtime:
         """How results too big for a Lambda response reach the caller; None where every result fits inline."""
         if self._downloads is None:
             return None
-        from arcs.handoff import ResultHandoff
+        from arcs.query.handoff import ResultHandoff
 
         settings = self.settings
         return ResultHandoff(
@@ -136,7 +135,7 @@ class Runtime:
 
     @functools.cached_property
     def importer(self) -> Importer:
-        from arcs.imports import Importer, IngestSink  # lazy: with the decoders, for the routes that import
+        from arcs.write.imports import Importer, IngestSink  # lazy: with the decoders, for the routes that import
 
         sink = IngestSink(self.ingestor())
         return Importer(self.writes.schemas, sink, self.import_ledger, self.settings.import_max_bytes)
@@ -147,7 +146,7 @@ class Runtime:
         data itself), so its answer means queued, as a write's; the standalone server stores them."""
         if self.settings.backend == "local":
             return self.importer
-        from arcs.imports import Importer, QueueSink
+        from arcs.write.imports import Importer, QueueSink
 
         writes = self.writes
         sink = QueueSink(writes.queue, writes.envelope_compression)
@@ -155,12 +154,12 @@ class Runtime:
 
     @functools.cached_property
     def import_ledger(self) -> ImportLedger:
-        from arcs.import_status import ImportLedger
+        from arcs.write.import_status import ImportLedger
 
         return ImportLedger(self.store, self.settings.prefix)
 
     def ingestor(self) -> Ingestor:
-        from arcs.ingest import Ingestor  # lazy: Parquet writing is the ingest function's alone
+        from arcs.write.ingest import Ingestor  # lazy: Parquet writing is the ingest function's alone
 
         # The spool keeps a deferred write queued as it is; SQS would count it a failed delivery.
         share = INGEST_TABLES_PER_DATABASE if self.settings.backend == "local" else None
@@ -175,7 +174,7 @@ class Runtime:
 
     @functools.cached_property
     def continuous_queries(self) -> ContinuousQueries:
-        from arcs.continuous_queries import ContinuousQueries  # lazy: it needs both queries and writes
+        from arcs.continuous_queries.service import ContinuousQueries  # lazy: it needs both queries and writes
 
         return ContinuousQueries(
             self.catalog,
@@ -195,7 +194,7 @@ class Runtime:
 
     @functools.cached_property
     def compactor(self) -> Compactor:
-        from arcs.compaction.compactor import Compactor  # lazy: the compact function and the server only
+        from arcs.lifecycle.compaction.compactor import Compactor  # lazy: the compact function and the server only
 
         return Compactor(
             self.catalog,
@@ -209,20 +208,20 @@ class Runtime:
 
     @functools.cached_property
     def retention(self) -> Retention:
-        from arcs.retention import Retention  # lazy: it rewrites through the compactor
+        from arcs.lifecycle.retention import Retention  # lazy: it rewrites through the compactor
 
         return Retention(self.catalog, self.compactor)
 
     @functools.cached_property
     def deleter(self) -> Deleter:
-        from arcs.deletion import Deleter  # lazy: it rewrites through the compactor
+        from arcs.lifecycle.deletion import Deleter  # lazy: it rewrites through the compactor
 
         return Deleter(self.catalog, self.store, self.compactor, self.settings.row_group_rows)
 
     @functools.cached_property
     def compaction_trigger(self) -> CompactionTrigger:
         """What starts a compaction run: the server's timer locally, the compact function in AWS."""
-        from arcs.schedule import CompactionTimer, LambdaCompactionTrigger
+        from arcs.lifecycle.schedule import CompactionTimer, LambdaCompactionTrigger
 
         if self.settings.backend == "local" or self._invoke is None:
             return CompactionTimer(lambda: self.compactor, self.settings.compaction.interval_s)
@@ -304,15 +303,15 @@ class LocalRuntime(Runtime):
 
 def local_runtime(settings: Settings, serve: bool = False) -> LocalRuntime:
     """The standalone server's runtime on ``settings.data_dir``; ``serve``: the process serves it,
-    so it claims the directory (``arcs.holder``) and its compaction leases carry the directory's
+    so it claims the directory (``arcs.adapters.holder``) and its compaction leases carry the directory's
     holder name. Tools that only read or load a directory leave ``serve`` off."""
     # Imported here: SQLite and the spool are the standalone server's, never a Lambda function's.
+    from arcs.adapters.holder import hold_data_directory
     from arcs.adapters.local_storage import DirectoryStore
     from arcs.adapters.spool import Spool
     from arcs.adapters.sqlite_catalog import SqliteCatalog
     from arcs.adapters.sqlite_database import SqliteDatabase
     from arcs.adapters.sqlite_tokens import SqliteTokenStore
-    from arcs.holder import hold_data_directory
 
     keep_large_blocks_on_heap(settings.mmap_threshold_mb * 1024 * 1024)
     data_dir = settings.data_dir.resolve()
@@ -338,16 +337,3 @@ def lambda_runtime() -> Runtime:
     settings = Settings.from_env()
     metrics.use(metrics.EmfRecorder(settings.metrics_namespace))
     return Runtime.from_settings(settings)
-
-
-@functools.cache
-def lambda_app(part: ApiPart) -> RequestScopedResolver:
-    """The part of the HTTP API one Lambda function serves: ``"writes"`` for the edge function,
-    ``"query"`` (everything else) for the query function; each loads only its own routes."""
-    from arcs.api import build_app  # lazy: the authorizer and ingest functions serve no HTTP
-
-    runtime = lambda_runtime()
-    if part == "query":
-        # DuckDB opens (and loads httpfs) on its own thread while the routes are imported here.
-        runtime.engine.open_in_background()
-    return build_app(runtime, part)

@@ -10,9 +10,9 @@ from typing import Literal
 
 from arcs import envvars
 from arcs.errors import ArcsError
+from arcs.http.streaming import STREAM_BODY_MAX_BYTES
 from arcs.names import check_column, check_measurement
-from arcs.streaming import STREAM_BODY_MAX_BYTES
-from arcs.write_paths import LAMBDA_SYNC_PAYLOAD_BYTES
+from arcs.write.paths import LAMBDA_SYNC_PAYLOAD_BYTES
 
 Backend = Literal["local", "aws"]
 
@@ -245,7 +245,7 @@ class Settings:
     # Locally; in Lambda the function's timeout minus a margin, so the caller gets the error, not a 504.
     query_timeout_s: float = 30.0
     queue_timeout_s: float = 10.0
-    # A query running longer is logged as a slow query (arcs.slow_queries); 0 logs none.
+    # A query running longer is logged as a slow query (arcs.query.slow_queries); 0 logs none.
     slow_query_ms: float = 1000.0
     # The CloudWatch namespace of the Lambda functions' embedded metrics (arcs.metrics).
     metrics_namespace: str = "ArcServerless"

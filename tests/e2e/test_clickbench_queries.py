@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pytest
 from clickbench.generate import generate_hits, scale_query, to_parquet_layout
 
-from arcs.exact_rewrites import apply_exact_rewrites
+from arcs.query.exact_rewrites import apply_exact_rewrites
 from tests.e2e.servers import TOKEN, Client, standalone
 
 pytestmark = pytest.mark.e2e
@@ -86,7 +86,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Client, d
 
 
 def _json_value(value: Any, kind: pa.DataType) -> Any:
-    """What the JSON answer holds for one value DuckDB returned, worked out without arcs.results."""
+    """What the JSON answer holds for one value DuckDB returned, worked out without arcs.query.results."""
     if value is None:
         return None
     if pa.types.is_timestamp(kind) and kind.unit == "ns":  # nine fraction digits

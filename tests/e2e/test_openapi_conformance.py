@@ -31,8 +31,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from arcs import openapi
-from arcs.server import METRICS_PATH
+from arcs.http import openapi, route_docs
+from arcs.http.server import METRICS_PATH
 from tests.e2e.servers import TOKEN, ServerProcess, local, standalone
 
 pytestmark = pytest.mark.e2e
@@ -249,11 +249,11 @@ def test_a_tokens_own_routes_answer_as_the_document_says(served: tuple[ServerPro
 
 def test_every_runtime_serves_the_document(server: ServerProcess) -> None:
     with httpx.Client(base_url=server.url, timeout=30) as http:
-        answer = http.get(openapi.SPEC_PATH, headers=AUTH)
+        answer = http.get(route_docs.SPEC_PATH, headers=AUTH)
         assert answer.status_code == 200, answer.text
         assert answer.headers["content-type"].startswith("application/json")
-        assert answer.json() == json.loads(openapi.served())
-        anonymous = http.get(openapi.SPEC_PATH)
+        assert answer.json() == json.loads(route_docs.served())
+        anonymous = http.get(route_docs.SPEC_PATH)
         assert anonymous.status_code == 401 and anonymous.json()["success"] is False
 
 

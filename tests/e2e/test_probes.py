@@ -10,7 +10,7 @@ import uuid
 import httpx
 import pytest
 
-from arcs.routes.health import PING_BUILD, PING_VERSION
+from arcs.http.routes.health import PING_BUILD, PING_VERSION
 from tests.e2e.servers import Client, ServerProcess
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from arcs.query.sql_tree import MAX_SQL_BYTES
 from arcs.settings import default_max_result_bytes, memory_bytes
-from arcs.sql_tree import MAX_SQL_BYTES
 from tests.e2e.servers import Client, ServerProcess, standalone
 
 pytestmark = pytest.mark.e2e

@@ -133,7 +133,7 @@ def test_nan_and_infinities_are_a_400_in_every_format_and_store_nothing(client: 
 
 
 def test_a_request_of_more_measurements_than_the_limit_is_a_400_and_stores_nothing(client: Client) -> None:
-    from arcs.schema import MAX_MEASUREMENTS_PER_REQUEST
+    from arcs.write.schema import MAX_MEASUREMENTS_PER_REQUEST
 
     prefix = name("many")
     lines = [f"{prefix}_{i} v={i}i {T0_NS + i}" for i in range(MAX_MEASUREMENTS_PER_REQUEST + 1)]

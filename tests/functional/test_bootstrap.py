@@ -18,7 +18,8 @@ import pytest
 
 from arcs.emulation import load_handler
 from arcs.emulation.functions import FakeLambdaContext, Handler
-from arcs.runtime import lambda_app, lambda_runtime
+from arcs.http.api import lambda_app
+from arcs.runtime import lambda_runtime
 from tests.conftest import ACCESS_KEY, SECRET_KEY, AwsEnv
 
 pytestmark = pytest.mark.functional

@@ -24,11 +24,11 @@ from arcs.adapters.aws import DynamoCatalog, S3Store
 from arcs.adapters.local_storage import DirectoryStore
 from arcs.adapters.sqlite_catalog import SqliteCatalog
 from arcs.adapters.sqlite_database import SqliteDatabase
-from arcs.batch import TIME_TYPE, MeasurementRows, WriteBatch
-from arcs.compaction.compactor import Compactor
-from arcs.ingest import Ingestor
+from arcs.lifecycle.compaction.compactor import Compactor
 from arcs.ports import Catalog, FileRecord, ObjectStore, Partition
 from arcs.settings import CompactionSettings
+from arcs.write.batch import TIME_TYPE, MeasurementRows, WriteBatch
+from arcs.write.ingest import Ingestor
 from tests.helpers import BASE_US, HOUR_US, LOCAL_AND_SLOW_AWS, queued
 
 if TYPE_CHECKING:
@@ -531,9 +531,9 @@ def test_a_partition_bigger_than_the_memory_limit_compacts_streamed_into_target_
 def test_a_partition_of_older_microsecond_files_and_newer_nanosecond_ones_reads_and_compacts_alike(
     tmp_path: Path,
 ) -> None:
+    from arcs.auth.tokens import Principal
     from arcs.runtime import local_runtime
     from arcs.settings import Settings
-    from arcs.tokens import Principal
 
     settings = Settings(backend="local", data_dir=tmp_path / "data")
     compaction = replace(settings.compaction, min_age_s=0, grace_s=0, min_files=3)

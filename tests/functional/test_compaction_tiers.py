@@ -17,18 +17,18 @@ import pytest
 
 from arcs import layout
 from arcs.adapters.records import hour_text
-from arcs.compaction import tiers as tier_jobs
-from arcs.compaction.compactor import Compactor
-from arcs.deletion import Deleter
-from arcs.engine import Engine
+from arcs.auth.tokens import Principal
 from arcs.errors import StorageFault
 from arcs.layout import Tier
+from arcs.lifecycle.compaction import tiers as tier_jobs
+from arcs.lifecycle.compaction.compactor import Compactor
+from arcs.lifecycle.deletion import Deleter
+from arcs.lifecycle.drop_database import drop_database
+from arcs.lifecycle.retention import Retention
 from arcs.ports import CompactionState, FileRecord, Partition
-from arcs.pruning import TimeRange
-from arcs.query import QueryService
-from arcs.retention import Retention
-from arcs.routes.databases import drop_database
-from arcs.tokens import Principal
+from arcs.query.engine import Engine
+from arcs.query.pruning import TimeRange
+from arcs.query.service import QueryService
 from tests.functional.test_compaction_protocol import STEPS, Crash, Env, Row, assert_clean, batch, crash_at
 from tests.functional.test_compaction_protocol import env as env  # the fixture: both catalogs
 from tests.helpers import BASE_US, HOUR_US, LOCAL_AND_SLOW_AWS

@@ -16,17 +16,17 @@ import pytest
 
 from arcs import layout
 from arcs.adapters.aws import aws_runtime_parts, queued_write_from_sqs
-from arcs.batch import TIME_TYPE, MeasurementRows
-from arcs.compaction.compactor import Compactor
-from arcs.continuous_queries import ContinuousQueries
-from arcs.cq_definitions import micros, substitute
+from arcs.auth.tokens import Principal
+from arcs.continuous_queries.definitions import micros, substitute
+from arcs.continuous_queries.service import ContinuousQueries
 from arcs.emulation import FakeLambdaContext, load_handler
 from arcs.errors import BadRequest, PayloadTooLarge
+from arcs.http.server import IngestLoop
+from arcs.lifecycle.compaction.compactor import Compactor
+from arcs.query.sql_tree import MAX_SQL_BYTES
 from arcs.runtime import Runtime, local_runtime
-from arcs.server import IngestLoop
 from arcs.settings import CompactionSettings, Settings
-from arcs.sql_tree import MAX_SQL_BYTES
-from arcs.tokens import Principal
+from arcs.write.batch import TIME_TYPE, MeasurementRows
 from tests.helpers import LOCAL_AND_SLOW_AWS
 
 if TYPE_CHECKING:
@@ -410,7 +410,7 @@ def test_the_scheduled_function_refuses_a_task_it_does_not_know() -> None:
 def test_retention_rules_follow_the_processed_mark_and_dry_runs_count_exactly(world: World) -> None:
     """``delete_source_after_days`` stops at the mark; ``retention_days`` keeps the buffer; both
     through the retention run, on either catalog."""
-    from arcs.retention import Retention
+    from arcs.lifecycle.retention import Retention
 
     create(world, retention_days=1, delete_source_after_days=1)
     write_source(world, T0, 6 * 60)  # six hour partitions, two hosts

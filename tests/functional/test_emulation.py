@@ -20,8 +20,9 @@ import pytest
 from arcs.emulation import Emulation, EmulationConfig, LambdaFunction, SqsPoller, start_emulation
 from arcs.emulation.functions import LAMBDA_PAYLOAD_LIMIT
 from arcs.emulation.gateway import API_GATEWAY_PAYLOAD_LIMIT
-from arcs.proxy import HttpResponse
-from arcs.runtime import lambda_app, lambda_runtime
+from arcs.http.api import lambda_app
+from arcs.http.proxy import HttpResponse
+from arcs.runtime import lambda_runtime
 from arcs.settings import AWS_MAX_REQUEST_BYTES, AWS_TOO_LARGE_MESSAGE
 from tests.conftest import ACCESS_KEY, SECRET_KEY, AwsEnv, MotoServer
 

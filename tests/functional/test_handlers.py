@@ -33,7 +33,8 @@ from arcs.adapters.aws import AwsResources
 from arcs.emulation import load_handler, sqs_event
 from arcs.emulation.functions import LAMBDA_PAYLOAD_LIMIT, FakeLambdaContext, Handler
 from arcs.emulation.local import function_environment
-from arcs.runtime import Runtime, lambda_app, lambda_runtime
+from arcs.http.api import lambda_app
+from arcs.runtime import Runtime, lambda_runtime
 from arcs.settings import AWS_MAX_REQUEST_BYTES
 from tests.conftest import ACCESS_KEY, SECRET_KEY, AwsEnv
 
@@ -682,7 +683,7 @@ def test_an_empty_upload_is_refused_at_completion_and_may_be_put_again(fn: Lambd
 def test_an_uploaded_import_cut_short_is_finished_by_lambdas_retry_and_stored_once(
     fn: Lambda, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from arcs import imports
+    from arcs.write import imports
 
     monkeypatch.setattr(imports, "CHUNK_BYTES", 4096)  # about 100 lines a chunk
     m = name("cpu")

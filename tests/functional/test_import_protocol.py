@@ -15,13 +15,13 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from arcs import imports
 from arcs.errors import BadRequest, Conflict, PayloadTooLarge
-from arcs.import_status import ImportLedger, chunk_write_id
-from arcs.imports import Importer, ImportFormat, ImportOptions, IngestSink
-from arcs.ingest import Ingestor
 from arcs.ports import Catalog, ObjectStore
-from arcs.schema import SchemaRegistry
+from arcs.write import imports
+from arcs.write.import_status import ImportLedger, chunk_write_id
+from arcs.write.imports import Importer, ImportFormat, ImportOptions, IngestSink
+from arcs.write.ingest import Ingestor
+from arcs.write.schema import SchemaRegistry
 from tests.helpers import local_ports, visible_rows
 
 
@@ -268,7 +268,7 @@ def test_options_are_checked_as_arc_checks_them() -> None:
 
 
 def test_uploads_take_the_file_field_of_a_form_in_any_pieces() -> None:
-    from arcs.uploads import FileBody
+    from arcs.write.uploads import FileBody
 
     payload = os.urandom(5000) + b"\r\n--boundary-like\r\n"
     form = (

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arcs import layout
-from arcs.decoders import columnar_lane
-from arcs.ingest import Ingestor, QueuedWrite, decoded_bytes
+from arcs.write.decoders import columnar_lane
+from arcs.write.ingest import Ingestor, QueuedWrite, decoded_bytes
 from tests.helpers import BASE_US, HOUR_US, local_ports, make_batch, make_body_batch, queued, visible_rows
 
 STEPS = ["markers-read", "claimed", "file-written", "files-written", "committed", "files-listed"]
@@ -58,7 +58,7 @@ def test_files_encode_tags_as_dictionaries_times_as_deltas_floats_split_and_keep
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from arcs.batch import TIME_TYPE, MeasurementRows, WriteBatch
+    from arcs.write.batch import TIME_TYPE, MeasurementRows, WriteBatch
 
     store, catalog = ports
     table = pa.table(
@@ -289,12 +289,12 @@ def test_interleaved_parts_that_follow_one_another_in_time_are_not_sorted_row_by
 ) -> None:  # type: ignore[no-untyped-def]
     from dataclasses import replace
 
-    import arcs.ingest
+    import arcs.write.ingest
 
     def no_sort(*args: object, **kwargs: object) -> None:
         raise AssertionError("rows sorted one by one")
 
-    monkeypatch.setattr(arcs.ingest.pc, "sort_indices", no_sort)
+    monkeypatch.setattr(arcs.write.ingest.pc, "sort_indices", no_sort)
     store, catalog = ports
     times = [[BASE_US + 20, BASE_US + 29], [BASE_US + 0, BASE_US + 9], [BASE_US + 10, BASE_US + 19]]
     batches = [make_batch("db", "cpu", t, host=f"p{i}") for i, t in enumerate(times)]
@@ -313,7 +313,7 @@ def test_interleaved_parts_that_follow_one_another_in_time_are_not_sorted_row_by
 def test_parts_of_other_columns_put_in_order_keep_the_columns_in_arrival_order(tmp_path: Path) -> None:
     import pyarrow as pa
 
-    from arcs.batch import TIME_TYPE, MeasurementRows, WriteBatch
+    from arcs.write.batch import TIME_TYPE, MeasurementRows, WriteBatch
 
     def part(times: list[int], column: str, known: bool) -> WriteBatch:
         table = pa.table(
@@ -341,11 +341,11 @@ def test_a_database_of_many_measurements_takes_its_share_and_the_rest_waits_in_o
     """The standalone server's ingest loop: one database's writes of many measurements are spread
     over attempts (its share each), while another database's write in the same batch is stored at
     once; what is deferred stays queued, untouched and without a failed attempt, and comes next."""
-    from arcs.decoders import WireFormat
+    from arcs.http.server import IngestLoop
     from arcs.runtime import INGEST_TABLES_PER_DATABASE, local_runtime
-    from arcs.server import IngestLoop
     from arcs.settings import Settings
-    from arcs.writes import WriteRequest
+    from arcs.write.decoders import WireFormat
+    from arcs.write.edge import WriteRequest
 
     runtime = local_runtime(Settings(data_dir=tmp_path / "data"))
     share = INGEST_TABLES_PER_DATABASE

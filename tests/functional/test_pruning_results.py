@@ -9,11 +9,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from arcs.engine import Engine
-from arcs.ingest import Ingestor
-from arcs.query import QueryService
-from arcs.schema import SchemaRegistry
-from arcs.tokens import Principal
+from arcs.auth.tokens import Principal
+from arcs.query.engine import Engine
+from arcs.query.service import QueryService
+from arcs.write.ingest import Ingestor
+from arcs.write.schema import SchemaRegistry
 from tests.helpers import BASE_US, HOUR_US, local_ports, make_batch, queued
 
 ADMIN = Principal("t", "t", frozenset({"admin"}), ())

@@ -10,19 +10,19 @@ import msgpack
 import pyarrow as pa
 import pytest
 
-from arcs.api import build_app
-from arcs.engine import Engine
+from arcs.auth.tokens import Principal
 from arcs.errors import Forbidden
-from arcs.ingest import Ingestor
+from arcs.http.api import build_app
+from arcs.http.proxy import proxy_event
+from arcs.http.server import _LambdaContext
 from arcs.ports import Catalog, ObjectStore
-from arcs.proxy import proxy_event
-from arcs.query import QueryService
-from arcs.result_cache import ResultCache
+from arcs.query.engine import Engine
+from arcs.query.result_cache import ResultCache
+from arcs.query.service import QueryService
 from arcs.runtime import local_runtime
-from arcs.schema import SchemaRegistry
-from arcs.server import _LambdaContext
 from arcs.settings import Settings
-from arcs.tokens import Principal
+from arcs.write.ingest import Ingestor
+from arcs.write.schema import SchemaRegistry
 from tests.helpers import BASE_US, HOUR_US, local_ports, make_batch, queued
 
 ADMIN = Principal("admin", "admin", frozenset({"admin"}), ())

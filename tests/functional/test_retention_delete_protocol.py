@@ -13,13 +13,13 @@ import pyarrow as pa
 import pytest
 
 from arcs import layout
-from arcs.batch import TIME_TYPE, MeasurementRows, WriteBatch
-from arcs.compaction.compactor import Compactor, PartitionBusy
-from arcs.deletion import Deleter
 from arcs.errors import BadRequest
+from arcs.lifecycle.compaction.compactor import Compactor, PartitionBusy
+from arcs.lifecycle.deletion import Deleter
+from arcs.lifecycle.retention import Retention
 from arcs.ports import Partition, RetentionPolicy
-from arcs.pruning import TimeRange
-from arcs.retention import Retention
+from arcs.query.pruning import TimeRange
+from arcs.write.batch import TIME_TYPE, MeasurementRows, WriteBatch
 from tests.functional.test_compaction_protocol import HOUR, PARTITION, Crash, Env, Row, batch, crash_at, env, fill
 from tests.helpers import BASE_US, HOUR_US, LOCAL_AND_SLOW_AWS
 

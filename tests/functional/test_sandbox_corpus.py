@@ -21,16 +21,16 @@ from typing import Any
 
 import pytest
 
-from arcs.decoders import WireFormat
+from arcs.auth.tokens import Principal
 from arcs.errors import ArcsError
-from arcs.query import QueryService
-from arcs.results import to_json_document
+from arcs.http.server import IngestLoop
+from arcs.query.results import to_json_document
+from arcs.query.service import QueryService
+from arcs.query.sql_tree import MAX_SQL_BYTES
 from arcs.runtime import LocalRuntime, local_runtime
-from arcs.server import IngestLoop
 from arcs.settings import Settings
-from arcs.sql_tree import MAX_SQL_BYTES
-from arcs.tokens import Principal
-from arcs.writes import WriteRequest
+from arcs.write.decoders import WireFormat
+from arcs.write.edge import WriteRequest
 
 T0 = 1_700_000_000  # seconds; 2023-11-14T22:13:20Z
 NONCE = uuid.uuid4().hex[:12]

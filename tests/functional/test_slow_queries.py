@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from arcs.decoders import WireFormat
+from arcs.http.server import IngestLoop
+from arcs.query.slow_queries import SQL_EXCERPT_CHARS
 from arcs.runtime import LocalRuntime, local_runtime
-from arcs.server import IngestLoop
 from arcs.settings import Settings
-from arcs.slow_queries import SQL_EXCERPT_CHARS
-from arcs.writes import WriteRequest
+from arcs.write.decoders import WireFormat
+from arcs.write.edge import WriteRequest
 
 SECRET = "a-secret-token-value-0123456789"
 

@@ -26,9 +26,9 @@ from infra.stack import TOKEN_CACHE_TTL_S, ArcsStack
 
 from arcs import layout
 from arcs.adapters.aws_sqs import claim_key
-from arcs.import_status import ImportLedger
 from arcs.settings import AWS_MAX_REQUEST_BYTES, AWS_TOO_LARGE_MESSAGE
-from arcs.write_paths import WRITE_ROUTES, declared_too_large, is_write_path
+from arcs.write.import_status import ImportLedger
+from arcs.write.paths import WRITE_ROUTES, declared_too_large, is_write_path
 
 pytestmark = pytest.mark.infra
 
@@ -140,12 +140,12 @@ def test_probes_answer_from_the_gateway_in_the_standalone_servers_shape(synth: S
 
 
 def _standalone_probe(path: str, verb: str) -> Json:
-    """What the standalone server's route answers (``arcs.routes.health``), without a token; the
+    """What the standalone server's route answers (``arcs.http.routes.health``), without a token; the
     body is the GET's (the HTTP front sends none for HEAD)."""
     from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
-    from arcs.proxy import http_response, proxy_event
-    from arcs.routes.health import health_router
+    from arcs.http.proxy import http_response, proxy_event
+    from arcs.http.routes.health import health_router
 
     class Ready:
         def ready(self) -> bool:
@@ -295,7 +295,7 @@ def test_a_write_the_authorizer_denies_for_its_size_is_a_413_in_the_api_error_sh
 
 
 def test_the_gateway_passes_compressed_answers_through_as_they_are(synth: Synth) -> None:
-    """The query function compresses what the caller accepts (arcs.response_encoding) and says so in
+    """The query function compresses what the caller accepts (arcs.query.response_encoding) and says so in
     Content-Encoding: every body is binary to API Gateway (*/*), so the base64 of a buffered answer
     becomes its bytes again, and without minimumCompressionSize the gateway compresses nothing itself
     (docs/aws-limits.md)."""
@@ -306,7 +306,7 @@ def test_the_gateway_passes_compressed_answers_through_as_they_are(synth: Synth)
 
 def test_no_route_where_the_authorizer_may_deny_is_cached(synth: Synth) -> None:
     """A cached Deny would refuse the caller's every route for the TTL: the cached authorizer
-    never sees a path the authorizer treats as a write (``arcs.write_paths``)."""
+    never sees a path the authorizer treats as a write (``arcs.write.paths``)."""
     cached = {"Ref": synth.logical_id(synth.stack.authorizer.token_authorizer)}
     on_cached = [path for (path, _), m in _methods(synth).items() if m.get("AuthorizerId") == cached]
     assert "/api/v1/{proxy+}" in on_cached
@@ -418,7 +418,7 @@ def test_an_imports_record_and_its_uploaded_file_are_reached_by_the_functions_th
 
 
 def test_every_path_the_app_serves_without_a_token_has_its_gateway_answer() -> None:
-    from arcs.routes.health import PUBLIC_PATHS as RUNTIME_PUBLIC_PATHS
+    from arcs.http.routes.health import PUBLIC_PATHS as RUNTIME_PUBLIC_PATHS
 
     assert set(PUBLIC_PATHS) == RUNTIME_PUBLIC_PATHS
 
@@ -429,7 +429,7 @@ def test_the_query_function_streams_its_answers_and_the_edge_buffers(synth: Synt
     wrapper that runs the streaming runtime, its query budget inside the stream's idle timeout."""
     from infra.query import STREAMING_WRAPPER
 
-    from arcs.streaming import API_GATEWAY_STREAM_IDLE_S, QUERY_BUDGET_S, query_function_timeout_s
+    from arcs.http.streaming import API_GATEWAY_STREAM_IDLE_S, QUERY_BUDGET_S, query_function_timeout_s
 
     query = synth.props(synth.stack.query.query.function)
     edge_id = synth.logical_id(synth.stack.ingest.edge.function)
@@ -459,8 +459,9 @@ def test_the_query_function_streams_its_answers_and_the_edge_buffers(synth: Synt
 def test_every_operation_of_the_openapi_document_reaches_the_function_it_names(synth: Synth) -> None:
     """What the document says of each route (docs/api.md) is how the stack routes it: the edge
     function, the query function (the document's own URL among them), or API Gateway itself."""
-    from arcs.openapi import SPEC_PATH, STANDALONE, document
-    from arcs.openapi import operations as served_by
+    from arcs.http.openapi import STANDALONE, document
+    from arcs.http.openapi import operations as served_by
+    from arcs.http.route_docs import SPEC_PATH
 
     methods = _methods(synth)
     targets = {

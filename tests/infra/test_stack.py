@@ -24,7 +24,7 @@ from arcs import envvars, layout
 from arcs.adapters.aws_sqs import SQS_MAX_MESSAGE_BYTES, claim_key
 from arcs.adapters.dynamo_table import TTL_ATTRIBUTE
 from arcs.allocator import ARROW_POOL
-from arcs.write_paths import WRITE_ROUTES
+from arcs.write.paths import WRITE_ROUTES
 
 pytestmark = pytest.mark.infra
 

@@ -36,7 +36,7 @@ from layers.native_probe import INTEGERS, TIMESTAMPS_S
 from layers.services import UnreadableService, boto3_services
 from layers.smoke import COMPACT_TASKS, IMPORT_TASK, QUERY_ROUTES, ROUTES, WRITE_ROUTES
 
-from arcs.api import routers
+from arcs.http.api import routers
 
 
 def _touch(root: Path, *names: str) -> None:
@@ -204,8 +204,8 @@ def test_built_layers_fit_lambda_and_are_reproducible(built: Path) -> None:
         assert models == botocore_services()
         with zipfile.ZipFile(built / arch / "core.zip") as archive:
             names = set(archive.namelist())
-        assert "python/arcs/engine.py" in names
-        assert "python/arcs/__pycache__/engine.cpython-312.pyc" in names  # /opt is read-only in Lambda
+        assert "python/arcs/query/engine.py" in names
+        assert "python/arcs/query/__pycache__/engine.cpython-312.pyc" in names  # /opt is read-only in Lambda
         assert not [n for n in names if not n.startswith("python/")]  # nothing beside python/
         # arcs.native's library, compiled for the layer's architecture (ELF e_machine), without its source.
         assert not [n for n in names if n.endswith(".c")]

@@ -7,8 +7,8 @@ import json
 import threading
 from typing import Any
 
-from arcs.proxy import HttpResponse
-from arcs.server import AsgiApp, HttpLimits
+from arcs.http.proxy import HttpResponse
+from arcs.http.server import AsgiApp, HttpLimits
 
 
 def _slow_handler(release: threading.Event) -> Any:

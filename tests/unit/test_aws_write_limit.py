@@ -13,14 +13,14 @@ import json
 import string
 from pathlib import Path
 
+from arcs.auth.tokens import MAX_NAME_CHARS, MAX_SCOPES, Principal
 from arcs.settings import (
     API_GATEWAY_PAYLOAD_BYTES,
     AWS_MAX_REQUEST_BYTES,
     LAMBDA_SYNC_PAYLOAD_BYTES,
     Settings,
 )
-from arcs.tokens import MAX_NAME_CHARS, MAX_SCOPES, Principal
-from arcs.write_paths import body_room
+from arcs.write.paths import body_room
 
 EVENT = Path(__file__).parents[1] / "functional" / "events" / "apigw_rest_proxy.json"
 #: API Gateway REST: total size of the request line and header values.
@@ -88,7 +88,7 @@ def test_the_room_a_head_leaves_is_measured_on_the_event_so_a_crowded_head_still
 
 
 def test_a_declared_length_is_read_from_ascii_digits_only() -> None:
-    from arcs.write_paths import declared_too_large
+    from arcs.write.paths import declared_too_large
 
     path = "/api/v1/write/line-protocol"
     assert declared_too_large("POST", path, {"Content-Length": "11"}, 10) == "body is 11 bytes; the limit is 10"

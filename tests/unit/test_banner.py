@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from arcs.server import banner
+from arcs.http.server import banner
 
 URL = "http://127.0.0.1:8000"
 

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arcs.batch import TIME_TYPE, MeasurementRows, WriteBatch
-from arcs.decoders import WireFormat, decode
 from arcs.errors import BadRequest
+from arcs.write.batch import TIME_TYPE, MeasurementRows, WriteBatch
+from arcs.write.decoders import WireFormat, decode
 
 
 def _table(**columns: pa.Array) -> pa.Table:
@@ -233,7 +233,7 @@ def test_any_corruption_is_a_bad_request_or_a_valid_batch(data: st.DataObject) -
 @settings(max_examples=50, deadline=None)
 @given(parts=st.lists(_parts(), min_size=1, max_size=3))
 def test_an_uncompressed_stream_is_the_stream_writer_s_bytes(parts: list[MeasurementRows]) -> None:
-    from arcs.batch import _ipc_stream
+    from arcs.write.batch import _ipc_stream
 
     for part in parts:
         table = pa.concat_tables([part.table, part.table])  # two batches

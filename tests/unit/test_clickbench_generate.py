@@ -23,7 +23,7 @@ from clickbench.generate import (
     to_parquet_layout,
 )
 
-from arcs.exact_rewrites import apply_exact_rewrites
+from arcs.query.exact_rewrites import apply_exact_rewrites
 
 ROWS = 20_000
 REPO = Path(__file__).resolve().parents[2]

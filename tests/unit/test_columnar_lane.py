@@ -16,14 +16,14 @@ from arcs import native
 from arcs.adapters.spool import Spool
 from arcs.adapters.sqlite_catalog import SqliteCatalog
 from arcs.adapters.sqlite_database import SqliteDatabase
-from arcs.batch import MeasurementRows, WriteBatch
-from arcs.decoders import WireFormat, columnar_lane
-from arcs.decoders.columnar_lane import ScannedBody
-from arcs.decoders.msgpack_format import decode_msgpack
 from arcs.envvars import NATIVE
 from arcs.errors import BadRequest
-from arcs.parquet_encoding import TagDictionary
-from arcs.writes import WriteRequest, WriteService
+from arcs.write.batch import MeasurementRows, WriteBatch
+from arcs.write.decoders import WireFormat, columnar_lane
+from arcs.write.decoders.columnar_lane import ScannedBody
+from arcs.write.decoders.msgpack_format import decode_msgpack
+from arcs.write.edge import WriteRequest, WriteService
+from arcs.write.parquet_encoding import TagDictionary
 from tests.helpers import plain_strings
 
 NOW = 1_700_000_000_000_000

@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arcs import layout
-from arcs.compaction.merge import merge_groups, sort_order
-from arcs.compaction.report import RunReport
 from arcs.errors import ServiceUnavailable, StorageFault
-from arcs.schedule import CompactionTimer, LambdaCompactionTrigger
+from arcs.lifecycle.compaction.merge import merge_groups, sort_order
+from arcs.lifecycle.compaction.report import RunReport
+from arcs.lifecycle.schedule import CompactionTimer, LambdaCompactionTrigger
 from arcs.settings import ConfigError, Settings
 
 HOUR = datetime(2024, 3, 1, 5, tzinfo=UTC)

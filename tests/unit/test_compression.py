@@ -12,8 +12,8 @@ from collections.abc import Callable
 import pytest
 import zstandard
 
-from arcs.decoders.compression import decompress
 from arcs.errors import ArcsError, BadRequest, PayloadTooLarge, UnsupportedMediaType
+from arcs.write.decoders.compression import decompress
 
 MB = 1 << 20
 TEXT = b"cpu,host=a usage=1.5 1700000000000000000\n" * 2000

@@ -112,7 +112,7 @@ def test_no_build_product_of_this_machine_enters_the_image(tmp_path: Path) -> No
         "src/arcs/native/json_rows.c",
         "src/arcs/native/text.h",
         "src/arcs/native/json_rows.o",
-        "src/arcs/__pycache__/api.cpython-312.pyc",
+        "src/arcs/http/__pycache__/api.cpython-312.pyc",
         "clickbench/x.so",
     ):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)

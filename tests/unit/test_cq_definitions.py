@@ -10,9 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from arcs.batch import TIME_TYPE
-from arcs.continuous_queries import destination_rows, principal_of
-from arcs.cq_definitions import (
+from arcs.continuous_queries.definitions import (
     Definition,
     micros,
     parse_interval,
@@ -23,7 +21,9 @@ from arcs.cq_definitions import (
     window_start,
     write_id,
 )
+from arcs.continuous_queries.service import destination_rows, principal_of
 from arcs.errors import BadRequest, Forbidden
+from arcs.write.batch import TIME_TYPE
 
 NOW = datetime(2024, 3, 1, 10, 17, 42, tzinfo=UTC)
 S = 1_000_000

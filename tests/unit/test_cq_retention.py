@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from arcs.cq_definitions import micros
-from arcs.cq_retention import destination_rules, processed_until, reads, source_rules
+from arcs.continuous_queries.definitions import micros
+from arcs.continuous_queries.retention import destination_rules, processed_until, reads, source_rules
+from arcs.lifecycle.cutoffs import DEFAULT_BUFFER_DAYS, cutoff
 from arcs.ports import ContinuousQuery, RetentionPolicy
-from arcs.retention import DEFAULT_BUFFER_DAYS, cutoff
 
 CREATED = datetime(2026, 1, 1, 9, 30, tzinfo=UTC)
 NOW = datetime(2026, 3, 1, 12, 40, tzinfo=UTC)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from arcs import envvars
-from arcs.engine import Engine
+from arcs.query.engine import Engine
 from arcs.settings import Settings
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from arcs.emulation import ApiGateway, FakeLambdaContext, LambdaFunction
 from arcs.emulation.gateway import policy_allows
-from arcs.proxy import HttpResponse
+from arcs.http.proxy import HttpResponse
 from arcs.settings import AWS_TOO_LARGE_MESSAGE
 
 METHOD_ARN = "arn:aws:execute-api:us-east-1:123456789012:arcslocal/local/POST/api/v1/query"

@@ -26,8 +26,7 @@ from arcs.emulation.gateway import API_GATEWAY_TIMEOUT_S, ApiGateway
 from arcs.emulation.local import event_source_batch_size
 from arcs.emulation.poller import SqsPoller
 from arcs.emulation.schedule import AsyncInvoker, EventBridgeRule
-from arcs.settings import ConfigError, Settings
-from arcs.streaming import (
+from arcs.http.streaming import (
     API_GATEWAY_STREAM_IDLE_S,
     API_GATEWAY_STREAM_MAX_S,
     LAMBDA_STREAM_BYTES_PER_S,
@@ -36,6 +35,7 @@ from arcs.streaming import (
     PRELUDE_MAX_BYTES,
     StreamedResponse,
 )
+from arcs.settings import ConfigError, Settings
 
 
 def function(handler: Any, timeout_s: float = 5, **options: Any) -> LambdaFunction:

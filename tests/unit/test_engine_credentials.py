@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from arcs.engine import Engine, S3Access
+from arcs.query.engine import Engine, S3Access
 
 
 def test_the_secret_follows_the_credentials_provider(tmp_path: Path) -> None:

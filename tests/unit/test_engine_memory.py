@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from arcs.engine import Engine
 from arcs.errors import ResultTooLarge, ServiceUnavailable
+from arcs.query.engine import Engine
 
 
 def _engine(tmp_path: Path, memory_limit: str) -> Engine:

@@ -8,7 +8,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from arcs.engine import Engine, S3Access
+from arcs.query.engine import Engine, S3Access
 
 
 def _s3() -> S3Access:

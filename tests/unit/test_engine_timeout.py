@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from arcs import envvars
-from arcs import query as query_module
-from arcs.api import build_app
-from arcs.engine import Engine
+from arcs.auth.tokens import Principal
 from arcs.errors import QueryTimeout
+from arcs.http.api import build_app
+from arcs.query import service as query_module
+from arcs.query.engine import Engine
 from arcs.runtime import local_runtime
 from arcs.settings import ConfigError, Settings
-from arcs.tokens import Principal
 
 #: A trillion-row cross join: minutes of work, unless something stops it.
 ADMIN = Principal("t", "t", frozenset({"admin"}), ())

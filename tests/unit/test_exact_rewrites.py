@@ -20,14 +20,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arcs.batch import TIME_TYPE, MeasurementRows, WriteBatch
-from arcs.engine import Engine
-from arcs.exact_rewrites import MAX_CALLS, URL_DOMAIN_PATTERN, apply_exact_rewrites, url_domain_case
-from arcs.ingest import Ingestor
-from arcs.query import QueryService
-from arcs.schema import SchemaRegistry
-from arcs.sql_tokens import tokenize
-from arcs.tokens import Principal
+from arcs.auth.tokens import Principal
+from arcs.query.engine import Engine
+from arcs.query.exact_rewrites import MAX_CALLS, URL_DOMAIN_PATTERN, apply_exact_rewrites, url_domain_case
+from arcs.query.service import QueryService
+from arcs.query.sql_tokens import tokenize
+from arcs.write.batch import TIME_TYPE, MeasurementRows, WriteBatch
+from arcs.write.ingest import Ingestor
+from arcs.write.schema import SchemaRegistry
 from tests.helpers import BASE_US, local_ports, queued
 
 P = URL_DOMAIN_PATTERN

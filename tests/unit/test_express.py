@@ -16,9 +16,9 @@ from botocore.exceptions import ClientError
 from arcs.adapters.aws import AwsClients, aws_runtime_parts, s3_access
 from arcs.adapters.aws_express import ExpressStore, duckdb_endpoint, zonal_endpoint, zone_id
 from arcs.adapters.aws_s3 import S3Store
-from arcs.engine import BucketEndpoint, Engine, S3Access, secret_statements
 from arcs.errors import NotFound
 from arcs.ports import ObjectInfo
+from arcs.query.engine import BucketEndpoint, Engine, S3Access, secret_statements
 from arcs.settings import ConfigError, Settings
 
 EXPRESS = "arcs-data--use1-az4--x-s3"

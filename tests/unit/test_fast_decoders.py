@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arcs.decoders import json_format, msgpack_format, shapes
-from arcs.decoders.shapes import rows_from_objects
 from arcs.errors import BadRequest
+from arcs.write.decoders import json_format, msgpack_format, shapes
+from arcs.write.decoders.shapes import rows_from_objects
 
 NOW = 1_700_000_000_000_000
 

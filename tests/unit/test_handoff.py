@@ -11,7 +11,7 @@ import pytest
 
 from arcs.adapters.aws import AwsClients
 from arcs.adapters.aws_s3 import S3Store
-from arcs.handoff import ResultHandoff, proxy_body_cost
+from arcs.query.handoff import ResultHandoff, proxy_body_cost
 
 
 class RecordingStore:

@@ -18,11 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arcs import native
-from arcs.decoders import json_format
-from arcs.decoders.msgpack_native import JSON, decode_columnar
 from arcs.envvars import NATIVE
 from arcs.errors import BadRequest
 from arcs.names import MAX_COLUMNS
+from arcs.write.decoders import json_format
+from arcs.write.decoders.msgpack_native import JSON, decode_columnar
 
 NOW = 1_700_000_000_000_000
 GOOD = {

@@ -19,17 +19,18 @@ import importlib.util, json, sys
 spec = importlib.util.spec_from_file_location("probe_handler", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
-from arcs.runtime import lambda_app, lambda_runtime
+from arcs.runtime import lambda_runtime
 if sys.argv[2] == "runtime":
     lambda_runtime()
 elif sys.argv[2] != "none":
+    from arcs.http.api import lambda_app
     lambda_app(sys.argv[2])
 if sys.argv[2] == "query":
     lambda_runtime().engine.connection()
 if sys.argv[2] == "query" and sys.argv[3:] == ["answer"]:
     # A query without tables (no AWS call), answered in both formats, as the routes render it.
-    from arcs.results import to_arrow_stream, to_json_document
-    from arcs.tokens import Principal
+    from arcs.query.results import to_arrow_stream, to_json_document
+    from arcs.auth.tokens import Principal
     caller = Principal("probe", "probe", frozenset({"admin"}), ())
     sql = "SELECT 1 AS i, 1.0 AS f, 'a' || chr(34) || chr(10) AS s, TIMESTAMPTZ '2024-01-01' AS t, DATE '2024-01-01' d"
     result = lambda_runtime().queries.run(sql, "default", caller)
@@ -74,7 +75,14 @@ def loaded_modules(handler: str, part: str, tmp_path: Path, *extra: str) -> set[
     return set(json.loads(done.stdout.splitlines()[-1]))
 
 
-WRITE_SIDE = {"arcs.decoders", "arcs.writes", "arcs.ingest", "msgpack", "pyarrow.parquet", "arcs.routes.writes"}
+WRITE_SIDE = {
+    "arcs.write.decoders",
+    "arcs.write.edge",
+    "arcs.write.ingest",
+    "msgpack",
+    "pyarrow.parquet",
+    "arcs.http.routes.writes",
+}
 LOCAL_SIDE = {
     "sqlite3",
     "arcs.adapters.sqlite_catalog",
@@ -92,19 +100,19 @@ def test_importing_the_query_handler_loads_neither_duckdb_nor_boto3(tmp_path: Pa
 
 def test_the_query_function_loads_no_write_path_and_no_local_adapter(tmp_path: Path) -> None:
     modules = loaded_modules("query/handler.py", "query", tmp_path)
-    assert {"duckdb", "arcs.routes.queries"} <= modules
+    assert {"duckdb", "arcs.http.routes.queries"} <= modules
     assert not (WRITE_SIDE | LOCAL_SIDE) & modules
 
 
 def test_answering_a_query_never_loads_the_pyarrow_compute_wrappers(tmp_path: Path) -> None:
     # pyarrow.compute makes a Python function per kernel on import: ~50 ms of a cold start.
     modules = loaded_modules("query/handler.py", "query", tmp_path, "answer")
-    assert {"arcs.results", "pyarrow._compute"} <= modules
+    assert {"arcs.query.results", "pyarrow._compute"} <= modules
     assert "pyarrow.compute" not in modules
 
 
 @pytest.mark.parametrize(("handler", "part"), [("ingest/edge.py", "writes"), ("authorizer/handler.py", "runtime")])
 def test_the_edge_and_the_authorizer_never_load_duckdb(handler: str, part: str, tmp_path: Path) -> None:
     modules = loaded_modules(handler, part, tmp_path)
-    assert not {"duckdb", "arcs.engine", "arcs.query", "arcs.routes.queries"} & modules
+    assert not {"duckdb", "arcs.query.engine", "arcs.query.service", "arcs.http.routes.queries"} & modules
     assert not LOCAL_SIDE & modules

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arcs.decoders import line_protocol
-from arcs.decoders import line_protocol_columnar as columnar
-from arcs.decoders.line_protocol_columnar import decode_uniform
 from arcs.errors import BadRequest
+from arcs.write.decoders import line_protocol
+from arcs.write.decoders import line_protocol_columnar as columnar
+from arcs.write.decoders.line_protocol_columnar import decode_uniform
 
 NOW = 1_700_000_000_000_000
 

@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arcs import native
-from arcs.decoders.line_protocol import decode_line_protocol
-from arcs.decoders.line_protocol_native import decode_one_shape
 from arcs.envvars import NATIVE
 from arcs.errors import BadRequest
+from arcs.write.decoders.line_protocol import decode_line_protocol
+from arcs.write.decoders.line_protocol_native import decode_one_shape
 
 NOW = 1_700_000_000_000_000
 GOOD = "\n".join(

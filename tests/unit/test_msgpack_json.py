@@ -15,11 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arcs.batch import TIME_TYPE, MeasurementRows
-from arcs.decoders import WireFormat, decode
-from arcs.decoders import columns as columns_module
 from arcs.errors import ArcsError, BadRequest
 from arcs.names import MAX_COLUMNS
+from arcs.write.batch import TIME_TYPE, MeasurementRows
+from arcs.write.decoders import WireFormat, decode
+from arcs.write.decoders import columns as columns_module
 
 NOW = 1_700_000_000_123_456  # the edge's clock, in microseconds
 NOW_NS = NOW * 1000

@@ -18,12 +18,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arcs import native
-from arcs.decoders import msgpack_format
-from arcs.decoders.columns import MAX_NANOS
-from arcs.decoders.msgpack_native import decode_columnar
 from arcs.envvars import NATIVE
 from arcs.errors import BadRequest
 from arcs.names import MAX_COLUMNS
+from arcs.write.decoders import msgpack_format
+from arcs.write.decoders.columns import MAX_NANOS
+from arcs.write.decoders.msgpack_native import decode_columnar
 
 NOW = 1_700_000_000_000_000
 GOOD = {
@@ -244,7 +244,7 @@ def _scan(library: Any, body: bytes) -> tuple[Any, Any, list[Any]]:
 def test_the_scan_reports_integer_bounds_and_printable_strings_at_their_edges(library: Any) -> None:
     import pyarrow as pa
 
-    from arcs.decoders.msgpack_native import _fill
+    from arcs.write.decoders.msgpack_native import _fill
 
     edges = {
         "n": [0, -(2**63), 2**63 - 1, 5],
@@ -285,7 +285,7 @@ def test_columns_of_one_nine_byte_encoding_read_as_value_by_value(
 ) -> None:
     import pyarrow as pa
 
-    from arcs.decoders.msgpack_native import _fill
+    from arcs.write.decoders.msgpack_native import _fill
 
     body = msgpack.packb({"m": "cpu", "columns": {"n": values, "f": [float(v) for v in values]}})
     document, slots, (integers, floats) = _scan(library, body)
@@ -464,7 +464,7 @@ def test_rescale_divides_and_multiplies_in_place_and_refuses_other_factors(libra
 def test_times_in_order_are_made_nanoseconds_by_the_reader_not_arrow(
     library: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from arcs.decoders import columns
+    from arcs.write.decoders import columns
 
     def no_arrow_path(*args: object) -> None:
         raise AssertionError("converted by Arrow's kernels")

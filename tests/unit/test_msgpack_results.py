@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 
 from arcs.errors import ResultTooLarge
-from arcs.msgpack_results import error_document, msgpack_body, to_msgpack, wire_type
-from arcs.query import QueryResult
+from arcs.query.msgpack_results import error_document, msgpack_body, to_msgpack, wire_type
+from arcs.query.service import QueryResult
 
 
 def document(table: pa.Table) -> dict[str, object]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arcs.numeric_ids import numeric_id
+from arcs.auth.numeric_ids import numeric_id
 
 
 def test_the_derivation_never_changes() -> None:

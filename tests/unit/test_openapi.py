@@ -10,18 +10,19 @@ import pytest
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from openapi_spec_validator import validate
 
-from arcs import openapi
-from arcs.api import RequestScopedResolver, build_app
-from arcs.cq_definitions import FIELDS as CQ_FIELDS
-from arcs.cq_definitions import REQUIRED_FIELDS as CQ_REQUIRED
-from arcs.proxy import http_response, proxy_event
-from arcs.retention import POLICY_FIELDS
+from arcs.auth.tokens import _FIELDS as TOKEN_FIELDS
+from arcs.auth.tokens import Principal
+from arcs.continuous_queries.definitions import FIELDS as CQ_FIELDS
+from arcs.continuous_queries.definitions import REQUIRED_FIELDS as CQ_REQUIRED
+from arcs.http import openapi, route_docs
+from arcs.http.api import build_app
+from arcs.http.proxy import http_response, proxy_event
+from arcs.http.resolver import RequestScopedResolver
+from arcs.http.server import METRICS_PATH, _LambdaContext
+from arcs.lifecycle.retention import POLICY_FIELDS
 from arcs.runtime import local_runtime
-from arcs.server import METRICS_PATH, _LambdaContext
 from arcs.settings import Settings
-from arcs.tokens import _FIELDS as TOKEN_FIELDS
-from arcs.tokens import Principal
-from arcs.write_paths import WRITE_ROUTES, is_write_path, takes_cached_authorizer
+from arcs.write.paths import WRITE_ROUTES, is_write_path, takes_cached_authorizer
 
 
 @pytest.fixture(scope="module")
@@ -44,10 +45,10 @@ def test_the_document_is_valid_openapi_3_1(spec: dict[str, Any]) -> None:
 
 
 def test_the_committed_document_and_reference_are_what_the_routes_say(spec: dict[str, Any]) -> None:
-    assert json.loads(openapi.SOURCE_FILE.read_text()) == spec, "run python -m arcs.openapi"
-    assert openapi.served() == openapi.SOURCE_FILE.read_bytes()
+    assert json.loads(openapi.SOURCE_FILE.read_text()) == spec, "run python -m arcs.http.openapi"
+    assert route_docs.served() == openapi.SOURCE_FILE.read_bytes()
     page = openapi.REFERENCE_PAGE.read_text()
-    assert openapi.with_reference(page, spec) == page, "run python -m arcs.openapi"
+    assert openapi.with_reference(page, spec) == page, "run python -m arcs.http.openapi"
     assert openapi.main(["--check"]) == 0
 
 
@@ -63,7 +64,7 @@ def test_every_route_of_each_function_has_its_entry_and_no_entry_lacks_its_route
     assert openapi.operations("writes") == _operations(spec, "writes")
     assert openapi.operations("query") == _operations(spec, "query") | _operations(spec, "api-gateway")
     assert ("post", "/api/v1/write/msgpack") in _operations(spec, "writes")
-    assert ("get", openapi.SPEC_PATH) in _operations(spec, "query")
+    assert ("get", route_docs.SPEC_PATH) in _operations(spec, "query")
 
 
 def test_a_route_without_an_entry_fails_the_document() -> None:
@@ -109,11 +110,11 @@ def test_every_runtime_app_serves_the_document_to_any_valid_token(tmp_path: Path
     runtime = local_runtime(Settings(data_dir=tmp_path, bootstrap_token="bootstrap-token-0123456789"))
     app = build_app(runtime, "query")
     nobody = Principal("t-nobody", "nobody", frozenset(), ())
-    event = proxy_event("GET", openapi.SPEC_PATH, "", {}, b"", nobody.to_context())
+    event = proxy_event("GET", route_docs.SPEC_PATH, "", {}, b"", nobody.to_context())
     answer = http_response(app.resolve(event, _LambdaContext()))
     assert answer.status == 200 and answer.headers["Content-Type"] == "application/json"
     assert json.loads(answer.body) == json.loads(openapi.SOURCE_FILE.read_text())
-    anonymous = http_response(app.resolve(proxy_event("GET", openapi.SPEC_PATH, "", {}, b""), _LambdaContext()))
+    anonymous = http_response(app.resolve(proxy_event("GET", route_docs.SPEC_PATH, "", {}, b""), _LambdaContext()))
     assert anonymous.status == 401
 
 

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arcs import native
-from arcs.ingest import parquet_options
-from arcs.parquet_encoding import MAX_DICTIONARY_VALUES, dictionary_encoded, for_parquet, tags_in_one_form
+from arcs.write.ingest import parquet_options
+from arcs.write.parquet_encoding import MAX_DICTIONARY_VALUES, dictionary_encoded, for_parquet, tags_in_one_form
 
 TAGS = ["host", "region"]
 

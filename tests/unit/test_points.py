@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pyarrow as pa
 
 from arcs import layout
-from arcs.points import may_repeat, merge_points, scan
 from arcs.ports import FileRecord
+from arcs.write.points import may_repeat, merge_points, scan
 
 HOUR = datetime(2024, 3, 1, 5, tzinfo=UTC)
 COMMIT = "0" * 13 + "1" * 19

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import duckdb
 import pytest
 
-from arcs.pruning import TimeConstants, TimeRange, time_range
-from arcs.rewriter import TableRef, rewrite_tables
+from arcs.query.pruning import TimeConstants, TimeRange, time_range
+from arcs.query.rewriter import TableRef, rewrite_tables
 
 CONNECTION = duckdb.connect()
 CONNECTION.execute("SET TimeZone = 'UTC'")

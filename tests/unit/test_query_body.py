@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from arcs.api import build_app
-from arcs.proxy import http_response, proxy_event
+from arcs.auth.tokens import Principal
+from arcs.http.api import build_app
+from arcs.http.proxy import http_response, proxy_event
+from arcs.http.server import _LambdaContext
 from arcs.runtime import local_runtime
-from arcs.server import _LambdaContext
 from arcs.settings import Settings
-from arcs.tokens import Principal
 
 
 @pytest.mark.parametrize("path", ["/api/v1/query", "/api/v1/query/arrow", "/api/v1/query/estimate"])

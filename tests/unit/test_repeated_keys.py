@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arcs import native
-from arcs.decoders import columnar_lane, json_format, msgpack_format
 from arcs.envvars import NATIVE
 from arcs.errors import BadRequest
+from arcs.write.decoders import columnar_lane, json_format, msgpack_format
 
 NOW = 1_700_000_000_000_000
 T0_NS = 1_700_000_000_000_000_000

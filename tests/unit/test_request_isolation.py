@@ -10,9 +10,9 @@ import pytest
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
-from arcs.api import RequestScopedResolver
-from arcs.proxy import proxy_event
-from arcs.routes.request import RequestView
+from arcs.http.proxy import proxy_event
+from arcs.http.resolver import RequestScopedResolver
+from arcs.http.routes.request import RequestView
 
 
 def _echo_app(resolver_class: type[APIGatewayRestResolver], inside: threading.Barrier) -> APIGatewayRestResolver:

@@ -9,7 +9,7 @@ import zlib
 import pytest
 import zstandard
 
-from arcs.response_encoding import compress, compress_pieces, headers, negotiate
+from arcs.query.response_encoding import compress, compress_pieces, headers, negotiate
 
 
 @pytest.mark.parametrize(

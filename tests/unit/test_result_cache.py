@@ -7,10 +7,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from arcs.engine import Engine
 from arcs.layout import hour_from_micros
 from arcs.ports import FileRecord
-from arcs.result_cache import ResultCache, cache_key
+from arcs.query.engine import Engine
+from arcs.query.result_cache import ResultCache, cache_key
 from tests.helpers import BASE_US
 
 

@@ -25,11 +25,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arcs import native, results
+from arcs import native
 from arcs.envvars import NATIVE
 from arcs.errors import ResultTooLarge
-from arcs.query import QueryResult
-from arcs.results import to_arrow_stream, to_json_document
+from arcs.query import results
+from arcs.query.results import to_arrow_stream, to_json_document
+from arcs.query.service import QueryResult
 
 
 @pytest.fixture(scope="module", autouse=True, params=["native", "arrow"])

@@ -11,10 +11,11 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from arcs.deletion import matching_rows, without_rows
 from arcs.errors import BadRequest
+from arcs.lifecycle.cutoffs import cutoff, expired, last_expired_hour
+from arcs.lifecycle.deletion import matching_rows, without_rows
+from arcs.lifecycle.retention import policy_from_document
 from arcs.ports import RetentionPolicy
-from arcs.retention import cutoff, expired, last_expired_hour, policy_from_document
 
 NOW = datetime(2026, 11, 22, 12, 30, tzinfo=UTC)
 
@@ -105,7 +106,7 @@ def test_the_expression_sees_only_the_rows() -> None:
 def test_time_literals_mean_utc_whatever_the_machine_zone() -> None:
     # DuckDB takes its zone from TZ when a process first connects: a fresh process, as a server in New York.
     program = (
-        "import pyarrow as pa; from arcs.deletion import matching_rows; "
+        "import pyarrow as pa; from arcs.lifecycle.deletion import matching_rows; "
         "t = pa.table({'time': pa.array([0, 3600000000], pa.int64()).cast(pa.timestamp('us', tz='UTC'))}); "
         "print(matching_rows(t, \"time < '1970-01-01 00:30:00'\").to_pylist())"
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from arcs.errors import BadRequest
-from arcs.rewriter import TableRef, rewrite_tables, table_references
+from arcs.query.rewriter import TableRef, rewrite_tables, table_references
 
 
 def scan(ref: TableRef) -> str:

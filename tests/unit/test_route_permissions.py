@@ -16,13 +16,14 @@ from typing import Any
 import msgpack
 import pytest
 
-from arcs.api import PUBLIC_PATHS, RequestScopedResolver, build_app
-from arcs.openapi import SPEC_PATH
-from arcs.proxy import HttpResponse, http_response, proxy_event
+from arcs.auth.tokens import Principal
+from arcs.http.api import PUBLIC_PATHS, build_app
+from arcs.http.proxy import HttpResponse, http_response, proxy_event
+from arcs.http.resolver import RequestScopedResolver
+from arcs.http.route_docs import SPEC_PATH
+from arcs.http.server import _LambdaContext
 from arcs.runtime import LocalRuntime, local_runtime
-from arcs.server import _LambdaContext
 from arcs.settings import Settings
-from arcs.tokens import Principal
 
 NOBODY = Principal("t-nobody", "nobody", frozenset(), ())
 #: A body each route could act on, were it allowed to: the refusal must not depend on a bad body.

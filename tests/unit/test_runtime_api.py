@@ -1,4 +1,4 @@
-"""``arcs.runtime_api``, the query function's runtime, against a Runtime API over real HTTP: what it
+"""``arcs.http.runtime_api``, the query function's runtime, against a Runtime API over real HTTP: what it
 posts is Lambda's streaming mode (chunked, its headers, error trailers), API Gateway's streamed
 proxy format inside, and errors where the Runtime API takes them."""
 
@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from arcs.emulation.runtime_api import RuntimeApiServer
-from arcs.runtime_api import HTTP_INTEGRATION_RESPONSE, RuntimeApi, load_handler, serve
-from arcs.streaming import DELIMITER, StreamedResponse, read_prelude
+from arcs.http.runtime_api import HTTP_INTEGRATION_RESPONSE, RuntimeApi, load_handler, serve
+from arcs.http.streaming import DELIMITER, StreamedResponse, read_prelude
 
 HANDLER = """
-from arcs.streaming import StreamedResponse
+from arcs.http.streaming import StreamedResponse
 
 def pieces(n):
     for i in range(n):

@@ -12,9 +12,9 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from arcs.engine import Engine
 from arcs.errors import ArcsError, BadRequest, Forbidden
-from arcs.sandbox import ALLOWED_TABLE_FUNCTIONS, check_read_only
+from arcs.query.engine import Engine
+from arcs.query.sandbox import ALLOWED_TABLE_FUNCTIONS, check_read_only
 
 
 @pytest.fixture(scope="module")

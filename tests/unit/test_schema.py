@@ -7,9 +7,9 @@ import pytest
 
 from arcs.adapters.sqlite_catalog import SqliteCatalog
 from arcs.adapters.sqlite_database import SqliteDatabase
-from arcs.batch import TIME_TYPE, MeasurementRows
 from arcs.errors import BadRequest
-from arcs.schema import SchemaRegistry
+from arcs.write.batch import TIME_TYPE, MeasurementRows
+from arcs.write.schema import SchemaRegistry
 
 
 def rows(measurement: str = "cpu", **columns: pa.Array) -> MeasurementRows:
@@ -103,7 +103,7 @@ def test_a_request_s_new_measurements_are_registered_in_one_catalog_write(
 
 
 def test_more_measurements_than_a_request_may_write_are_refused_and_change_nothing(registry: SchemaRegistry) -> None:
-    from arcs.schema import MAX_MEASUREMENTS_PER_REQUEST
+    from arcs.write.schema import MAX_MEASUREMENTS_PER_REQUEST
 
     parts = [rows(f"m{i}", v=pa.array([i])) for i in range(MAX_MEASUREMENTS_PER_REQUEST + 1)]
     with pytest.raises(BadRequest, match=f"the limit is {MAX_MEASUREMENTS_PER_REQUEST} per request"):

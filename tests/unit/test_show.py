@@ -10,12 +10,13 @@ import pytest
 from arcs.adapters.local_storage import DirectoryStore
 from arcs.adapters.sqlite_catalog import SqliteCatalog
 from arcs.adapters.sqlite_database import SqliteDatabase
-from arcs.engine import Engine
+from arcs.auth.tokens import Principal
 from arcs.errors import BadRequest, Forbidden, NotFound
 from arcs.layout import data_key
 from arcs.ports import FileRecord, MeasurementSchema
-from arcs.routes.queries import WHERE_RULE, check_single_measurement_query, measurement_query_sql
-from arcs.show import (
+from arcs.query.engine import Engine
+from arcs.query.measurement_query import WHERE_RULE, check_single_measurement_query, measurement_query_sql
+from arcs.query.show import (
     ShowStatement,
     answer_show,
     database_measurements,
@@ -23,7 +24,6 @@ from arcs.show import (
     parse_show,
     warning_for,
 )
-from arcs.tokens import Principal
 
 ADMIN = Principal("t0", "admin", frozenset({"admin"}), ())
 SCOPED = Principal("t1", "scoped", frozenset({"read"}), ("a", "team-*"))

@@ -377,7 +377,7 @@ def test_a_full_disk_asks_to_retry_later_and_the_spool_says_it_cannot_take_write
 
 
 def test_the_edge_s_batch_rides_with_its_record_until_done_within_a_budget(tmp_path: Path) -> None:
-    from arcs.batch import WriteBatch
+    from arcs.write.batch import WriteBatch
 
     spool = Spool(tmp_path, held_bytes=250)
     batches = [WriteBatch(f"w{i}", "db", ()) for i in range(3)]

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from arcs.errors import BadRequest, PayloadTooLarge
-from arcs.sql_tree import MAX_COMMENT_DEPTH, MAX_SQL_BYTES, check_sql_size
+from arcs.query.sql_tree import MAX_COMMENT_DEPTH, MAX_SQL_BYTES, check_sql_size
 
 
 def test_sql_longer_than_the_limit_is_413() -> None:

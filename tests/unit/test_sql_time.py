@@ -5,7 +5,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from arcs.sql_time import utc_wall_clock
+from arcs.query.sql_time import utc_wall_clock
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,7 @@ import pyarrow as pa
 import pytest
 
 from arcs import native
-from arcs.query import QueryResult
-from arcs.results import arrow_stream_body, json_document_body, to_arrow_stream, to_json_document
-from arcs.settings import CompactionSettings
-from arcs.streaming import (
+from arcs.http.streaming import (
     API_GATEWAY_STREAM_IDLE_S,
     DELIMITER,
     LAMBDA_MAX_TIMEOUT_S,
@@ -24,6 +21,9 @@ from arcs.streaming import (
     read_prelude,
     stream_seconds,
 )
+from arcs.query.results import arrow_stream_body, json_document_body, to_arrow_stream, to_json_document
+from arcs.query.service import QueryResult
+from arcs.settings import CompactionSettings
 
 
 def test_the_metadata_then_8_nul_bytes_then_the_body() -> None:
@@ -82,7 +82,7 @@ def test_a_query_gets_the_streams_idle_timeout_less_a_margin_and_the_function_th
 @pytest.fixture(params=["native", "arrow"])
 def json_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "arrow":
-        monkeypatch.setattr("arcs.results.library", lambda: None)
+        monkeypatch.setattr("arcs.query.results.library", lambda: None)
     elif native.library() is None:
         pytest.skip("arcs.native is not built (make setup)")
     return str(request.param)

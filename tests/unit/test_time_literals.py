@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from arcs.engine import Engine
-from arcs.query import QueryService
+from arcs.query.engine import Engine
+from arcs.query.service import QueryService
 from tests.helpers import local_ports
 
 LITERALS = [

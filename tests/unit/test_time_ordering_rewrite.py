@@ -15,13 +15,13 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from arcs.batch import TIME_TYPE, MeasurementRows, WriteBatch
-from arcs.engine import Engine
-from arcs.exact_rewrites import apply_exact_rewrites
-from arcs.ingest import Ingestor
-from arcs.query import QueryService
-from arcs.schema import SchemaRegistry
-from arcs.tokens import Principal
+from arcs.auth.tokens import Principal
+from arcs.query.engine import Engine
+from arcs.query.exact_rewrites import apply_exact_rewrites
+from arcs.query.service import QueryService
+from arcs.write.batch import TIME_TYPE, MeasurementRows, WriteBatch
+from arcs.write.ingest import Ingestor
+from arcs.write.schema import SchemaRegistry
 from tests.helpers import BASE_US, local_ports, queued
 
 

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arcs.batch import TIME_TYPE
-from arcs.decoders.columns import MAX_NANOS, MIN_NANOS, PRECISIONS, check_precision, to_nanos
 from arcs.errors import BadRequest
+from arcs.write.batch import TIME_TYPE
+from arcs.write.decoders.columns import MAX_NANOS, MIN_NANOS, PRECISIONS, check_precision, to_nanos
 
 NOW = 1_700_000_000_123_456  # the edge's clock, in microseconds
 NOW_NS = NOW * 1000

@@ -11,9 +11,8 @@ import pytest
 
 from arcs.adapters.sqlite_database import SqliteDatabase
 from arcs.adapters.sqlite_tokens import SqliteTokenStore
-from arcs.errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
-from arcs.numeric_ids import numeric_id
-from arcs.tokens import (
+from arcs.auth.numeric_ids import numeric_id
+from arcs.auth.tokens import (
     Principal,
     TokenFields,
     TokenService,
@@ -23,6 +22,7 @@ from arcs.tokens import (
     is_active_admin,
     parse_expiry,
 )
+from arcs.errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
 
 
 @pytest.fixture
@@ -395,7 +395,7 @@ def test_an_admin_token_cannot_be_scoped(service: TokenService) -> None:
 
 
 def _counting_hashes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    import arcs.tokens as tokens_module
+    import arcs.auth.tokens as tokens_module
 
     calls: list[int] = []
     real = tokens_module.slow_hash
@@ -446,7 +446,7 @@ def test_refusals_are_cached_and_a_change_drops_them(service: TokenService, monk
 
 
 def test_failed_attempts_are_limited_per_client_without_hurting_valid_callers(tmp_path: Path) -> None:
-    from arcs.auth_failures import AuthFailures
+    from arcs.auth.failures import AuthFailures
     from arcs.errors import TooManyRequests
 
     now = [0.0]
@@ -499,7 +499,7 @@ def test_a_new_token_never_shares_an_integer_id(service: TokenService, monkeypat
     first, _ = service.create("first")
     # The first ids drawn collide with the existing token's integer id: another one is drawn.
     drawn = iter([first.token_id, first.token_id, "0123456789abcdef"])
-    monkeypatch.setattr("arcs.tokens.uuid.uuid4", lambda: type("U", (), {"hex": next(drawn) * 2})())
+    monkeypatch.setattr("arcs.auth.tokens.uuid.uuid4", lambda: type("U", (), {"hex": next(drawn) * 2})())
     second, _ = service.create("second")
     assert second.token_id == "0123456789abcdef"
     assert numeric_id(second.token_id) != numeric_id(first.token_id)

@@ -35,9 +35,9 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_sqs.literals import QueueAttributeNameType
 
-    from arcs.engine import S3Access
-    from arcs.ingest import QueuedWrite
+    from arcs.query.engine import S3Access
     from arcs.settings import Settings
+    from arcs.write.ingest import QueuedWrite
 
 __all__ = [
     "AwsClients",
@@ -271,7 +271,7 @@ def create_resources(
 
 def s3_access(session: boto3.Session, settings: Settings) -> S3Access:
     """What DuckDB's httpfs needs to read the bucket with this process's credentials."""
-    from arcs.engine import S3Access  # lazy: the engine module loads DuckDB, which only queries need
+    from arcs.query.engine import S3Access  # lazy: the engine module loads DuckDB, which only queries need
 
     credentials = session.get_credentials()
     if credentials is None:
@@ -352,7 +352,7 @@ def queued_write_from_sqs(
 ) -> QueuedWrite:
     """An SQS record -> the ingest protocol's view of it; the claim-check object goes once committed.
     ``sent_timestamp_ms``: the record's ``SentTimestamp`` attribute, when the queue was written to."""
-    from arcs.ingest import QueuedWrite  # lazy: it loads pyarrow.parquet, which only the ingest function needs
+    from arcs.write.ingest import QueuedWrite  # lazy: it loads pyarrow.parquet, which only the ingest function needs
 
     write_id, load, claim = read_queued_body(body, store)
     cleanup = (lambda: store.delete(claim)) if claim else None

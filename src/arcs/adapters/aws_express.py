@@ -21,7 +21,7 @@ from arcs.ports import ObjectInfo
 from arcs.settings import ConfigError
 
 if TYPE_CHECKING:
-    from arcs.engine import BucketEndpoint
+    from arcs.query.engine import BucketEndpoint
 
 #: An Availability Zone or Local Zone id, as directory bucket names carry it (``use1-az4``).
 _ZONE_ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*-az\d+")
@@ -53,7 +53,7 @@ def zonal_endpoint(bucket: str, region: str) -> str:
 def duckdb_endpoint(bucket: str, region: str, endpoint_url: str | None) -> BucketEndpoint:
     """Where DuckDB's httpfs reads the directory bucket: its zonal endpoint, virtual-hosted (AWS
     serves no path-style requests there); on an emulator, the emulator's own endpoint, by path."""
-    from arcs.engine import BucketEndpoint  # lazy: the engine module loads DuckDB, which only queries need
+    from arcs.query.engine import BucketEndpoint  # lazy: the engine module loads DuckDB, which only queries need
 
     if endpoint_url:
         parsed = urlparse(endpoint_url)

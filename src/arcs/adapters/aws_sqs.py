@@ -23,7 +23,7 @@ from arcs.ports import ObjectStore
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
-    from arcs.batch import WriteBatch
+    from arcs.write.batch import WriteBatch
 
 CLAIMS_DIR = "claims"
 # SQS's hard cap on a message; the JSON wrapper around the base64 text needs a little room.

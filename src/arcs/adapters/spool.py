@@ -9,7 +9,7 @@ the file's size or extents to journal, which halves its cost. Only a new segment
 directory fsync.
 
 The ingest loop takes the oldest records, commits them through the same protocol as the Lambda
-(``arcs.ingest``) and marks them done; a segment whose records are all done is kept for reuse
+(``arcs.write.ingest``) and marks them done; a segment whose records are all done is kept for reuse
 (renamed ``*.free``, a few at most) or deleted. What a crash leaves undone, or done but not yet
 deleted, is read again on restart, and the catalog's markers make that harmless. A segment's
 header holds a random number drawn for each life of the file and made durable before the file
@@ -38,7 +38,7 @@ from arcs.adapters.local_storage import fsync_dir, replace_durably
 from arcs.errors import DISK_FULL_RETRY_S, StorageFault
 
 if TYPE_CHECKING:
-    from arcs.batch import WriteBatch
+    from arcs.write.batch import WriteBatch
 
 logger = logging.getLogger(__name__)
 

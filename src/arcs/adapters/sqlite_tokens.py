@@ -1,4 +1,4 @@
-"""API tokens in the SQLite file (the standalone server's token store; hashed at rest, arcs.tokens)."""
+"""API tokens in the SQLite file (the standalone server's token store; hashed at rest, arcs.auth.tokens)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from arcs.ports import TokenRecord
 
 
 class SqliteTokenStore:
-    """The token store (records as ``arcs.tokens`` makes them: secrets hashed) in the tokens table."""
+    """The token store (records as ``arcs.auth.tokens`` makes them: secrets hashed) in the tokens table."""
 
     def __init__(self, db: SqliteDatabase) -> None:
         self.db = db

@@ -10,7 +10,7 @@ killed, so the handler runs on in the background, holding the container until it
 next invocation waits for it, as it would for a fresh container). docs/aws-limits.md lists them.
 
 ``invoke_stream`` is ``InvokeWithResponseStream``: the handler returns a ``StreamedResponse``
-(``arcs.streaming``) and the caller reads its bytes as the handler makes them, within Lambda's
+(``arcs.http.streaming``) and the caller reads its bytes as the handler makes them, within Lambda's
 limits for a stream: 200 MB, the first 6 MB at full speed and the rest at 2 MB/s at most, and the
 function's timeout; a stream that breaks one of them, or whose body fails midway, ends short.
 """
@@ -33,9 +33,9 @@ from typing import Any
 
 import arcs
 from arcs.emulation.measure import measured
-from arcs.runtime_api import answer_of
-from arcs.streaming import LAMBDA_STREAM_BYTES_PER_S, LAMBDA_STREAM_MAX_BYTES, LAMBDA_STREAM_UNCAPPED_BYTES
-from arcs.write_paths import LAMBDA_SYNC_PAYLOAD_BYTES
+from arcs.http.runtime_api import answer_of
+from arcs.http.streaming import LAMBDA_STREAM_BYTES_PER_S, LAMBDA_STREAM_MAX_BYTES, LAMBDA_STREAM_UNCAPPED_BYTES
+from arcs.write.paths import LAMBDA_SYNC_PAYLOAD_BYTES
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """An API Gateway REST API in front of the Lambda functions, as the CDK stack configures it.
 
-For each request: the proxy event (``arcs.proxy``); for every path but the public ones, the
+For each request: the proxy event (``arcs.http.proxy``); for every path but the public ones, the
 REQUEST authorizer, its policy evaluated against the method ARN and its ``context`` passed on in
 ``requestContext.authorizer``; then the write function for the write paths and the query function
 for the rest. The authorizer's refusals come back in the API's error shape, as the stack's gateway
@@ -31,13 +31,13 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from arcs.api import PUBLIC_PATHS
 from arcs.emulation.functions import ACCOUNT_ID, InvokeError, LambdaFunction, StreamCut
-from arcs.proxy import Admission, HttpResponse, http_response, proxy_event
-from arcs.routes.health import HEALTH, PING_BUILD, PING_VERSION, PROBE_METHODS
+from arcs.http.api import PUBLIC_PATHS
+from arcs.http.proxy import Admission, HttpResponse, http_response, proxy_event
+from arcs.http.routes.health import HEALTH, PING_BUILD, PING_VERSION, PROBE_METHODS
+from arcs.http.streaming import API_GATEWAY_STREAM_IDLE_S, API_GATEWAY_STREAM_MAX_S, MalformedStream, read_prelude
 from arcs.settings import AWS_TOO_LARGE_MESSAGE
-from arcs.streaming import API_GATEWAY_STREAM_IDLE_S, API_GATEWAY_STREAM_MAX_S, MalformedStream, read_prelude
-from arcs.write_paths import is_write_path, takes_cached_authorizer
+from arcs.write.paths import is_write_path, takes_cached_authorizer
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def policy_allows(policy: Mapping[str, Any], method_arn: str) -> bool:
 
 
 class ApiGateway:
-    """``handle(method, path, query, headers, body) -> HttpResponse`` for ``arcs.server.AsgiApp``."""
+    """``handle(method, path, query, headers, body) -> HttpResponse`` for ``arcs.http.server.AsgiApp``."""
 
     def __init__(
         self,

@@ -31,8 +31,8 @@ from arcs.emulation.functions import LambdaFunction, load_handler
 from arcs.emulation.gateway import API_GATEWAY_PAYLOAD_LIMIT, API_GATEWAY_TIMEOUT_S, ApiGateway
 from arcs.emulation.poller import SQS_RECEIVE_MAX, SqsPoller
 from arcs.emulation.schedule import AsyncInvoker, EventBridgeRule
+from arcs.http.streaming import QUERY_BUDGET_S, query_function_timeout_s
 from arcs.settings import ConfigError, Settings
-from arcs.streaming import QUERY_BUDGET_S, query_function_timeout_s
 
 if TYPE_CHECKING:
     from moto.server import ThreadedMotoServer
@@ -199,7 +199,8 @@ def start_moto(port: int) -> tuple[ThreadedMotoServer, str]:
 
 def start_emulation(config: EmulationConfig, set_env: Callable[[str, str], Any] = os.environ.__setitem__) -> Emulation:
     """Emulator, resources, environment, handlers, admin token, SQS poller; ``set_env`` is the seam for tests."""
-    from arcs.runtime import lambda_app, lambda_runtime
+    from arcs.http.api import lambda_app
+    from arcs.runtime import lambda_runtime
 
     moto = None
     endpoint = config.endpoint_url
@@ -248,7 +249,7 @@ def start_emulation(config: EmulationConfig, set_env: Callable[[str, str], Any] 
         settings = Settings.from_env()
         authorizer = LambdaFunction("arcs-authorizer", load_handler("authorizer"), timeout_s=10, region=config.region)
         # Each function has a container of its own, as on AWS: a query streaming for minutes holds
-        # the query function only (each resolver keeps its requests apart: arcs.api).
+        # the query function only (each resolver keeps its requests apart: arcs.http.api).
         writes = LambdaFunction(
             "arcs-write", load_handler("ingest", "edge.py"), timeout_s=API_TIMEOUT_S, region=config.region
         )
@@ -339,7 +340,7 @@ def run_local(host: str, port: int, moto_port: int = 0, workers: int = 8) -> Non
     abandons them when an environment shuts down: nothing acknowledged is lost (a write answered
     204 is in SQS; a batch not deleted is delivered again), and the process exits 0 without
     waiting for them."""
-    from arcs.server import AsgiApp, HttpLimits, run_http
+    from arcs.http.server import AsgiApp, HttpLimits, run_http
 
     emulation = start_emulation(EmulationConfig.from_env(moto_port=moto_port))
     resources = emulation.resources

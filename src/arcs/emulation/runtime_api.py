@@ -1,4 +1,4 @@
-"""Lambda's Runtime API as a runtime sees it, over real HTTP: for running ``arcs.runtime_api``
+"""Lambda's Runtime API as a runtime sees it, over real HTTP: for running ``arcs.http.runtime_api``
 outside Lambda (its tests, the layers' smoke test). Standard library only.
 
 Events are queued with ``invoke``; a runtime's ``next`` takes the oldest (it waits while there is

@@ -1,7 +1,7 @@
 /*
  * The rows of a JSON query result, written from the JSON text of each of its columns.
  *
- * Arrow's kernels turn every column into the JSON text of its values (arcs/results.py); what is
+ * Arrow's kernels turn every column into the JSON text of its values (arcs/query/results.py); what is
  * left is interleaving them row by row, `[a,"b",c]` with commas between rows. Arrow's
  * element-wise join does that at ~7 ns per value and literal; this loop copies each value once,
  * straight into the response body. Plain C with no Python API: loaded through ctypes, built for

@@ -1,0 +1,1 @@
+"""API tokens, their scopes and permissions, and the throttle on failed authentications."""

@@ -1,0 +1,1 @@
+"""Continuous queries: definitions, the runs of their windows, and the retention they imply."""

@@ -1,0 +1,1 @@
+"""The HTTP routes, one router per concept; ``arcs.http.api`` assembles them."""

@@ -1,0 +1,1 @@
+"""What happens to stored data after ingest: compaction, retention, delete, and their schedule."""

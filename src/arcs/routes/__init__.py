@@ -1,1 +1,0 @@
-"""The HTTP routes, one router per concept; ``arcs.api`` assembles them."""
