@@ -57,6 +57,17 @@ class ArcsLocal:
         response.raise_for_status()
         return response.json()
 
+    def json_retrying(self, method: str, path: str, body: dict[str, Any] | None = None, attempts: int = 10) -> Any:
+        """``json``, asked again after a 503 (the emulator busy past the catalog's time-out), as a
+        client of the API is told to."""
+        for attempt in range(attempts):
+            response = self.http.request(method, path, json=body)
+            if response.status_code != 503 or attempt == attempts - 1:
+                response.raise_for_status()
+                return response.json()
+            time.sleep(min(2**attempt, 10))
+        raise AssertionError("unreachable")
+
     def stop(self) -> None:
         self.http.close()
         self.server.stop()
@@ -123,12 +134,13 @@ def compact(server: ArcsLocal, database: str = DATABASE) -> None:
     started = time.perf_counter()
     deadline = time.monotonic() + 1800
     while time.monotonic() < deadline:
-        server.json("POST", "/api/v1/compaction/trigger", {"database": database})
+        server.json_retrying("POST", "/api/v1/compaction/trigger", {"database": database})
         for _ in range(60):
             time.sleep(1)
-            idle = not server.json("GET", "/api/v1/compaction/status")["active_jobs"]
-            if idle and not server.json("GET", f"/api/v1/compaction/candidates?database={database}")["count"]:
-                history = server.json("GET", "/api/v1/compaction/history?limit=1000")["jobs"]
+            idle = not server.json_retrying("GET", "/api/v1/compaction/status")["active_jobs"]
+            candidates = server.json_retrying("GET", f"/api/v1/compaction/candidates?database={database}")
+            if idle and not candidates["count"]:
+                history = server.json_retrying("GET", "/api/v1/compaction/history?limit=1000")["jobs"]
                 days = [job for job in history if job.get("tier") == "day"]
                 print(f"\ncompacted through the route in {time.perf_counter() - started:.1f} s: {len(days)} day jobs")
                 return

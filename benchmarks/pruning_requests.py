@@ -82,29 +82,39 @@ def copy_tables_once_per_transaction() -> None:
     semantics (a failed transaction restores the table as it was) at a 25th of the cost. The
     figures measured are requests and query times, which this does not touch."""
     import copy as copying
+    import threading
 
     from moto.dynamodb import models
 
-    copies: dict[int, object] = {}
+    # Per thread: moto's threaded server runs concurrent transactions at once, and each must
+    # restore its own copies, never another's.
+    local = threading.local()
     shallow = copying.copy
+
+    def copies() -> dict[int, object]:
+        if not hasattr(local, "copies"):
+            local.copies = {}
+        mine: dict[int, object] = local.copies
+        return mine
 
     class _Copy:
         copy = staticmethod(shallow)
 
         @staticmethod
         def deepcopy(value: object, memo: dict[int, object] | None = None) -> object:
-            if id(value) not in copies:
-                copies[id(value)] = copying.deepcopy(value, memo)
-            return copies[id(value)]
+            mine = copies()
+            if id(value) not in mine:
+                mine[id(value)] = copying.deepcopy(value, memo)
+            return mine[id(value)]
 
     original = models.DynamoDBBackend.transact_write_items
 
     def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
-        copies.clear()
+        copies().clear()
         try:
             original(self, transact_items)
         finally:
-            copies.clear()
+            copies().clear()
 
     models.copy = _Copy  # type: ignore[attr-defined]
     models.DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
