@@ -37,7 +37,7 @@ from arcs.http.route_docs import (
     path_param,
     query_param,
 )
-from arcs.http.routes.request import RequestView
+from arcs.http.routes.request import RequestView, flag
 from arcs.names import check_database
 from arcs.ports import ContinuousQuery, CQExecution
 from arcs.query.service import QueryResult
@@ -387,9 +387,7 @@ def continuous_queries_router(runtime: Runtime) -> Router:
     def execute_query(query_id: str) -> dict[str, Any]:
         query = visible(request.caller("admin"), query_id)
         document = request.json()
-        dry_run = document.get("dry_run", False)
-        if not isinstance(dry_run, bool):
-            raise BadRequest("'dry_run' must be true or false")
+        dry_run = flag(document, "dry_run")
         start_us = parse_time(document.get("start_time"), "start_time")
         end_us = parse_time(document.get("end_time"), "end_time")
         execution_id = document.get("execution_id")

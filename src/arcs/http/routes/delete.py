@@ -26,7 +26,7 @@ from arcs.http.route_docs import (
     json_body,
     obj,
 )
-from arcs.http.routes.request import RequestView
+from arcs.http.routes.request import RequestView, flag
 from arcs.names import check_database, check_measurement
 from arcs.query.measurement_query import (
     MAX_WHERE_CHARS,
@@ -93,13 +93,6 @@ DELETE_CONFIG = component(
 )
 
 
-def _flag(document: dict[str, Any], name: str) -> bool:
-    value = document.get(name, False)
-    if not isinstance(value, bool):
-        raise BadRequest(f"{name!r} must be true or false")
-    return value
-
-
 def delete_router(runtime: Runtime) -> Router:
     router = Router()
     request = RequestView(router)
@@ -127,7 +120,7 @@ def delete_router(runtime: Runtime) -> Router:
         where = document.get("where")
         if not isinstance(where, str) or not where.strip():
             raise BadRequest("'where' is required: " + WHERE_RULE)
-        dry_run, confirm = _flag(document, "dry_run"), _flag(document, "confirm")
+        dry_run, confirm = flag(document, "dry_run"), flag(document, "confirm")
         schema = runtime.catalog.get_schema(database, measurement)
         if schema is None:
             raise NotFound(f"measurement {measurement!r} not found in database {database!r}")

@@ -62,3 +62,11 @@ class RequestView:
         if not isinstance(document, dict):
             raise BadRequest("request body must be a JSON object")
         return document
+
+
+def flag(document: dict[str, Any], name: str) -> bool:
+    """A JSON body's optional boolean ``name`` (false when absent); anything but true or false is a 400."""
+    value = document.get(name, False)
+    if not isinstance(value, bool):
+        raise BadRequest(f"{name!r} must be true or false")
+    return value

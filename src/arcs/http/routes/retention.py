@@ -39,7 +39,7 @@ from arcs.http.route_docs import (
     path_param,
     query_param,
 )
-from arcs.http.routes.request import RequestView
+from arcs.http.routes.request import RequestView, flag
 from arcs.names import check_database
 from arcs.ports import Catalog, RetentionExecution, RetentionPolicy
 
@@ -227,13 +227,6 @@ def _policy_id(text: str) -> int:
     return int(text)
 
 
-def _flag(document: dict[str, Any], name: str) -> bool:
-    value = document.get(name, False)
-    if not isinstance(value, bool):
-        raise BadRequest(f"{name!r} must be true or false")
-    return value
-
-
 def retention_router(runtime: Runtime) -> Router:
     router = Router()
     request = RequestView(router)
@@ -345,7 +338,7 @@ def retention_router(runtime: Runtime) -> Router:
     def execute_policy(policy_id: str) -> dict[str, Any]:
         policy = visible(caller_with("admin"), policy_id)
         document = request.json()
-        dry_run, confirm = _flag(document, "dry_run"), _flag(document, "confirm")
+        dry_run, confirm = flag(document, "dry_run"), flag(document, "confirm")
         if not dry_run and not confirm:
             raise BadRequest(
                 'executing a retention policy deletes data for good: send "confirm": true (or "dry_run": true)'
@@ -371,7 +364,7 @@ def retention_router(runtime: Runtime) -> Router:
     def run_schedule() -> dict[str, Any]:
         caller_with("admin")
         document = request.json()
-        dry_run, confirm = _flag(document, "dry_run"), _flag(document, "confirm")
+        dry_run, confirm = flag(document, "dry_run"), flag(document, "confirm")
         if not dry_run and not confirm:
             raise BadRequest('a retention run deletes data for good: send "confirm": true (or "dry_run": true)')
         database = document.get("database")
