@@ -54,14 +54,6 @@ class ArcsProcess:
         assert self._process is not None, "the server is not started"
         return self._process
 
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
-
     def start(self) -> ArcsProcess:
         self._process = subprocess.Popen(
             [sys.executable, "-m", "arcs.cli", *self.args],
