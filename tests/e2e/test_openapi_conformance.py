@@ -32,7 +32,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from arcs.http import openapi, route_docs
-from arcs.http.server import METRICS_PATH
+from arcs.http.gateway import METRICS_PATH
 from tests.e2e.servers import TOKEN, ServerProcess, local, standalone
 
 pytestmark = pytest.mark.e2e

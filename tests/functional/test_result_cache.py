@@ -13,8 +13,8 @@ import pytest
 from arcs.auth.tokens import Principal
 from arcs.errors import Forbidden
 from arcs.http.api import build_app
+from arcs.http.gateway import _LambdaContext
 from arcs.http.proxy import proxy_event
-from arcs.http.server import _LambdaContext
 from arcs.ports import Catalog, ObjectStore
 from arcs.query.engine import Engine
 from arcs.query.result_cache import ResultCache

@@ -7,8 +7,9 @@ import json
 import threading
 from typing import Any
 
+from arcs.http.asgi import AsgiApp
+from arcs.http.limits import HttpLimits
 from arcs.http.proxy import HttpResponse
-from arcs.http.server import AsgiApp, HttpLimits
 
 
 def _slow_handler(release: threading.Event) -> Any:

@@ -16,9 +16,9 @@ from arcs.continuous_queries.definitions import FIELDS as CQ_FIELDS
 from arcs.continuous_queries.definitions import REQUIRED_FIELDS as CQ_REQUIRED
 from arcs.http import openapi, route_docs
 from arcs.http.api import build_app
+from arcs.http.gateway import METRICS_PATH, _LambdaContext
 from arcs.http.proxy import http_response, proxy_event
 from arcs.http.resolver import RequestScopedResolver
-from arcs.http.server import METRICS_PATH, _LambdaContext
 from arcs.lifecycle.retention import POLICY_FIELDS
 from arcs.runtime import local_runtime
 from arcs.settings import Settings

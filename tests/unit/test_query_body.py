@@ -9,8 +9,8 @@ import pytest
 
 from arcs.auth.tokens import Principal
 from arcs.http.api import build_app
+from arcs.http.gateway import _LambdaContext
 from arcs.http.proxy import http_response, proxy_event
-from arcs.http.server import _LambdaContext
 from arcs.runtime import local_runtime
 from arcs.settings import Settings
 

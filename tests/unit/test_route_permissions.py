@@ -18,10 +18,10 @@ import pytest
 
 from arcs.auth.tokens import Principal
 from arcs.http.api import PUBLIC_PATHS, build_app
+from arcs.http.gateway import _LambdaContext
 from arcs.http.proxy import HttpResponse, http_response, proxy_event
 from arcs.http.resolver import RequestScopedResolver
 from arcs.http.route_docs import SPEC_PATH
-from arcs.http.server import _LambdaContext
 from arcs.runtime import LocalRuntime, local_runtime
 from arcs.settings import Settings
 

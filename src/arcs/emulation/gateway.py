@@ -93,7 +93,7 @@ def policy_allows(policy: Mapping[str, Any], method_arn: str) -> bool:
 
 
 class ApiGateway:
-    """``handle(method, path, query, headers, body) -> HttpResponse`` for ``arcs.http.server.AsgiApp``."""
+    """``handle(method, path, query, headers, body) -> HttpResponse`` for ``arcs.http.asgi.AsgiApp``."""
 
     def __init__(
         self,

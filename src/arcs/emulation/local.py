@@ -340,7 +340,9 @@ def run_local(host: str, port: int, moto_port: int = 0, workers: int = 8) -> Non
     abandons them when an environment shuts down: nothing acknowledged is lost (a write answered
     204 is in SQS; a batch not deleted is delivered again), and the process exits 0 without
     waiting for them."""
-    from arcs.http.server import AsgiApp, HttpLimits, run_http
+    from arcs.http.asgi import AsgiApp
+    from arcs.http.limits import HttpLimits
+    from arcs.http.server import run_http
 
     emulation = start_emulation(EmulationConfig.from_env(moto_port=moto_port))
     resources = emulation.resources

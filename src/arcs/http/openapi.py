@@ -143,7 +143,7 @@ STANDALONE = "standalone"
 
 
 def _metrics_operations() -> dict[str, JsonSchema]:
-    """``/metrics``: answered by the standalone server before its routes (arcs.http.server), no token."""
+    """``/metrics``: answered by the standalone server before its routes (arcs.http.gateway), no token."""
     answer = {
         "description": "every metric in Prometheus' text exposition format (docs/operations.md)",
         "content": {"text/plain": {"schema": STRING}},
@@ -177,7 +177,7 @@ def document() -> JsonSchema:
         method = route.method.lower()
         operation = _operation(route, _function(method, route.openapi_path, parts))
         paths.setdefault(route.openapi_path, {})[method] = operation
-    from arcs.http.server import METRICS_PATH
+    from arcs.http.gateway import METRICS_PATH
 
     paths[METRICS_PATH] = _metrics_operations()
     paths = dict(sorted(paths.items()))

@@ -1,16 +1,22 @@
 """An import's file as it arrives: a raw body, or the ``file`` field of a multipart form (Arc's
-clients send ``curl -F file=@export.lp``), passed on piece by piece as it is read, never whole.
+clients send ``curl -F file=@export.lp``), passed on piece by piece as it is read, never whole;
+the standalone server writes it to a file of its own (``UploadFile``).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from types import TracebackType
+from typing import Any
 
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
-from arcs.errors import BadRequest, PayloadTooLarge
+from arcs.errors import DISK_FULL_RETRY_S, BadRequest, PayloadTooLarge, StorageFault
 
 #: The form field Arc reads the file from.
 FILE_FIELD = b"file"
@@ -19,7 +25,7 @@ FILE_FIELD = b"file"
 class FileBody:
     """Feeds the file's bytes to ``sink`` as the body arrives, counting and hashing them."""
 
-    def __init__(self, content_type: str | None, sink: Callable[[bytes], None], limit: int) -> None:
+    def __init__(self, content_type: str | None, sink: Callable[[bytes], object], limit: int) -> None:
         self.sink = sink
         self.limit = limit
         self.size = 0
@@ -109,3 +115,47 @@ class FileBody:
     @property
     def sha256(self) -> str:
         return self._hash.hexdigest()
+
+
+class UploadFile:
+    """An import's file written to a file of its own in ``directory`` as it arrives, and removed
+    when done with; a disk that cannot keep it is a 503 (``StorageFault``), nothing imported."""
+
+    def __init__(self, directory: Path, content_type: str | None, max_bytes: int) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / f"{os.urandom(12).hex()}.upload"
+        with _disk_faults():
+            self._sink = open(self.path, "wb")  # noqa: SIM115 (closed by finish or __exit__)
+        self.body = FileBody(content_type, self._sink.write, max_bytes)
+
+    def __enter__(self) -> UploadFile:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        with suppress(OSError):  # the upload is dropped anyway
+            self._sink.close()
+        self.path.unlink(missing_ok=True)
+
+    def write(self, piece: bytes) -> None:
+        with _disk_faults():
+            self.body.write(piece)
+
+    def finish(self) -> dict[str, Any]:
+        """The body ended: the file checked whole, flushed and synced to disk (blocking). Returns what
+        the import route reads (``arcs.http.routes.imports``)."""
+        self.body.finish()
+        # Closing flushes what the file still buffers, so a full disk may show only then.
+        with _disk_faults():
+            self._sink.flush()
+            os.fsync(self._sink.fileno())
+            self._sink.close()
+        return {"path": str(self.path), "sha256": self.body.sha256, "bytes": self.body.size}
+
+
+@contextmanager
+def _disk_faults() -> Iterator[None]:
+    """A full (or failing) disk as the 503 it is: the file cannot be kept, nothing was imported."""
+    try:
+        yield
+    except OSError as exc:
+        raise StorageFault(f"the file cannot be kept on disk: {exc}", retry_after_s=DISK_FULL_RETRY_S) from exc
