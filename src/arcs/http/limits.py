@@ -9,10 +9,14 @@ read only once their head passed the token check, bounded in bytes (``ByteBudget
 from __future__ import annotations
 
 import asyncio
-import socket
+import heapq
+import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from arcs.errors import PayloadTooLarge, RequestTimeout, ServiceUnavailable
 from arcs.settings import Settings
@@ -138,97 +142,151 @@ async def body_pieces(receive: Receive, timeout_s: float) -> AsyncIterator[bytes
         more = message.get("more_body", False)
 
 
-def head_timed_protocol(head_timeout_s: float, max_waiting: int) -> type[asyncio.Protocol]:
+class WaitingHeads:
+    """The connections of one server waiting for a request head, by what was read of that head, so
+    that whom to close is known at once, without looking into any socket.
+
+    A connection that has just arrived (or just been answered) is *fresh*: its head may already
+    wait in its socket, unread, as after a burst of connections accepted before any was read. It
+    is not counted until the event loop had its turn to read that socket (two turns of the loop:
+    the read is queued on the turn after the one the connection entered on). By then it has sent
+    a whole head (and left), part of one (*partial*: a slow sender), or nothing (*silent*).
+    Beyond ``bound`` partial and silent connections, the partial one that has waited longest is
+    closed first, then the silent one that has.
+    """
+
+    def __init__(self, bound: int) -> None:
+        self.bound = bound
+        self._order = itertools.count()
+        #: When each connection began waiting (its place in the queue).
+        self._entered: dict[HeadTimedH11Protocol, int] = {}
+        self._fresh: dict[HeadTimedH11Protocol, None] = {}
+        self._silent: dict[HeadTimedH11Protocol, None] = {}  # oldest first: they settle in order
+        # Partial heads, oldest first by when they began waiting; a connection that left leaves its
+        # entry behind until it reaches the top or the heap is rebuilt.
+        self._partial: set[HeadTimedH11Protocol] = set()
+        self._partial_heap: list[tuple[int, HeadTimedH11Protocol]] = []
+
+    def __contains__(self, connection: object) -> bool:
+        return connection in self._entered
+
+    def __len__(self) -> int:
+        return len(self._entered)
+
+    def enter(self, connection: HeadTimedH11Protocol) -> None:
+        """``connection`` now waits for a head (it opened, or its last response was sent)."""
+        self.leave(connection)
+        entered = next(self._order)
+        self._entered[connection] = entered
+        self._fresh[connection] = None
+        loop = connection.loop
+        loop.call_soon(loop.call_soon, self._settle, connection, entered)
+
+    def head_started(self, connection: HeadTimedH11Protocol) -> None:
+        """Bytes of ``connection``'s head were read, not all of it: a slow sender, closed first."""
+        entered = self._entered.get(connection)
+        if entered is None or connection in self._partial:
+            return
+        self._fresh.pop(connection, None)
+        self._silent.pop(connection, None)
+        self._partial.add(connection)
+        heapq.heappush(self._partial_heap, (entered, connection))
+        self._make_room()
+
+    def leave(self, connection: HeadTimedH11Protocol) -> None:
+        """``connection`` waits no more: its head arrived, or it closed."""
+        if self._entered.pop(connection, None) is None:
+            return
+        self._fresh.pop(connection, None)
+        self._silent.pop(connection, None)
+        self._partial.discard(connection)
+        if len(self._partial_heap) > 2 * len(self._partial) + 16:  # mostly entries of connections gone
+            self._partial_heap = [(entered, c) for entered, c in self._partial_heap if self._entered.get(c) == entered]
+            heapq.heapify(self._partial_heap)
+
+    def _settle(self, connection: HeadTimedH11Protocol, entered: int) -> None:
+        # Still fresh from the same wait: the loop has read what its socket held, and it was nothing.
+        if connection in self._fresh and self._entered.get(connection) == entered:
+            del self._fresh[connection]
+            self._silent[connection] = None
+            self._make_room()
+
+    def _make_room(self) -> None:
+        for _ in range(len(self._partial) + len(self._silent) - self.bound):
+            victim = self._oldest_partial() or next(iter(self._silent))
+            self.leave(victim)
+            victim.transport.close()
+
+    def _oldest_partial(self) -> HeadTimedH11Protocol | None:
+        while self._partial_heap:
+            entered, connection = self._partial_heap[0]
+            if connection in self._partial and self._entered.get(connection) == entered:
+                return connection
+            heapq.heappop(self._partial_heap)  # left, or waiting again since
+        return None
+
+
+class HeadTimedH11Protocol(H11Protocol):
     """uvicorn's HTTP/1.1 protocol, closing a connection whose request head does not arrive within
-    ``head_timeout_s`` of its opening or of its last response.
+    ``head_timeout_s`` of its opening or of its last response, and keeping at most ``waiting.bound``
+    connections of the server waiting for a head at once (``WaitingHeads``).
 
     uvicorn closes idle keep-alive connections, but not one that never sends a request, or sends
     its head a byte at a time: such connections would fill the connection limit for good. Even
-    timed out, a client reopening them as they close could keep the limit full; so at most
-    ``max_waiting`` connections of the server may wait for a head at once (new ones, and idle ones
-    between requests): a connection arriving beyond that closes the one that has waited longest,
-    first among those that sent part of their head (and were read: a slow sender), then among the
-    rest (silent, or idle).
-    One whose whole head waits in its socket, not yet read, is passed over: a burst of connections
-    is accepted before any of them is read, and a client sending its head at once is not closed.
-    What the bound leaves of the connection limit stays for requests whose head arrived.
+    timed out, a client reopening them as they close could keep the limit full: hence the bound.
+    What it leaves of the connection limit stays for requests whose head arrived.
     """
-    import h11
-    from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    # The connections of this server waiting for a head, oldest first (a dict keeps insertion order).
-    waiting: dict[HeadTimedH11Protocol, None] = {}
+    head_timeout_s: ClassVar[float]
+    waiting: ClassVar[WaitingHeads]
+    _head_deadline: asyncio.TimerHandle | None = None
 
-    class HeadTimedH11Protocol(H11Protocol):
-        _head_deadline: asyncio.TimerHandle | None = None
-        #: Whether bytes of the awaited head were read.
-        _started = False
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._await_head()
 
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._await_head()
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self in self.waiting:
+            self.waiting.head_started(self)  # part of a head, and no more for now
 
-        def data_received(self, data: bytes) -> None:
-            self._started = True
-            super().data_received(data)
+    def handle_events(self) -> None:
+        super().handle_events()
+        if self._request_in_progress():
+            self.waiting.leave(self)  # its head arrived
 
-        def handle_events(self) -> None:
-            super().handle_events()
-            if self.cycle is not None and not self.cycle.response_complete:
-                waiting.pop(self, None)  # its head arrived: a request in progress
-            elif self in waiting:
-                self._make_room()  # part of a head: it may be closed now
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self.transport.is_closing() or self._request_in_progress():
+            return  # closing, or a pipelined request already started
+        # Idle until its next head; or still sending a body refused unread: only the time-out.
+        self._await_head(queue=self.conn.their_state is h11.IDLE)
 
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if self.transport.is_closing() or (self.cycle is not None and not self.cycle.response_complete):
-                return  # closing, or a pipelined request already started
-            # Idle until its next head; or still sending a body refused unread: only the time-out.
-            self._await_head(queue=self.conn.their_state is h11.IDLE)
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.waiting.leave(self)
+        if self._head_deadline is not None:
+            self._head_deadline.cancel()
+        super().connection_lost(exc)
 
-        def connection_lost(self, exc: Exception | None) -> None:
-            waiting.pop(self, None)
-            if self._head_deadline is not None:
-                self._head_deadline.cancel()
-            super().connection_lost(exc)
+    def _request_in_progress(self) -> bool:
+        return self.cycle is not None and not self.cycle.response_complete
 
-        def _await_head(self, queue: bool = True) -> None:
-            if self._head_deadline is not None:
-                self._head_deadline.cancel()
-            self._head_deadline = self.loop.call_later(head_timeout_s, self._head_overdue)
-            waiting.pop(self, None)
-            self._started = False
-            if queue:
-                waiting[self] = None
-                self._make_room()
+    def _await_head(self, queue: bool = True) -> None:
+        if self._head_deadline is not None:
+            self._head_deadline.cancel()
+        self._head_deadline = self.loop.call_later(self.head_timeout_s, self._head_overdue)
+        self.waiting.leave(self)
+        if queue:
+            self.waiting.enter(self)
 
-        def _make_room(self) -> None:
-            # Part of a head read and no more for now: a slow sender, closed first. A whole head
-            # waiting to be read is a request: it may exceed the bound until read (the loop's next
-            # turn or so).
-            closable = [other for other in waiting if other._started]
-            closable += [other for other in waiting if not other._started and not other._head_unread()]
-            for other in closable[: max(0, len(closable) - max_waiting)]:
-                del waiting[other]
-                other.transport.close()
+    def _head_overdue(self) -> None:
+        # A request whose head arrived has its own limits (the body's time-out, the workers').
+        if not self._request_in_progress():
+            self.waiting.leave(self)
+            self.transport.close()
 
-        def _head_unread(self) -> bool:
-            """Whether a whole request head waits, not yet read, in the socket's buffer."""
-            sock = self.transport.get_extra_info("socket")
-            if sock is None:
-                return False
-            # A duplicate, to peek at up to h11's largest head (16 KiB).
-            with socket.fromfd(sock.fileno(), sock.family, sock.type) as peer:
-                try:
-                    pending = peer.recv(16 * 1024, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-                except OSError:
-                    return False
-            return b"\r\n\r\n" in pending
 
-        def _head_overdue(self) -> None:
-            # A request whose head arrived has its own limits (the body's time-out, the workers').
-            if self.cycle is None or self.cycle.response_complete:
-                waiting.pop(self, None)
-                self.transport.close()
-
-    return HeadTimedH11Protocol
+def head_timed_protocol(head_timeout_s: float, max_waiting: int) -> type[HeadTimedH11Protocol]:
+    """The protocol class of one server: its head time-out, and its own bound on waiting heads."""
+    attributes = {"head_timeout_s": head_timeout_s, "waiting": WaitingHeads(max_waiting)}
+    return type("ServerHeadTimedH11Protocol", (HeadTimedH11Protocol,), attributes)

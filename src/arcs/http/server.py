@@ -154,6 +154,8 @@ def run_http(
         lifespan="on",
         access_log=False,
         http=head_timed_protocol(app.limits.head_timeout_s, app.limits.max_waiting_heads),
+        # asyncio's loop, whose order of reads and callbacks the bound on waiting heads relies on.
+        loop="asyncio",
         # The caller is the peer of the connection: uvicorn would otherwise take X-Forwarded-For
         # from loopback peers as the address, and a caller could name a new one per failed token.
         proxy_headers=False,
