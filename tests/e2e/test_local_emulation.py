@@ -118,10 +118,9 @@ def test_sigterm_while_busy_exits_within_seconds_and_acknowledged_writes_survive
         assert server.process.returncode == 0, output
         assert elapsed < 10, output
         assert "emulation stopped" in output
-        # Cut short by the stop: answered as a gateway time-out (outcome unknown), not a 500.
-        # A 401 is the known gap of a stop that cuts the query's authorizer short (it should be a
-        # 504 too); never a 500, and never an answer as if the query had completed.
-        assert query_answers in ([504], [401]), query_answers
+        # Cut short by the stop: answered as a gateway time-out (outcome unknown), never a 500, a
+        # claim that the token is bad, or an answer as if the query had completed.
+        assert query_answers == [504], query_answers
         acknowledged = answers.count(204)
         assert acknowledged > 0, (answers, output)
 

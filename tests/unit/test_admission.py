@@ -9,7 +9,7 @@ from typing import Any
 
 from arcs.http.asgi import AsgiApp
 from arcs.http.limits import HttpLimits
-from arcs.http.proxy import HttpResponse
+from arcs.http.proxy import Admission, HttpResponse
 
 
 def _slow_handler(release: threading.Event) -> Any:
@@ -80,3 +80,37 @@ def test_waiting_requests_run_when_a_worker_frees_up() -> None:
     finally:
         app.close()
     assert [status for status, _h, _b in results] == [200, 200, 200]
+
+
+def test_a_request_cut_by_the_stop_while_its_token_is_checked_is_answered_504() -> None:
+    checking, release = threading.Event(), threading.Event()
+
+    def screen(method: str, path: str, query: str, headers: dict[str, str], client: str | None) -> Admission:
+        checking.set()
+        release.wait(5)  # the token check (in arcs local, the authorizer function) still running
+        return Admission()
+
+    app = AsgiApp(_slow_handler(release), HttpLimits(1024), screen=screen)
+    sent: list[dict[str, Any]] = []
+
+    async def scenario() -> None:
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "method": "GET", "path": "/x", "query_string": b"", "headers": []}
+        task = asyncio.create_task(app(scope, receive, send))
+        while not checking.is_set():
+            await asyncio.sleep(0.01)
+        task.cancel()  # what the server does to requests still running when its stop's grace ends
+        await asyncio.gather(task, return_exceptions=True)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        release.set()
+        app.close()
+    assert sent and sent[0]["status"] == 504, sent
+    assert b"stopped before this request finished" in sent[1]["body"]

@@ -110,6 +110,11 @@ class AsgiApp:
         except ArcsError as exc:
             await self._send(send, error_http_response(exc))
             return
+        except asyncio.CancelledError:
+            # The server stopped while the token was being checked (in arcs local, the authorizer
+            # function running): the request was cut short, which says nothing of its token.
+            await self._send(send, ABANDONED)
+            return
         try:
             if upload:
                 response = await self._answer_upload(receive, head)
