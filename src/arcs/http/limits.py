@@ -147,12 +147,13 @@ class WaitingHeads:
     that whom to close is known at once, without looking into any socket.
 
     A connection that has just arrived (or just been answered) is *fresh*: its head may already
-    wait in its socket, unread, as after a burst of connections accepted before any was read. It
-    is not counted until the event loop had its turn to read that socket (two turns of the loop:
-    the read is queued on the turn after the one the connection entered on). By then it has sent
-    a whole head (and left), part of one (*partial*: a slow sender), or nothing (*silent*).
-    Beyond ``bound`` partial and silent connections, the partial one that has waited longest is
-    closed first, then the silent one that has.
+    wait in its socket, unread, as after a burst of connections accepted before any was read, so
+    it is never the one closed. The event loop reads that socket within two of its turns (the read
+    is queued on the turn after the one the connection entered on); by then the connection has
+    sent a whole head (and left), part of one (*partial*: a slow sender), or nothing (*silent*).
+    Beyond ``bound`` connections waiting, fresh ones included (a client reopening the connections
+    closed counts at once), the partial one that has waited longest is closed first, then the
+    silent one that has.
     """
 
     def __init__(self, bound: int) -> None:
@@ -181,6 +182,7 @@ class WaitingHeads:
         self._fresh[connection] = None
         loop = connection.loop
         loop.call_soon(loop.call_soon, self._settle, connection, entered)
+        self._make_room()
 
     def head_started(self, connection: HeadTimedH11Protocol) -> None:
         """Bytes of ``connection``'s head were read, not all of it: a slow sender, closed first."""
@@ -212,8 +214,10 @@ class WaitingHeads:
             self._make_room()
 
     def _make_room(self) -> None:
-        for _ in range(len(self._partial) + len(self._silent) - self.bound):
-            victim = self._oldest_partial() or next(iter(self._silent))
+        for _ in range(len(self._entered) - self.bound):
+            victim = self._oldest_partial() or next(iter(self._silent), None)
+            if victim is None:
+                return  # only fresh ones left: room is made once they are read
             self.leave(victim)
             victim.transport.close()
 
