@@ -14,20 +14,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from arcs.adapters.aws import (
-    AwsClients,
-    DynamoCatalog,
-    DynamoTokenStore,
-    S3Store,
-    SqsWriteQueue,
-    create_resources,
-    read_queued_body,
-    table_names,
-)
-from arcs.adapters.local_storage import DirectoryStore
-from arcs.adapters.sqlite_catalog import SqliteCatalog
-from arcs.adapters.sqlite_database import SqliteDatabase
-from arcs.adapters.sqlite_tokens import SqliteTokenStore
+from arcs.adapters.aws.catalog import DynamoCatalog
+from arcs.adapters.aws.objects import S3Store
+from arcs.adapters.aws.queue import SqsWriteQueue, read_queued_body
+from arcs.adapters.aws.tokens import DynamoTokenStore
+from arcs.adapters.aws.wiring import AwsClients, create_resources, table_names
+from arcs.adapters.local.catalog import SqliteCatalog
+from arcs.adapters.local.objects import DirectoryStore
+from arcs.adapters.local.sqlite_database import SqliteDatabase
+from arcs.adapters.local.tokens import SqliteTokenStore
 from arcs.errors import BadRequest, NotFound, StorageFault
 from arcs.layout import data_key, parse_data_key, system_key
 from arcs.ports import (
