@@ -51,7 +51,7 @@ import boto3
 from moto.server import ThreadedMotoServer
 
 from arcs import envvars
-from arcs.adapters.aws import AwsClients, create_resources
+from arcs.adapters.aws.wiring import AwsClients, create_resources
 from arcs.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -44,10 +44,10 @@ import msgpack
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from arcs.adapters.local_storage import DirectoryStore
-from arcs.adapters.spool import Spool
-from arcs.adapters.sqlite_catalog import SqliteCatalog
-from arcs.adapters.sqlite_database import SqliteDatabase
+from arcs.adapters.local.catalog import SqliteCatalog
+from arcs.adapters.local.objects import DirectoryStore
+from arcs.adapters.local.queue import Spool
+from arcs.adapters.local.sqlite_database import SqliteDatabase
 from arcs.allocator import glibc, keep_large_blocks_on_heap
 from arcs.settings import Settings
 from arcs.write.batch import ColumnarBody, MeasurementRows, WriteBatch

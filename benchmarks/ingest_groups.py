@@ -21,9 +21,9 @@ import json, resource, sys, tempfile, uuid
 from pathlib import Path
 import numpy as np
 import pyarrow as pa
-from arcs.adapters.local_storage import DirectoryStore
-from arcs.adapters.sqlite_catalog import SqliteCatalog
-from arcs.adapters.sqlite_database import SqliteDatabase
+from arcs.adapters.local.objects import DirectoryStore
+from arcs.adapters.local.catalog import SqliteCatalog
+from arcs.adapters.local.sqlite_database import SqliteDatabase
 from arcs.write.batch import TIME_TYPE, MeasurementRows, WriteBatch
 from arcs.write.ingest import Ingestor, QueuedWrite
 

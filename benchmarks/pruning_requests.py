@@ -32,7 +32,7 @@ import pyarrow as pa
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.serving import WSGIRequestHandler, make_server
 
-from arcs.adapters.aws import AwsClients, aws_runtime_parts, create_resources
+from arcs.adapters.aws.wiring import AwsClients, aws_runtime_parts, create_resources
 from arcs.auth.tokens import Principal
 from arcs.runtime import Runtime
 from arcs.settings import Settings
@@ -229,8 +229,10 @@ def bench_aws(days: int, rows_per_hour: int, month: bool) -> None:
         result_cache=False,
         query_timeout_s=0,  # the figures of the slow layout too, not a time-out
     )
-    store, catalog, tokens, queue, roots, s3, _invoke = aws_runtime_parts(settings, session)
-    runtime = Runtime(settings, store, catalog, tokens, queue, roots, s3)
+    parts = aws_runtime_parts(settings, session)
+    runtime = Runtime(
+        settings, parts.store, parts.catalog, parts.tokens, parts.queue, parts.allowed_roots, parts.s3_access
+    )
     print("== serverless path: the query function on moto's S3 and DynamoDB ==")
     load(runtime, settings.prefix, days, rows_per_hour)
     run_windows(runtime, days, counter, "hour tier only (one file per hour):")

@@ -20,7 +20,7 @@ from infra.function import ArcsFunction
 from infra.nag import acknowledge, logical_ref
 
 # These mirror the core (infra imports only arcs.envvars); tests/infra checks they agree with
-# arcs.adapters.aws_sqs.claim_key, arcs.layout.result_key and arcs.adapters.dynamo_table.TTL_ATTRIBUTE.
+# arcs.adapters.aws.queue.claim_key, arcs.layout.result_key and arcs.adapters.aws.dynamo_table.TTL_ATTRIBUTE.
 SYSTEM_DIR = "_arcs"
 CLAIMS_DIR = "claims"
 RESULTS_DIR = "results"

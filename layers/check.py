@@ -196,7 +196,7 @@ def smoke(arch: str, build_dir: Path = BUILD_DIR, timeout_s: float = 300) -> str
     import boto3
 
     # The dev environment's boto3, only to set the stage; the smoke test itself uses the layers'.
-    from arcs.adapters.aws import AwsClients, create_resources
+    from arcs.adapters.aws.wiring import AwsClients, create_resources
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()

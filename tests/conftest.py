@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import boto3
 import pytest
 
-from arcs.adapters.aws import AwsClients, create_resources
+from arcs.adapters.aws.wiring import AwsClients, create_resources
 from arcs.settings import Settings
 
 if TYPE_CHECKING:

@@ -10,9 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from arcs.adapters.local_storage import DirectoryStore
-from arcs.adapters.sqlite_catalog import SqliteCatalog
-from arcs.adapters.sqlite_database import SqliteDatabase
+from arcs.adapters.local.catalog import SqliteCatalog
+from arcs.adapters.local.objects import DirectoryStore
+from arcs.adapters.local.sqlite_database import SqliteDatabase
 from arcs.ports import Catalog, ObjectStore
 from arcs.write.batch import TIME_TYPE, MeasurementRows, WriteBatch
 from arcs.write.decoders import columnar_lane

@@ -16,7 +16,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from arcs.adapters.aws import queued_write_from_sqs
+from arcs.adapters.aws.queue import queued_write_from_sqs
 from arcs.runtime import lambda_runtime
 from arcs.write.ingest import QueuedWrite
 

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "serve":
         require_server_extra("serve")
-        from arcs.adapters.holder import DataDirectoryBusy
+        from arcs.adapters.local.holder import DataDirectoryBusy
         from arcs.http.server import serve as run_server
         from arcs.runtime import local_runtime
 

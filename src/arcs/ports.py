@@ -196,8 +196,13 @@ class CompactionJob:
         return self.status in ACTIVE_JOB_STATUSES
 
 
-class Catalog(Protocol):
-    # --- schemas and databases -------------------------------------------------------------
+# The catalog's roles: each use case asks for the ones it uses; the adapters implement them all
+# (``Catalog``), and the runtime holds one.
+
+
+class SchemaCatalog(Protocol):
+    """Schemas and databases: what can be written and queried."""
+
     def get_schema(self, database: str, measurement: str) -> MeasurementSchema | None: ...
 
     def put_schema(self, schema: MeasurementSchema, expected_version: int | None) -> bool:
@@ -232,7 +237,10 @@ class Catalog(Protocol):
         """
         ...
 
-    # --- committed data files ---------------------------------------------------------------
+
+class FileCatalog(Protocol):
+    """The committed data files: readers list files here, never by globbing storage."""
+
     def put_files(self, files: Sequence[FileRecord]) -> None:
         """Idempotent: putting a record again changes nothing."""
         ...
@@ -257,7 +265,10 @@ class Catalog(Protocol):
         record stays retired, so a late ingest roll-forward cannot list it again. Idempotent."""
         ...
 
-    # --- the ingest commit protocol ----------------------------------------------------------
+
+class IngestLedger(Protocol):
+    """The ingest commit protocol's markers and commit records (docs/ingest.md)."""
+
     def get_markers(self, write_ids: Iterable[str]) -> dict[str, str]:
         """write id -> commit id of the attempt that claimed it."""
         ...
@@ -276,7 +287,10 @@ class Catalog(Protocol):
         """The commit point: exactly one of 'committed' and 'aborted' is ever stored for an id."""
         ...
 
-    # --- continuous queries (docs/continuous-queries.md) ---------------------------------------
+
+class ContinuousQueryStore(Protocol):
+    """Continuous queries' definitions, progress marks and executions (docs/continuous-queries.md)."""
+
     def create_continuous_query(self, query: ContinuousQuery, processed_until_us: int) -> ContinuousQuery | None:
         """Store a new query under a new id (``query.query_id`` is ignored) with its progress mark.
 
@@ -312,7 +326,11 @@ class Catalog(Protocol):
     def list_cq_executions(self, query_id: int, limit: int = 100) -> list[CQExecution]:
         """Newest first."""
 
-    # --- compaction ------------------------------------------------------------------------------
+
+class CompactionJournal(Protocol):
+    """Leases on partitions, compaction's per-partition commit records and its job journal
+    (docs/compaction.md): what compaction, retention and delete rewrite under."""
+
     def acquire_lease(self, name: str, owner: str, ttl_s: float) -> bool:
         """Hold ``name`` for ``ttl_s`` seconds if it is free, expired, or already ``owner``'s (renewal)."""
         ...
@@ -362,7 +380,10 @@ class Catalog(Protocol):
         """Newest first; ``active``: only jobs not finished (what recovery looks at)."""
         ...
 
-    # --- retention policies (docs/retention-and-delete.md) ---------------------------------------
+
+class RetentionStore(Protocol):
+    """Retention policies and their executions (docs/retention-and-delete.md)."""
+
     def create_retention_policy(self, policy: RetentionPolicy) -> RetentionPolicy | None:
         """Store a new policy under a new id (``policy.policy_id`` is ignored); ids count up and are
         never reused. None if the name is taken in its database."""
@@ -388,6 +409,30 @@ class Catalog(Protocol):
     def list_retention_executions(self, policy_id: int, limit: int = 100) -> list[RetentionExecution]:
         """Newest first."""
         ...
+
+
+class DataCatalog(SchemaCatalog, FileCatalog, Protocol):
+    """What data exists, schemas and files: what queries, SHOW, delete and drop read."""
+
+
+class IngestCatalog(SchemaCatalog, FileCatalog, IngestLedger, Protocol):
+    """What ingest commits through: the protocol's markers and commits, then the files, with the
+    schemas of what it commits (recreated when a dropped database took them)."""
+
+
+class ContinuousQueryCatalog(SchemaCatalog, ContinuousQueryStore, Protocol):
+    """What continuous queries use: their store, and the schemas of the measurements they read."""
+
+
+class RetentionCatalog(DataCatalog, RetentionStore, ContinuousQueryStore, Protocol):
+    """What retention uses: its policies, the files they expire, and the continuous queries'
+    definitions and progress marks that its derived rules come from."""
+
+
+class Catalog(
+    SchemaCatalog, FileCatalog, IngestLedger, ContinuousQueryStore, CompactionJournal, RetentionStore, Protocol
+):
+    """The whole catalog, every role: what the adapters implement and the runtime holds."""
 
 
 @dataclass(frozen=True, slots=True)

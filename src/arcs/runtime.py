@@ -25,8 +25,8 @@ from arcs.ports import Catalog, DownloadStore, ObjectStore, TokenStore, UploadSt
 from arcs.settings import Settings
 
 if TYPE_CHECKING:
-    from arcs.adapters.spool import Spool
-    from arcs.adapters.sqlite_database import SqliteDatabase
+    from arcs.adapters.local.queue import Spool
+    from arcs.adapters.local.sqlite_database import SqliteDatabase
     from arcs.continuous_queries.service import ContinuousQueries
     from arcs.lifecycle.compaction.compactor import Compactor
     from arcs.lifecycle.deletion import Deleter
@@ -259,16 +259,22 @@ class Runtime:
         if settings.backend == "local":
             return local_runtime(settings)
         keep_large_blocks_on_heap(settings.mmap_threshold_mb * 1024 * 1024)
-        from arcs.adapters.aws import aws_runtime_parts
+        from arcs.adapters.aws.wiring import aws_runtime_parts
 
-        store, catalog, token_store, queue, roots, s3_access, invoke = aws_runtime_parts(settings)
+        parts = aws_runtime_parts(settings)
         # Lambda answers at most 6 MiB: bigger results are handed off through the bucket.
-        from arcs.adapters.aws_express import ExpressStore
-
-        # Import files are system keys: with S3 Express, they go to the general-purpose bucket.
-        uploads = store.general if isinstance(store, ExpressStore) else store
-        parts = (settings, store, catalog, token_store, queue, roots, s3_access)
-        return cls(*parts, downloads=store, invoke=invoke, uploads=uploads)
+        return cls(
+            settings,
+            parts.store,
+            parts.catalog,
+            parts.tokens,
+            parts.queue,
+            parts.allowed_roots,
+            parts.s3_access,
+            downloads=parts.store,
+            invoke=parts.invoke,
+            uploads=parts.uploads,
+        )
 
 
 class LocalRuntime(Runtime):
@@ -303,30 +309,17 @@ class LocalRuntime(Runtime):
 
 def local_runtime(settings: Settings, serve: bool = False) -> LocalRuntime:
     """The standalone server's runtime on ``settings.data_dir``; ``serve``: the process serves it,
-    so it claims the directory (``arcs.adapters.holder``) and its compaction leases carry the directory's
+    so it claims the directory (``arcs.adapters.local.holder``) and its compaction leases carry the directory's
     holder name. Tools that only read or load a directory leave ``serve`` off."""
     # Imported here: SQLite and the spool are the standalone server's, never a Lambda function's.
-    from arcs.adapters.holder import hold_data_directory
-    from arcs.adapters.local_storage import DirectoryStore
-    from arcs.adapters.spool import Spool
-    from arcs.adapters.sqlite_catalog import SqliteCatalog
-    from arcs.adapters.sqlite_database import SqliteDatabase
-    from arcs.adapters.sqlite_tokens import SqliteTokenStore
+    from arcs.adapters.local.wiring import local_runtime_parts
 
     keep_large_blocks_on_heap(settings.mmap_threshold_mb * 1024 * 1024)
-    data_dir = settings.data_dir.resolve()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    # Claimed before the spool and catalog are opened: a second server must not touch them.
-    holder = hold_data_directory(data_dir) if serve else None
-    store = DirectoryStore(data_dir / "storage")
-    sqlite = SqliteDatabase(data_dir / "catalog.sqlite")
-    spool = Spool(data_dir / "spool")
-    runtime = LocalRuntime(
-        settings, store, SqliteCatalog(sqlite), SqliteTokenStore(sqlite), spool, [str(store.root) + "/"]
-    )
-    runtime.spool = spool
-    runtime.sqlite = sqlite
-    runtime.holder = holder
+    parts = local_runtime_parts(settings.data_dir, serve)
+    runtime = LocalRuntime(settings, parts.store, parts.catalog, parts.tokens, parts.spool, parts.allowed_roots)
+    runtime.spool = parts.spool
+    runtime.sqlite = parts.sqlite
+    runtime.holder = parts.holder
     return runtime
 
 

@@ -11,8 +11,8 @@ from clickbench.generate import generate_hits, to_parquet_layout
 from clickbench.load import api_select, load_into_data_dir, msgpack_requests
 
 from arcs import layout
-from arcs.adapters.sqlite_catalog import SqliteCatalog
-from arcs.adapters.sqlite_database import SqliteDatabase
+from arcs.adapters.local.catalog import SqliteCatalog
+from arcs.adapters.local.sqlite_database import SqliteDatabase
 
 ROWS = 3_000
 

@@ -20,10 +20,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from arcs import layout
-from arcs.adapters.aws import DynamoCatalog, S3Store
-from arcs.adapters.local_storage import DirectoryStore
-from arcs.adapters.sqlite_catalog import SqliteCatalog
-from arcs.adapters.sqlite_database import SqliteDatabase
+from arcs.adapters.aws.catalog import DynamoCatalog
+from arcs.adapters.aws.objects import S3Store
+from arcs.adapters.local.catalog import SqliteCatalog
+from arcs.adapters.local.objects import DirectoryStore
+from arcs.adapters.local.sqlite_database import SqliteDatabase
 from arcs.lifecycle.compaction.compactor import Compactor
 from arcs.ports import Catalog, FileRecord, ObjectStore, Partition
 from arcs.settings import CompactionSettings

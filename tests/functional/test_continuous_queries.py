@@ -15,7 +15,8 @@ import pyarrow as pa
 import pytest
 
 from arcs import layout
-from arcs.adapters.aws import aws_runtime_parts, queued_write_from_sqs
+from arcs.adapters.aws.queue import queued_write_from_sqs
+from arcs.adapters.aws.wiring import aws_runtime_parts
 from arcs.auth.tokens import Principal
 from arcs.continuous_queries.definitions import micros, substitute
 from arcs.continuous_queries.service import ContinuousQueries
@@ -92,7 +93,10 @@ def _local_world(tmp_path: Path) -> Iterator[World]:
 
 def _aws_world(aws: AwsEnv, tmp_path: Path) -> Iterator[World]:
     settings = aws.settings(work_dir=tmp_path / "work")
-    runtime = Runtime(settings, *aws_runtime_parts(settings, aws.session))
+    parts = aws_runtime_parts(settings, aws.session)
+    runtime = Runtime(
+        settings, parts.store, parts.catalog, parts.tokens, parts.queue, parts.allowed_roots, parts.s3_access
+    )
     ingestor = runtime.ingestor()
 
     def receive(visibility_s: int) -> list[Any]:

@@ -338,7 +338,7 @@ def test_the_poller_thread_stops_promptly(aws: AwsEnv) -> None:
 def test_the_queue_refuses_a_message_over_sqs_1_mib_limit(emulation: Emulation) -> None:
     from botocore.exceptions import ClientError
 
-    from arcs.adapters.aws import SQS_MAX_MESSAGE_BYTES
+    from arcs.adapters.aws.wiring import SQS_MAX_MESSAGE_BYTES
 
     assert SQS_MAX_MESSAGE_BYTES == 1024 * 1024
     sqs, queue_url = emulation.clients.sqs, emulation.resources["queue_url"]

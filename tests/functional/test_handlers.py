@@ -29,7 +29,7 @@ import pytest
 import zstandard
 
 from arcs import layout
-from arcs.adapters.aws import AwsResources
+from arcs.adapters.aws.wiring import AwsResources
 from arcs.emulation import load_handler, sqs_event
 from arcs.emulation.functions import LAMBDA_PAYLOAD_LIMIT, FakeLambdaContext, Handler
 from arcs.emulation.local import function_environment

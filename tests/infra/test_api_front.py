@@ -25,7 +25,7 @@ from infra.authorizer import FUNCTION_TOKEN_CACHE_TTL_S, GATEWAY_CACHE_TTL
 from infra.stack import TOKEN_CACHE_TTL_S, ArcsStack
 
 from arcs import layout
-from arcs.adapters.aws_sqs import claim_key
+from arcs.adapters.aws.queue import claim_key
 from arcs.settings import AWS_MAX_REQUEST_BYTES, AWS_TOO_LARGE_MESSAGE
 from arcs.write.import_status import ImportLedger
 from arcs.write.paths import WRITE_ROUTES, declared_too_large, is_write_path

@@ -44,7 +44,7 @@ def test_compact_runs_that_fail_are_retried_then_kept_in_the_failure_queue(synth
     stack, template = synth
     failures_arn = {"Fn::GetAtt": [_logical(stack, stack.failures.queue), "Arn"]}
     config = _invoke_configs(stack, template)[_logical(stack, stack.compact.compact.function)]
-    # Unqualified: the schedules and the trigger route (adapters/aws.py, InvocationType=Event)
+    # Unqualified: the schedules and the trigger route (adapters/aws/wiring.py, InvocationType=Event)
     # both invoke the function by name, which runs $LATEST.
     assert config["Qualifier"] == "$LATEST"
     assert config["MaximumRetryAttempts"] == 2

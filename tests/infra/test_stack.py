@@ -21,8 +21,8 @@ from infra.function import FUNCTIONS_DIR, KNOWN_ENV_NAMES
 from infra.stack import ArcsStack
 
 from arcs import envvars, layout
-from arcs.adapters.aws_sqs import SQS_MAX_MESSAGE_BYTES, claim_key
-from arcs.adapters.dynamo_table import TTL_ATTRIBUTE
+from arcs.adapters.aws.dynamo_table import TTL_ATTRIBUTE
+from arcs.adapters.aws.queue import SQS_MAX_MESSAGE_BYTES, claim_key
 from arcs.allocator import ARROW_POOL
 from arcs.write.paths import WRITE_ROUTES
 

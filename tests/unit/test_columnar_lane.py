@@ -13,9 +13,9 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from arcs import native
-from arcs.adapters.spool import Spool
-from arcs.adapters.sqlite_catalog import SqliteCatalog
-from arcs.adapters.sqlite_database import SqliteDatabase
+from arcs.adapters.local.catalog import SqliteCatalog
+from arcs.adapters.local.queue import Spool
+from arcs.adapters.local.sqlite_database import SqliteDatabase
 from arcs.envvars import NATIVE
 from arcs.errors import BadRequest
 from arcs.write.batch import MeasurementRows, WriteBatch

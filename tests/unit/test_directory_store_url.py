@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from arcs.adapters.local_storage import DirectoryStore
+from arcs.adapters.local.objects import DirectoryStore
 
 
 def test_url_joins_keys_under_the_root(tmp_path: Path) -> None:

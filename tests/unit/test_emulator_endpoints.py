@@ -11,7 +11,7 @@ import boto3
 import pytest
 
 from arcs import envvars
-from arcs.adapters.aws import AwsClients
+from arcs.adapters.aws.wiring import AwsClients
 from arcs.emulation import EmulationConfig
 from arcs.settings import ConfigError, Settings
 

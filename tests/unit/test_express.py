@@ -13,9 +13,9 @@ import pytest
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.exceptions import ClientError
 
-from arcs.adapters.aws import AwsClients, aws_runtime_parts, s3_access
-from arcs.adapters.aws_express import ExpressStore, duckdb_endpoint, zonal_endpoint, zone_id
-from arcs.adapters.aws_s3 import S3Store
+from arcs.adapters.aws.express import ExpressStore, duckdb_endpoint, zonal_endpoint, zone_id
+from arcs.adapters.aws.objects import S3Store
+from arcs.adapters.aws.wiring import AwsClients, aws_runtime_parts, s3_access
 from arcs.errors import NotFound
 from arcs.ports import ObjectInfo
 from arcs.query.engine import BucketEndpoint, Engine, S3Access, secret_statements
@@ -319,12 +319,14 @@ def test_the_runtime_puts_data_in_the_directory_bucket_and_lets_duckdb_read_only
     settings = Settings(
         backend="aws", bucket=GENERAL, express_bucket=EXPRESS, prefix="arcs", queue_url="q", catalog_table="t"
     )
-    store, _, _, queue, roots, _, _ = aws_runtime_parts(settings, session)
+    parts = aws_runtime_parts(settings, session)
+    store, queue, roots = parts.store, parts.queue, parts.allowed_roots
     assert isinstance(store, ExpressStore)
     assert (store.data.bucket, store.general.bucket) == (EXPRESS, GENERAL)
     assert queue.store is store.general  # claim checks: the general bucket, where a lifecycle rule expires them
     assert roots == [f"s3://{EXPRESS}/arcs/"]
     with pytest.raises(ConfigError):
         aws_runtime_parts(settings.with_(express_bucket="not-a-directory-bucket"), session)
-    plain, *_, plain_roots, _, _ = aws_runtime_parts(settings.with_(express_bucket=""), session)
-    assert isinstance(plain, S3Store) and plain_roots == [f"s3://{GENERAL}/arcs/"]
+    plain = aws_runtime_parts(settings.with_(express_bucket=""), session)
+    assert isinstance(plain.store, S3Store) and plain.allowed_roots == [f"s3://{GENERAL}/arcs/"]
+    assert parts.uploads is store.general and plain.uploads is plain.store  # import files are system keys

@@ -9,8 +9,8 @@ from urllib.parse import parse_qs, urlparse
 import boto3
 import pytest
 
-from arcs.adapters.aws import AwsClients
-from arcs.adapters.aws_s3 import S3Store
+from arcs.adapters.aws.objects import S3Store
+from arcs.adapters.aws.wiring import AwsClients
 from arcs.query.handoff import ResultHandoff, proxy_body_cost
 
 

@@ -85,11 +85,11 @@ WRITE_SIDE = {
 }
 LOCAL_SIDE = {
     "sqlite3",
-    "arcs.adapters.sqlite_catalog",
-    "arcs.adapters.sqlite_database",
-    "arcs.adapters.sqlite_tokens",
-    "arcs.adapters.spool",
-    "arcs.adapters.local_storage",
+    "arcs.adapters.local.catalog",
+    "arcs.adapters.local.sqlite_database",
+    "arcs.adapters.local.tokens",
+    "arcs.adapters.local.queue",
+    "arcs.adapters.local.objects",
 }
 
 

@@ -5,8 +5,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from arcs.adapters.sqlite_catalog import SqliteCatalog
-from arcs.adapters.sqlite_database import SqliteDatabase
+from arcs.adapters.local.catalog import SqliteCatalog
+from arcs.adapters.local.sqlite_database import SqliteDatabase
 from arcs.errors import BadRequest
 from arcs.write.batch import TIME_TYPE, MeasurementRows
 from arcs.write.schema import SchemaRegistry

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from arcs.adapters.local_storage import DirectoryStore
-from arcs.adapters.sqlite_catalog import SqliteCatalog
-from arcs.adapters.sqlite_database import SqliteDatabase
+from arcs.adapters.local.catalog import SqliteCatalog
+from arcs.adapters.local.objects import DirectoryStore
+from arcs.adapters.local.sqlite_database import SqliteDatabase
 from arcs.auth.tokens import Principal
 from arcs.errors import BadRequest, Forbidden, NotFound
 from arcs.layout import data_key

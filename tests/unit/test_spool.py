@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from arcs.adapters.spool import MAX_FREE_SEGMENTS, Spool
+from arcs.adapters.local.queue import MAX_FREE_SEGMENTS, Spool
 from arcs.errors import StorageFault
 
 
@@ -322,7 +322,7 @@ def test_a_recycled_file_of_the_earlier_format_yields_nothing_after_a_crash(tmp_
 
 
 def test_a_failure_while_preparing_a_segment_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import arcs.adapters.spool as spool_module
+    import arcs.adapters.local.queue as spool_module
 
     real = spool_module._write_at
 
@@ -346,7 +346,7 @@ def test_a_failure_while_preparing_a_segment_leaves_no_file(tmp_path: Path, monk
 def test_a_full_disk_asks_to_retry_later_and_the_spool_says_it_cannot_take_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import arcs.adapters.spool as spool_module
+    import arcs.adapters.local.queue as spool_module
     from arcs.errors import DISK_FULL_RETRY_S, ServiceUnavailable
 
     real_write, real_statvfs = spool_module._write_at, os.statvfs

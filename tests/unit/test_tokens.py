@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from arcs.adapters.sqlite_database import SqliteDatabase
-from arcs.adapters.sqlite_tokens import SqliteTokenStore
+from arcs.adapters.local.sqlite_database import SqliteDatabase
+from arcs.adapters.local.tokens import SqliteTokenStore
 from arcs.auth.numeric_ids import numeric_id
 from arcs.auth.tokens import (
     Principal,

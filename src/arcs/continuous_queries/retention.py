@@ -24,7 +24,7 @@ from arcs import layout
 from arcs.continuous_queries.definitions import micros, substitute
 from arcs.errors import BadRequest
 from arcs.lifecycle.cutoffs import DEFAULT_BUFFER_DAYS, days_cutoff
-from arcs.ports import Catalog, ContinuousQuery
+from arcs.ports import ContinuousQuery, ContinuousQueryStore
 from arcs.query.rewriter import table_references
 
 RuleField = Literal["retention_days", "delete_source_after_days"]
@@ -43,7 +43,7 @@ class DerivedRule:
     limited_by: str  # what put the limit where it is, for the run's report
 
 
-def derived_rules(catalog: Catalog, now: datetime) -> list[DerivedRule]:
+def derived_rules(catalog: ContinuousQueryStore, now: datetime) -> list[DerivedRule]:
     """Every rule the active continuous queries imply at ``now``."""
     queries = catalog.list_continuous_queries()
     sources = _source_measurements(queries)

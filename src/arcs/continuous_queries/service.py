@@ -41,7 +41,7 @@ from arcs.continuous_queries.definitions import (
 )
 from arcs.errors import ArcsError, BadRequest, Conflict, NotFound
 from arcs.names import TIME_COLUMN, check_column
-from arcs.ports import Catalog, ContinuousQuery, CQExecution, CQExecutionKind
+from arcs.ports import ContinuousQuery, ContinuousQueryCatalog, CQExecution, CQExecutionKind
 from arcs.query.sandbox import check_read_only
 from arcs.query.sql_tree import check_sql_size
 from arcs.write.batch import TIME_TYPE, MeasurementRows
@@ -95,7 +95,7 @@ def principal_of(query: ContinuousQuery) -> Principal:
 class ContinuousQueries:
     def __init__(
         self,
-        catalog: Catalog,
+        catalog: ContinuousQueryCatalog,
         queries: QueryService,
         writes: WriteService,
         delay_s: float = 60.0,

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 
 from arcs import envvars
-from arcs.adapters.aws import AwsClients, AwsResources, create_resources
+from arcs.adapters.aws.wiring import AwsClients, AwsResources, create_resources
 from arcs.emulation.functions import LambdaFunction, load_handler
 from arcs.emulation.gateway import API_GATEWAY_PAYLOAD_LIMIT, API_GATEWAY_TIMEOUT_S, ApiGateway
 from arcs.emulation.poller import SQS_RECEIVE_MAX, SqsPoller
@@ -65,7 +65,7 @@ class EmulationConfig:
     bucket: str = "arcs-local"
     queue_name: str = "arcs-writes"
     dlq_name: str = "arcs-writes-dlq"
-    table_prefix: str = "arcs-local"  # the tables are ``arcs.adapters.aws.table_names`` of it
+    table_prefix: str = "arcs-local"  # the tables are ``arcs.adapters.aws.wiring.table_names`` of it
     # The stack's optional S3 Express directory bucket: a plain bucket of that name here.
     express_bucket: str = ""
     max_receive_count: int = 5

@@ -32,7 +32,7 @@ from arcs.allocator import DUCKDB_ALLOCATOR
 from arcs.errors import BadRequest, NotFound
 from arcs.lifecycle.compaction.compactor import Compactor, PartitionBusy
 from arcs.lifecycle.compaction.merge import CorruptInput
-from arcs.ports import Catalog, FileRecord, ObjectStore, Partition
+from arcs.ports import DataCatalog, FileRecord, ObjectStore, Partition
 from arcs.query.pruning import TimeRange
 from arcs.query.sql_time import utc_wall_clock
 from arcs.write.batch import STORAGE_TYPES
@@ -114,7 +114,7 @@ def without_rows(table: pa.Table, matched: pa.Array) -> pa.Table:
 class Deleter:
     def __init__(
         self,
-        catalog: Catalog,
+        catalog: DataCatalog,
         store: ObjectStore,
         compactor: Compactor,
         row_group_rows: int = 122_880,

@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from arcs.layout import parse_data_key
-from arcs.ports import Catalog, ObjectStore
+from arcs.ports import DataCatalog, ObjectStore
 
 _DELETE_WORKERS = 8
 
@@ -24,7 +24,7 @@ def database_prefix(prefix: str, database: str) -> str:
     return f"{head}/{database}/" if head else f"{database}/"
 
 
-def drop_database(catalog: Catalog, store: ObjectStore, prefix: str, database: str) -> DropResult:
+def drop_database(catalog: DataCatalog, store: ObjectStore, prefix: str, database: str) -> DropResult:
     """Delete a database: its catalog entries first, then its data objects.
 
     The order is what makes a crash harmless. Readers find files only through the catalog, and

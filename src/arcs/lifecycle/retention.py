@@ -27,9 +27,9 @@ from arcs.lifecycle.compaction.compactor import Compactor, PartitionBusy
 from arcs.lifecycle.cutoffs import DEFAULT_BUFFER_DAYS, cutoff, expired, file_expired, last_expired_hour
 from arcs.names import check_database, check_measurement
 from arcs.ports import (
-    Catalog,
     FileRecord,
     Partition,
+    RetentionCatalog,
     RetentionExecution,
     RetentionKind,
     RetentionPolicy,
@@ -149,7 +149,7 @@ def _no_build(picked: list[FileRecord], tmp: Path) -> Iterator[tuple[str, Path]]
 
 
 class Retention:
-    def __init__(self, catalog: Catalog, compactor: Compactor, now: Callable[[], datetime] = _utcnow) -> None:
+    def __init__(self, catalog: RetentionCatalog, compactor: Compactor, now: Callable[[], datetime] = _utcnow) -> None:
         self.catalog = catalog
         self.compactor = compactor
         self._now = now

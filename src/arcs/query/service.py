@@ -14,7 +14,7 @@ from arcs.auth.tokens import Principal
 from arcs.errors import ArcsError, BadRequest, NotFound, QueryTimeout
 from arcs.layout import floor_hour, tier_start
 from arcs.names import check_database, check_measurement
-from arcs.ports import Catalog, FileRecord, ObjectStore
+from arcs.ports import DataCatalog, FileRecord, ObjectStore
 from arcs.query.catalog_answers import counted_rows
 from arcs.query.engine import Engine
 from arcs.query.exact_rewrites import apply_exact_rewrites
@@ -46,7 +46,7 @@ class PreparedQuery:
 class QueryService:
     def __init__(
         self,
-        catalog: Catalog,
+        catalog: DataCatalog,
         store: ObjectStore,
         engine: Engine,
         max_rows: int,

@@ -33,7 +33,7 @@ from arcs.auth.tokens import Principal
 from arcs.errors import BadRequest, NotFound
 from arcs.layout import measurement_prefix
 from arcs.names import check_database, check_measurement
-from arcs.ports import Catalog, FileRecord, ObjectStore
+from arcs.ports import DataCatalog, FileRecord, ObjectStore, SchemaCatalog
 from arcs.query.sandbox import check_read_only
 from arcs.query.sql_tree import block_comment_end, check_sql_size
 
@@ -78,7 +78,7 @@ class MeasurementInfo:
         }
 
 
-def visible_databases(principal: Principal, catalog: Catalog) -> list[str]:
+def visible_databases(principal: Principal, catalog: SchemaCatalog) -> list[str]:
     """The databases the caller may use, sorted; the others are never named to it."""
     return sorted(name for name in catalog.list_databases() if principal.may_use(name))
 
@@ -91,7 +91,9 @@ def storage_path(store: ObjectStore, files: Sequence[FileRecord], database: str,
     return store.url(base)
 
 
-def measurement_infos(catalog: Catalog, store: ObjectStore, database: str, prefix: str = "") -> list[MeasurementInfo]:
+def measurement_infos(
+    catalog: DataCatalog, store: ObjectStore, database: str, prefix: str = ""
+) -> list[MeasurementInfo]:
     """Every measurement of ``database`` with its file count, size and rows. Scopes are the caller's job."""
     infos = []
     for schema in catalog.list_schemas(database):
@@ -110,7 +112,7 @@ def measurement_infos(catalog: Catalog, store: ObjectStore, database: str, prefi
 
 
 def database_measurements(
-    principal: Principal, catalog: Catalog, store: ObjectStore, database: str | None, prefix: str = ""
+    principal: Principal, catalog: DataCatalog, store: ObjectStore, database: str | None, prefix: str = ""
 ) -> list[MeasurementInfo]:
     """One database's measurements (403 outside the caller's scopes), or those of every visible one."""
     if database is None:
@@ -195,7 +197,7 @@ def _tables_table(infos: Sequence[MeasurementInfo]) -> pa.Table:
 
 
 def answer_show(
-    sql: str, database: str, principal: Principal, catalog: Catalog, store: ObjectStore, prefix: str = ""
+    sql: str, database: str, principal: Principal, catalog: DataCatalog, store: ObjectStore, prefix: str = ""
 ) -> pa.Table | None:
     """The answer to a ``SHOW`` statement; None when ``sql`` is not one (it is then a query)."""
     statement = parse_show(sql)
@@ -233,7 +235,9 @@ def warning_for(rows: int) -> tuple[str, str]:
     return "none", ""
 
 
-def estimate_query(sql: object, database: str, principal: Principal, catalog: Catalog, store: ObjectStore) -> Estimate:
+def estimate_query(
+    sql: object, database: str, principal: Principal, catalog: DataCatalog, store: ObjectStore
+) -> Estimate:
     """An upper bound of the rows ``sql`` reads: the catalog's row counts of every measurement it names.
 
     Every file of each named measurement counts (a time range does not narrow the estimate), once

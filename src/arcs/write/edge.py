@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from arcs.errors import PayloadTooLarge
 from arcs.names import check_database
-from arcs.ports import Catalog, WriteQueue
+from arcs.ports import SchemaCatalog, WriteQueue
 from arcs.write.batch import ColumnarBody, MeasurementRows, WriteBatch
 from arcs.write.decoders import WireFormat, columnar_lane, decode
 from arcs.write.decoders.columns import check_precision
@@ -29,7 +29,7 @@ class WriteRequest:
 class WriteService:
     def __init__(
         self,
-        catalog: Catalog,
+        catalog: SchemaCatalog,
         queue: WriteQueue,
         max_request_bytes: int,
         max_decompressed_bytes: int,

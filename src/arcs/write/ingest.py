@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from arcs import layout, metrics
 from arcs.errors import ArcsError, BadRequest
 from arcs.names import TIME_COLUMN
-from arcs.ports import Catalog, CommitRecord, FileRecord, ObjectStore
+from arcs.ports import CommitRecord, FileRecord, IngestCatalog, ObjectStore
 from arcs.write.batch import ColumnarBody, MeasurementRows, WriteBatch, time_order, type_name
 from arcs.write.decoders import columnar_lane
 from arcs.write.parquet_encoding import column_encodings, for_parquet, tags_in_one_form
@@ -121,7 +121,7 @@ def _no_fault(step: str) -> None:
 class Ingestor:
     def __init__(
         self,
-        catalog: Catalog,
+        catalog: IngestCatalog,
         store: ObjectStore,
         prefix: str = "",
         row_group_rows: int = 122_880,

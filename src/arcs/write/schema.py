@@ -10,7 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from arcs.errors import BadRequest, Conflict
-from arcs.ports import Catalog, MeasurementSchema
+from arcs.ports import MeasurementSchema, SchemaCatalog
 from arcs.write.batch import MeasurementRows, type_name
 
 _MAX_CAS_ATTEMPTS = 20
@@ -85,7 +85,7 @@ class SchemaRegistry:
     compare-and-set on the version, which then fails, and the fresh schema is read and checked.
     """
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: SchemaCatalog) -> None:
         self.catalog = catalog
         self._cache: dict[tuple[str, str], MeasurementSchema] = {}
         # Arrow schemas the cached schemas took as they are, by (database, measurement, tags): most

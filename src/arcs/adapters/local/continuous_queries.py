@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from arcs.adapters.local.sqlite_database import Definitions, SqliteDatabase
 from arcs.adapters.records import (
     CQ_EXECUTION_RETENTION,
     cq_from_json,
@@ -12,7 +13,6 @@ from arcs.adapters.records import (
     execution_from_json,
     execution_to_json,
 )
-from arcs.adapters.sqlite_database import Definitions, SqliteDatabase
 from arcs.ports import ContinuousQuery, CQExecution
 
 

@@ -31,10 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from arcs.adapters.dynamo_continuous_queries import DynamoContinuousQueries
-from arcs.adapters.dynamo_leases import DynamoLeases
-from arcs.adapters.dynamo_retention import DynamoRetentionPolicies
-from arcs.adapters.dynamo_table import (
+from arcs.adapters.aws.continuous_queries import DynamoContinuousQueries
+from arcs.adapters.aws.dynamo_table import (
     BATCH_GET_LIMIT,
     MAX_ATTEMPTS,
     NO_SORT,
@@ -49,6 +47,8 @@ from arcs.adapters.dynamo_table import (
     to_item,
     utc_now,
 )
+from arcs.adapters.aws.leases import DynamoLeases
+from arcs.adapters.aws.retention import DynamoRetentionPolicies
 from arcs.adapters.records import apply_compactions, file_from_json, file_to_json, hour_text
 from arcs.errors import StorageFault
 from arcs.ports import CommitRecord, CompactionJob, CompactionState, FileRecord, MeasurementSchema, Partition

@@ -1,4 +1,5 @@
-"""The AWS adapters in one import, the boto3 clients they use, and idempotent resource creation.
+"""The AWS adapters wired: the boto3 clients they use, idempotent resource creation, and the parts
+of a Lambda function's runtime built from settings.
 
 ``create_resources`` builds what the CDK app builds for real (bucket, queue with its dead-letter
 queue, the tokens, catalog and leases tables): ``arcs local`` and the tests call it against a moto
@@ -19,14 +20,13 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from arcs.adapters.aws_express import ExpressStore, duckdb_endpoint
-from arcs.adapters.aws_s3 import S3Store, error_code
-from arcs.adapters.aws_sqs import SqsWriteQueue, claim_key, read_queued_body
-from arcs.adapters.dynamo_catalog import DynamoCatalog
-from arcs.adapters.dynamo_table import TTL_ATTRIBUTE
-from arcs.adapters.dynamo_tokens import DynamoTokenStore
+from arcs.adapters.aws.catalog import DynamoCatalog
+from arcs.adapters.aws.dynamo_table import TTL_ATTRIBUTE
+from arcs.adapters.aws.express import ExpressStore, duckdb_endpoint
+from arcs.adapters.aws.objects import S3Store, error_code
+from arcs.adapters.aws.queue import SqsWriteQueue
+from arcs.adapters.aws.tokens import DynamoTokenStore
 from arcs.errors import StorageFault
-from arcs.ports import ObjectStore
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -37,22 +37,15 @@ if TYPE_CHECKING:
 
     from arcs.query.engine import S3Access
     from arcs.settings import Settings
-    from arcs.write.ingest import QueuedWrite
 
 __all__ = [
     "AwsClients",
+    "AwsParts",
     "AwsResources",
-    "DynamoCatalog",
-    "DynamoTokenStore",
-    "ExpressStore",
-    "S3Store",
-    "SqsWriteQueue",
     "aws_runtime_parts",
-    "claim_key",
     "create_resources",
     "lambda_invoker",
-    "queued_write_from_sqs",
-    "read_queued_body",
+    "s3_access",
     "table_names",
 ]
 
@@ -312,17 +305,27 @@ def lambda_invoker(session: boto3.Session, settings: Settings) -> Callable[[str,
     return invoke
 
 
-def aws_runtime_parts(
-    settings: Settings, session: boto3.Session | None = None
-) -> tuple[
-    S3Store | ExpressStore,
-    DynamoCatalog,
-    DynamoTokenStore,
-    SqsWriteQueue,
-    list[str],
-    Callable[[], S3Access],
-    Callable[[str, bytes], None],
-]:
+@dataclass(frozen=True, slots=True)
+class AwsParts:
+    """What a Lambda function's runtime is built on (``arcs.runtime.Runtime``)."""
+
+    #: The data files' store: the directory bucket's when there is one, else the bucket's.
+    store: S3Store | ExpressStore
+    catalog: DynamoCatalog
+    tokens: DynamoTokenStore
+    queue: SqsWriteQueue
+    #: The only roots DuckDB may open (the data files).
+    allowed_roots: list[str]
+    s3_access: Callable[[], S3Access]
+    invoke: Callable[[str, bytes], None]
+
+    @property
+    def uploads(self) -> S3Store:
+        """Where import files go: system keys, so the general-purpose bucket with S3 Express."""
+        return self.store.general if isinstance(self.store, ExpressStore) else self.store
+
+
+def aws_runtime_parts(settings: Settings, session: boto3.Session | None = None) -> AwsParts:
     """The adapters of the Lambda functions (and of ``arcs local``), from settings.
 
     A table the settings leave empty (the function was not given it) fails on first use.
@@ -336,25 +339,12 @@ def aws_runtime_parts(
     queue = SqsWriteQueue(clients.sqs, settings.queue_url, general, settings.prefix, settings.claim_check_bytes)
     # DuckDB may open the data files only: in the directory bucket when there is one.
     root = f"s3://{settings.data_bucket}/{settings.prefix + '/' if settings.prefix else ''}"
-    return (
-        store,
-        DynamoCatalog(clients.dynamodb, settings.catalog_table, settings.leases_table),
-        DynamoTokenStore(clients.dynamodb, settings.tokens_table),
-        queue,
-        [root],
-        functools.partial(s3_access, session, settings),
-        lambda_invoker(session, settings),
+    return AwsParts(
+        store=store,
+        catalog=DynamoCatalog(clients.dynamodb, settings.catalog_table, settings.leases_table),
+        tokens=DynamoTokenStore(clients.dynamodb, settings.tokens_table),
+        queue=queue,
+        allowed_roots=[root],
+        s3_access=functools.partial(s3_access, session, settings),
+        invoke=lambda_invoker(session, settings),
     )
-
-
-def queued_write_from_sqs(
-    message_id: str, body: str, store: ObjectStore, sent_timestamp_ms: str | None = None
-) -> QueuedWrite:
-    """An SQS record -> the ingest protocol's view of it; the claim-check object goes once committed.
-    ``sent_timestamp_ms``: the record's ``SentTimestamp`` attribute, when the queue was written to."""
-    from arcs.write.ingest import QueuedWrite  # lazy: it loads pyarrow.parquet, which only the ingest function needs
-
-    write_id, load, claim = read_queued_body(body, store)
-    cleanup = (lambda: store.delete(claim)) if claim else None
-    queued_at = int(sent_timestamp_ms) / 1000 if sent_timestamp_ms and sent_timestamp_ms.isdigit() else None
-    return QueuedWrite(message_id, write_id, load, cleanup, queued_at=queued_at)

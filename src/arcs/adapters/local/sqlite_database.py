@@ -1,7 +1,7 @@
 """The standalone server's SQLite file: how it is opened and the tables it holds.
 
-The catalog (``sqlite_catalog``, with its continuous-query and retention parts) and the token store
-(``sqlite_tokens``) are adapters over one ``SqliteDatabase``: one file, one writer at a time.
+The catalog (``catalog``, with its continuous-query and retention parts) and the token store
+(``tokens``) are adapters over one ``SqliteDatabase``: one file, one writer at a time.
 """
 
 from __future__ import annotations

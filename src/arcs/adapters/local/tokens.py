@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from arcs.adapters.sqlite_database import SqliteDatabase
+from arcs.adapters.local.sqlite_database import SqliteDatabase
 from arcs.ports import TokenRecord
 
 

@@ -2,8 +2,8 @@
 conditional writes, batches and transactions.
 
 The deployment has three tables, one per concept (docs/deploy.md): the catalog
-(``arcs.adapters.dynamo_catalog``), the leases and compaction jobs (``arcs.adapters.dynamo_leases``)
-and the tokens (``arcs.adapters.dynamo_tokens``). Names never contain ``#`` (``arcs.names``), so
+(``arcs.adapters.aws.catalog``), the leases and compaction jobs (``arcs.adapters.aws.leases``)
+and the tokens (``arcs.adapters.aws.tokens``). Names never contain ``#`` (``arcs.names``), so
 the composite keys cannot collide. Every read is strongly consistent: the commit protocol and
 readers listing new files depend on it.
 """

@@ -15,7 +15,7 @@ import os
 import threading
 from pathlib import Path
 
-from arcs.adapters.local_storage import replace_durably
+from arcs.adapters.local.objects import replace_durably
 
 _LOCK_FILE = "holder.lock"
 _ID_FILE = "holder-id"

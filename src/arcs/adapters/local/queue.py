@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import google_crc32c
 
-from arcs.adapters.local_storage import fsync_dir, replace_durably
+from arcs.adapters.local.objects import fsync_dir, replace_durably
 from arcs.errors import DISK_FULL_RETRY_S, StorageFault
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """The catalog on the standalone server's SQLite file: schemas, databases, data files, the write
 markers and commit records of ingest's protocol (docs/ingest.md), leases and compaction's state.
-Continuous queries and retention policies are its parts in ``sqlite_continuous_queries`` and
-``sqlite_retention``; the file and its tables are ``sqlite_database``'s."""
+Continuous queries and retention policies are its parts in ``continuous_queries`` and
+``retention``; the file and its tables are ``sqlite_database``'s."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
+from arcs.adapters.local.continuous_queries import SqliteContinuousQueries
+from arcs.adapters.local.retention import SqliteRetentionPolicies
+from arcs.adapters.local.sqlite_database import SqliteDatabase, now_text
 from arcs.adapters.records import (
     apply_compactions,
     file_from_json,
@@ -20,9 +23,6 @@ from arcs.adapters.records import (
 )
 from arcs.adapters.records import hour_text as _hour_text
 from arcs.adapters.records import hour_value as _hour_value
-from arcs.adapters.sqlite_continuous_queries import SqliteContinuousQueries
-from arcs.adapters.sqlite_database import SqliteDatabase, now_text
-from arcs.adapters.sqlite_retention import SqliteRetentionPolicies
 from arcs.ports import (
     CommitRecord,
     CompactionJob,

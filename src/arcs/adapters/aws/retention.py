@@ -15,7 +15,7 @@ import json
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from arcs.adapters.dynamo_table import TTL_ATTRIBUTE, DynamoTable, id_sort, item_key, put_op, to_item
+from arcs.adapters.aws.dynamo_table import TTL_ATTRIBUTE, DynamoTable, id_sort, item_key, put_op, to_item
 from arcs.adapters.records import (
     RETENTION_EXECUTION_RETENTION,
     policy_from_json,

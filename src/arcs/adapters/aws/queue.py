@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
     from arcs.write.batch import WriteBatch
+    from arcs.write.ingest import QueuedWrite
 
 CLAIMS_DIR = "claims"
 # SQS's hard cap on a message; the JSON wrapper around the base64 text needs a little room.
@@ -111,3 +112,16 @@ def read_queued_body(body: str, store: ObjectStore) -> tuple[str, Callable[[], b
         raise BadRequest(f"queued write {write_id}: {claim!r} is not a claim-check key")
     key = claim
     return write_id, lambda: store.get(key), key
+
+
+def queued_write_from_sqs(
+    message_id: str, body: str, store: ObjectStore, sent_timestamp_ms: str | None = None
+) -> QueuedWrite:
+    """An SQS record -> the ingest protocol's view of it; the claim-check object goes once committed.
+    ``sent_timestamp_ms``: the record's ``SentTimestamp`` attribute, when the queue was written to."""
+    from arcs.write.ingest import QueuedWrite  # lazy: it loads pyarrow.parquet, which only the ingest function needs
+
+    write_id, load, claim = read_queued_body(body, store)
+    cleanup = (lambda: store.delete(claim)) if claim else None
+    queued_at = int(sent_timestamp_ms) / 1000 if sent_timestamp_ms and sent_timestamp_ms.isdigit() else None
+    return QueuedWrite(message_id, write_id, load, cleanup, queued_at=queued_at)

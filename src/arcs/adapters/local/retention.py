@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from arcs.adapters.local.sqlite_database import Definitions, SqliteDatabase
 from arcs.adapters.records import (
     RETENTION_EXECUTION_RETENTION,
     policy_from_json,
@@ -12,7 +13,6 @@ from arcs.adapters.records import (
     retention_execution_from_json,
     retention_execution_to_json,
 )
-from arcs.adapters.sqlite_database import Definitions, SqliteDatabase
 from arcs.ports import RetentionExecution, RetentionPolicy
 
 

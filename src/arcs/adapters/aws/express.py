@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from arcs import envvars, layout
-from arcs.adapters.aws_s3 import DIRECTORY_BUCKET_SUFFIX, S3Store
+from arcs.adapters.aws.objects import DIRECTORY_BUCKET_SUFFIX, S3Store
 from arcs.ports import ObjectInfo
 from arcs.settings import ConfigError
 

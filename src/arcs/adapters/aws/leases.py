@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from arcs.adapters.dynamo_table import NO_SORT, TTL_ATTRIBUTE, DynamoTable, expiry, from_item, item_key, to_item
+from arcs.adapters.aws.dynamo_table import NO_SORT, TTL_ATTRIBUTE, DynamoTable, expiry, from_item, item_key, to_item
 from arcs.adapters.records import job_from_json, job_to_json
 from arcs.ports import CompactionJob
 

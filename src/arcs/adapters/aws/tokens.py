@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from arcs.adapters.dynamo_table import MAX_ATTEMPTS, DynamoTable, backoff, item_key, put_op, to_item
+from arcs.adapters.aws.dynamo_table import MAX_ATTEMPTS, DynamoTable, backoff, item_key, put_op, to_item
 from arcs.errors import StorageFault
 from arcs.ports import TokenRecord
 

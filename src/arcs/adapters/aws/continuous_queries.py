@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from arcs.adapters.dynamo_table import (
+from arcs.adapters.aws.dynamo_table import (
     NO_SORT,
     TTL_ATTRIBUTE,
     DynamoTable,
