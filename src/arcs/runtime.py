@@ -170,6 +170,7 @@ class Runtime:
             self.settings.row_group_rows,
             tables_per_database=share,
             group_bytes=self.settings.ingest_group_bytes,
+            file_writers=self.settings.ingest_file_writers,
         )
 
     @functools.cached_property

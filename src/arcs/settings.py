@@ -233,6 +233,7 @@ class Settings:
     ingest_batch_messages: int = 100
     ingest_batch_window_s: float = 0.2
     ingest_group_bytes: int = 256 * 1024 * 1024  # from_env derives it from the memory
+    ingest_file_writers: int = 8
     duckdb_threads: int | None = None
     duckdb_memory_limit: str | None = None
     # How much DuckDB may spill into its temp directory; None: DuckDB's default (90 % of the free disk).
@@ -323,6 +324,9 @@ class Settings:
         ingest_group_bytes = int(number(envvars.INGEST_GROUP_BYTES, default_ingest_group_bytes(memory)))
         if ingest_group_bytes < 1:
             raise ConfigError(f"{envvars.INGEST_GROUP_BYTES} must be 1 or more, got {ingest_group_bytes}")
+        ingest_file_writers = int(number(envvars.INGEST_FILE_WRITERS, base.ingest_file_writers))
+        if not 1 <= ingest_file_writers <= 64:
+            raise ConfigError(f"{envvars.INGEST_FILE_WRITERS} must be 1 to 64, got {ingest_file_writers}")
         if max_result_bytes < 1:
             raise ConfigError(f"{envvars.QUERY_MAX_RESULT_BYTES} must be 1 or more, got {max_result_bytes}")
         return cls(
@@ -351,6 +355,7 @@ class Settings:
             ingest_batch_messages=int(number(envvars.INGEST_BATCH_MESSAGES, base.ingest_batch_messages)),
             ingest_batch_window_s=number(envvars.INGEST_BATCH_WINDOW_S, base.ingest_batch_window_s),
             ingest_group_bytes=ingest_group_bytes,
+            ingest_file_writers=ingest_file_writers,
             duckdb_threads=int(threads) if threads else None,
             duckdb_memory_limit=env.get(envvars.DUCKDB_MEMORY_LIMIT) or default_duckdb_memory_limit(memory),
             duckdb_max_temp_size=env.get(envvars.DUCKDB_MAX_TEMP_SIZE) or None,

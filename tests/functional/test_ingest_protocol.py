@@ -401,3 +401,57 @@ def test_a_write_larger_than_the_bound_is_a_group_of_its_own(ports) -> None:  # 
     assert result.groups == 2 and sorted(result.committed) == sorted([small.write_id, big.write_id])
     assert result.already_done == ["again"]
     assert visible_rows(catalog, store, "db", "mem").num_rows == 5_010
+
+
+class _RendezvousStore:
+    """A store whose writes wait for one another: it completes only if ``parties`` run at once."""
+
+    def __init__(self, inner, parties: int) -> None:  # type: ignore[no-untyped-def]
+        import threading
+
+        self.inner = inner
+        self.barrier = threading.Barrier(parties, timeout=10)
+
+    def put_if_absent(self, key: str, data: bytes | memoryview) -> bool:
+        self.barrier.wait()
+        return bool(self.inner.put_if_absent(key, data))
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self.inner, name)
+
+
+def test_the_files_of_one_attempt_are_written_side_by_side_and_all_before_the_commit(ports) -> None:  # type: ignore[no-untyped-def]
+    store, catalog = ports
+    # Four hours, four files: each waits at the rendezvous until the four are being written at once.
+    batch = make_batch("db", "cpu", [BASE_US + hour * HOUR_US for hour in range(4)])
+    committed_with: list[int] = []
+
+    def fault(step: str) -> None:
+        if step == "files-written":  # just before the commit record: every file must be there
+            committed_with.append(sum(1 for f in store.root.rglob("*.parquet") if not f.name.startswith(".")))
+
+    rendezvous = _RendezvousStore(store, 4)
+    result = Ingestor(catalog, rendezvous, fault=fault, file_writers=4).ingest([queued(batch)])  # type: ignore[arg-type]
+    assert result.committed == [batch.write_id] and committed_with == [4]
+    assert [f.rows for f in catalog.list_files("db", "cpu")] == [1, 1, 1, 1]
+    assert visible_rows(catalog, store, "db", "cpu").num_rows == 4
+
+
+def test_a_file_that_fails_fails_its_attempt_once_the_others_are_done(ports) -> None:  # type: ignore[no-untyped-def]
+    store, catalog = ports
+    batch = make_batch("db", "cpu", [BASE_US + hour * HOUR_US for hour in range(6)])
+    written = 0
+
+    def fault(step: str) -> None:
+        nonlocal written
+        if step == "file-written":
+            written += 1
+            if written == 2:
+                raise Crash(step)
+
+    with pytest.raises(Crash):
+        Ingestor(catalog, store, fault=fault, file_writers=3).ingest([queued(batch)])
+    assert written == 6  # no file is still being written once the attempt has failed
+    assert catalog.list_files("db", "cpu") == []
+    assert not Ingestor(catalog, store).ingest([queued(batch)]).failed
+    assert visible_rows(catalog, store, "db", "cpu").num_rows == 6

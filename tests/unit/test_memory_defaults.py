@@ -42,3 +42,11 @@ def test_an_ingest_attempt_holds_an_eighth_of_the_function_memory(function_mb: i
     assert Settings.from_env({envvars.INGEST_GROUP_BYTES: "1000"}).ingest_group_bytes == 1000
     with pytest.raises(ConfigError, match=envvars.INGEST_GROUP_BYTES):
         Settings.from_env({envvars.INGEST_GROUP_BYTES: "0"})
+
+
+def test_ingest_file_writers_is_a_setting_within_bounds() -> None:
+    assert Settings.from_env({}).ingest_file_writers == 8
+    assert Settings.from_env({envvars.INGEST_FILE_WRITERS: "2"}).ingest_file_writers == 2
+    for refused in ("0", "65"):
+        with pytest.raises(ConfigError, match=envvars.INGEST_FILE_WRITERS):
+            Settings.from_env({envvars.INGEST_FILE_WRITERS: refused})

@@ -12,6 +12,7 @@ Parsing is linear in the SQL's length, and the SQL a caller may send is bounded
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 import threading
@@ -106,6 +107,19 @@ def _scalar(sql: str, parameter: str) -> str:
     return row[0]
 
 
+#: SQL up to this length keeps its serialized parse tree in memory: a query is parsed several times
+#: on its way (exact rewrites, the sandbox, pruning), and a dashboard sends the same text again.
+_CACHED_SQL_CHARS = 4096
+
+
+def _serialize(sql: str) -> str:
+    return _scalar("SELECT json_serialize_sql(?)", sql)
+
+
+# Text, not trees: each caller gets its own tree to change (json.loads costs a tenth of a parse).
+_serialized = functools.lru_cache(maxsize=256)(_serialize)
+
+
 def parse_select(sql: str, context: str = "SQL does not parse") -> dict[str, Any]:
     """DuckDB's parse tree of ``sql``, which must be one SELECT; ``context`` prefixes parse errors.
 
@@ -119,7 +133,7 @@ def parse_select(sql: str, context: str = "SQL does not parse") -> dict[str, Any
     except UnicodeEncodeError as exc:
         raise BadRequest(f"{context}: the SQL is not valid Unicode text (a lone surrogate)") from exc
     try:
-        tree = json.loads(_scalar("SELECT json_serialize_sql(?)", sql))
+        tree = json.loads(_serialized(sql) if len(sql) <= _CACHED_SQL_CHARS else _serialize(sql))
     except duckdb.Error as exc:
         raise BadRequest(f"{context}: {_first_line(exc)}") from exc
     except RecursionError as exc:
@@ -175,6 +189,11 @@ def _refuse_statements(sql: str) -> None:
 
 def expression_sql(expression: dict[str, Any]) -> str | None:
     """DuckDB's own printing of a parsed expression (None if it cannot print it)."""
+    literal = _string_literal(expression)
+    return literal if literal is not None else _printed_by_duckdb(expression)
+
+
+def _printed_by_duckdb(expression: dict[str, Any]) -> str | None:
     global _skeleton
     with _skeleton_lock:
         if _skeleton is None:
@@ -186,6 +205,23 @@ def expression_sql(expression: dict[str, Any]) -> str | None:
     except (duckdb.Error, BadRequest):
         return None
     return printed.removeprefix("SELECT ") if printed.startswith("SELECT ") else None
+
+
+def _string_literal(expression: dict[str, Any]) -> str | None:
+    """A string constant as DuckDB prints it (quoted, quotes doubled), without a round trip: the
+    time bounds dashboards send are such literals."""
+    if expression.get("class") != "CONSTANT" or expression.get("alias"):
+        return None
+    value = expression.get("value")
+    if not isinstance(value, dict) or value.get("is_null") is not False:
+        return None
+    kind = value.get("type")
+    text = value.get("value")
+    if not isinstance(kind, dict) or kind.get("id") != "VARCHAR" or kind.get("type_info") is not None:
+        return None
+    if not isinstance(text, str):
+        return None
+    return "'" + text.replace("'", "''") + "'"
 
 
 _COMMENT_MARK = re.compile(r"/\*|\*/")

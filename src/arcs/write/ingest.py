@@ -20,6 +20,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -65,6 +66,8 @@ MIN_ROW_GROUP_ROWS = 16_384
 TARGET_ROW_GROUPS_PER_FILE = 4
 #: Decoded bytes one ingest attempt holds at most (``Settings.ingest_group_bytes`` sets it).
 DEFAULT_GROUP_BYTES = 256 * 1024 * 1024
+#: Files of one attempt encoded and stored at once (``Settings.ingest_file_writers`` sets it).
+DEFAULT_FILE_WRITERS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +131,7 @@ class Ingestor:
         fault: FaultHook = _no_fault,
         tables_per_database: int | None = None,
         group_bytes: int = DEFAULT_GROUP_BYTES,
+        file_writers: int = DEFAULT_FILE_WRITERS,
     ) -> None:
         self.catalog = catalog
         self.store = store
@@ -140,6 +144,15 @@ class Ingestor:
         if group_bytes < 1:
             raise ValueError(f"group_bytes must be at least 1, got {group_bytes}")
         self.group_bytes = group_bytes
+        if file_writers < 1:
+            raise ValueError(f"file_writers must be at least 1, got {file_writers}")
+        # A write spanning many hours is a file per hour, each fsynced (or PUT) before the commit:
+        # one after the other, the attempt waits on the disk with a core idle. Parquet encoding
+        # and the fsync both release the GIL, so files written side by side use the cores and let
+        # the file system commit their fsyncs together.
+        self._writers = (
+            ThreadPoolExecutor(file_writers, thread_name_prefix="arcs-ingest-file") if file_writers > 1 else None
+        )
         # Tests stop the protocol between any two steps through this hook.
         self._fault = fault
 
@@ -273,7 +286,7 @@ class Ingestor:
             tables.append(part.table)
             tags.update(dict.fromkeys(part.tags))
             ranges.append(part.time_range)
-        files: list[FileRecord] = []
+        pieces: list[tuple[str, str, pa.Table, list[str]]] = []  # one per file: an hour's rows
         for (database, measurement), (tables, tags, ranges) in groups.items():
             # Promoting types (for a column missing from some parts) costs more than checking for it.
             same = all(t.schema == tables[0].schema for t in tables[1:])
@@ -301,10 +314,25 @@ class Ingestor:
                     table = table.take(pc.sort_indices(table, [(TIME_COLUMN, "ascending")]))
                 runs = _runs(_hours(table.column(TIME_COLUMN)))
             for start, stop in runs:
-                # A point written twice in the batch is stored once, merged (docs/compaction.md).
-                piece = merge_points(table.slice(start, stop - start), list(tags))
-                files.append(self._write_file(commit_id, len(files), database, measurement, piece, list(tags)))
-        return files
+                pieces.append((database, measurement, table.slice(start, stop - start), list(tags)))
+        # Every file is durable before this returns (the commit record follows); a failure is
+        # raised once all have finished, so none is still being written when the attempt fails.
+        if self._writers is None or len(pieces) < 2:
+            return [self._write_piece(commit_id, index, *piece) for index, piece in enumerate(pieces)]
+        pending: list[Future[FileRecord]] = [
+            self._writers.submit(self._write_piece, commit_id, index, *piece) for index, piece in enumerate(pieces)
+        ]
+        del pieces[:]
+        errors = [exc for f in pending if (exc := f.exception()) is not None]
+        if errors:
+            raise errors[0]
+        return [f.result() for f in pending]
+
+    def _write_piece(
+        self, commit_id: str, index: int, database: str, measurement: str, rows: pa.Table, tags: list[str]
+    ) -> FileRecord:
+        # A point written twice in the batch is stored once, merged (docs/compaction.md).
+        return self._write_file(commit_id, index, database, measurement, merge_points(rows, tags), tags)
 
     def _write_file(
         self, commit_id: str, index: int, database: str, measurement: str, table: pa.Table, tags: list[str]
