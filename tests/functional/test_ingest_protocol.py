@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -455,3 +456,21 @@ def test_a_file_that_fails_fails_its_attempt_once_the_others_are_done(ports) -> 
     assert catalog.list_files("db", "cpu") == []
     assert not Ingestor(catalog, store).ingest([queued(batch)]).failed
     assert visible_rows(catalog, store, "db", "cpu").num_rows == 6
+
+
+def test_an_ingestor_per_invocation_starts_no_new_writer_threads(ports, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # The functions build an Ingestor per invocation: the writers are the process's, not each call's.
+    store, catalog = ports
+    started: list[str] = []
+    start = threading.Thread.start
+
+    def counting_start(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", counting_start)
+    for call in range(5):
+        batch = make_batch("db", "cpu", [BASE_US + (call * 3 + hour) * HOUR_US for hour in range(3)])
+        assert Ingestor(catalog, store, file_writers=3).ingest([queued(batch)]).committed == [batch.write_id]
+    assert sum(1 for name in started if name.startswith("arcs-ingest-file")) <= 3
+    assert visible_rows(catalog, store, "db", "cpu").num_rows == 15

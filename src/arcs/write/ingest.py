@@ -16,6 +16,7 @@ Exactly-once visibility under at-least-once delivery (the argument is in docs/in
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -121,6 +122,13 @@ def _no_fault(step: str) -> None:
     return None
 
 
+@functools.cache
+def _file_writer_pool(size: int) -> ThreadPoolExecutor:
+    """One pool per size for the process: a function builds an ``Ingestor`` per invocation, and a
+    pool each time would start its threads again on every call."""
+    return ThreadPoolExecutor(size, thread_name_prefix="arcs-ingest-file")
+
+
 class Ingestor:
     def __init__(
         self,
@@ -150,9 +158,7 @@ class Ingestor:
         # one after the other, the attempt waits on the disk with a core idle. Parquet encoding
         # and the fsync both release the GIL, so files written side by side use the cores and let
         # the file system commit their fsyncs together.
-        self._writers = (
-            ThreadPoolExecutor(file_writers, thread_name_prefix="arcs-ingest-file") if file_writers > 1 else None
-        )
+        self._writers = _file_writer_pool(file_writers) if file_writers > 1 else None
         # Tests stop the protocol between any two steps through this hook.
         self._fault = fault
 
