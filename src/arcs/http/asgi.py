@@ -127,7 +127,7 @@ class AsgiApp:
         finally:
             self._uncount_caller(admission.caller)
         if response is not None:
-            await self._send(send, response)
+            await self._send(send, response, receive)
 
     def _body_limit(self, path: str, upload: bool) -> int:
         """The most bytes ``path``'s body may have."""
@@ -218,7 +218,7 @@ class AsgiApp:
                 f"the server is busy: {what} within {self.limits.queue_timeout_s:g} s; retry", retry_after_s=1
             ) from None
 
-    async def _send(self, send: Send, response: HttpResponse) -> None:
+    async def _send(self, send: Send, response: HttpResponse, receive: Receive | None = None) -> None:
         headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.items()]
         if response.stream is None:
             headers.append((b"content-length", str(len(response.body)).encode()))
@@ -230,11 +230,33 @@ class AsgiApp:
         headers = [(name, value) for name, value in headers if name != b"content-length"]
         await send({"type": "http.response.start", "status": response.status, "headers": headers})
         loop = asyncio.get_running_loop()
-        if response.body:
-            await send({"type": "http.response.body", "body": response.body, "more_body": True})
-        while (piece := await loop.run_in_executor(self._streams, next, response.stream, None)) is not None:
-            await send({"type": "http.response.body", "body": piece, "more_body": True})
-        await send({"type": "http.response.body", "body": b""})
+        # A client that leaves mid-stream is told by ``receive`` alone (sends to it are dropped):
+        # the stream is then closed, so the query (in arcs local, the function) stops producing.
+        gone = asyncio.ensure_future(_disconnected(receive)) if receive is not None else None
+        try:
+            if response.body:
+                await send({"type": "http.response.body", "body": response.body, "more_body": True})
+            while (piece := await loop.run_in_executor(self._streams, next, response.stream, None)) is not None:
+                if gone is not None and gone.done():
+                    await loop.run_in_executor(self._streams, _close, response.stream)
+                    return
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+        finally:
+            if gone is not None:
+                gone.cancel()
+
+
+async def _disconnected(receive: Receive) -> None:
+    """Return once the client has gone (the request's body is read whole before any answer)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+def _close(stream: object) -> None:
+    close = getattr(stream, "close", None)
+    if close is not None:
+        close()
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:
