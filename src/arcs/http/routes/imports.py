@@ -173,7 +173,7 @@ def imports_router(runtime: Runtime) -> Router:
 
     def upload() -> tuple[Callable[[], IO[bytes]], str, int, str | None]:
         """Opens the file (the one streamed to disk, or the request's body); its SHA-256, size, path."""
-        from arcs.write.imports import file_opener
+        from arcs.write.imports.chunks import file_opener
         from arcs.write.uploads import FileBody
 
         context = (router.current_event.raw_event.get("requestContext") or {}).get(UPLOAD_CONTEXT)
@@ -205,7 +205,7 @@ def imports_router(runtime: Runtime) -> Router:
         ),
     )
     def import_file(kind: str) -> dict[str, Any]:
-        from arcs.write.imports import ImportOptions  # lazy: the decoders, for the functions that import
+        from arcs.write.imports.options import ImportOptions  # lazy: the decoders, for the functions that import
 
         caller = request.caller("write")
         database = import_database(request.header, request.param)
@@ -305,7 +305,7 @@ def import_uploads_router(runtime: Runtime) -> Router:
         ),
     )
     def create_upload() -> dict[str, Any]:
-        from arcs.write.imports import ImportOptions  # lazy: the decoders' checks, for this route only
+        from arcs.write.imports.options import ImportOptions  # lazy: the decoders' checks, for this route only
 
         caller = request.caller("write")
         options = ImportOptions.parse(request.param("format") or "", database(), request.param)
