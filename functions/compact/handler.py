@@ -45,7 +45,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         logger.info("retention ran", extra=ran)
         return {"task": RETENTION, **ran}
     if task == IMPORT:
-        from arcs.write.imports import run_uploaded  # lazy: the decoders, for this task only
+        from arcs.write.imports.store import run_uploaded  # lazy: the decoders, for this task only
 
         status = run_uploaded(lambda_runtime(), str(event.get("database")), str(event.get("import_id")))
         shown = status.public() if status is not None else {"state": "unknown"}

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from arcs.query.service import QueryService
     from arcs.write.edge import WriteService
     from arcs.write.import_status import ImportLedger
-    from arcs.write.imports import Importer
+    from arcs.write.imports.store import Importer
     from arcs.write.ingest import Ingestor
 
 logger = logging.getLogger(__name__)
@@ -135,7 +135,7 @@ class Runtime:
 
     @functools.cached_property
     def importer(self) -> Importer:
-        from arcs.write.imports import Importer, IngestSink  # lazy: with the decoders, for the routes that import
+        from arcs.write.imports.store import Importer, IngestSink  # lazy: with the decoders, for the routes that import
 
         sink = IngestSink(self.ingestor())
         return Importer(self.writes.schemas, sink, self.import_ledger, self.settings.import_max_bytes)
@@ -146,7 +146,7 @@ class Runtime:
         data itself), so its answer means queued, as a write's; the standalone server stores them."""
         if self.settings.backend == "local":
             return self.importer
-        from arcs.write.imports import Importer, QueueSink
+        from arcs.write.imports.store import Importer, QueueSink
 
         writes = self.writes
         sink = QueueSink(writes.queue, writes.envelope_compression)

@@ -683,9 +683,9 @@ def test_an_empty_upload_is_refused_at_completion_and_may_be_put_again(fn: Lambd
 def test_an_uploaded_import_cut_short_is_finished_by_lambdas_retry_and_stored_once(
     fn: Lambda, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from arcs.write import imports
+    from arcs.write.imports import chunks, store
 
-    monkeypatch.setattr(imports, "CHUNK_BYTES", 4096)  # about 100 lines a chunk
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 4096)  # about 100 lines a chunk
     m = name("cpu")
     data = (lp(m, 2000) + "\n").encode()
     query = {"format": "lp", "import_id": "upload-1", "db": "default"}
@@ -703,16 +703,16 @@ def test_an_uploaded_import_cut_short_is_finished_by_lambdas_retry_and_stored_on
     class Timeout(BaseException):
         """The function's timeout: the invocation ends where it is."""
 
-    sink = imports.IngestSink.__call__
+    sink = store.IngestSink.__call__
     calls = {"n": 0}
 
-    def cut_short(self: imports.IngestSink, writes: list[Any]) -> None:
+    def cut_short(self: store.IngestSink, writes: list[Any]) -> None:
         calls["n"] += 1
         if calls["n"] == 5:
             raise Timeout
         sink(self, writes)
 
-    monkeypatch.setattr(imports.IngestSink, "__call__", cut_short)
+    monkeypatch.setattr(store.IngestSink, "__call__", cut_short)
     fn.runtime.importer.group_bytes = 1  # every chunk an ingest attempt of its own
     with pytest.raises(Timeout):
         fn.handlers.compact(invoked[0], context("arcs-compact"))

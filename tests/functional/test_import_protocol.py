@@ -17,9 +17,10 @@ import zstandard
 
 from arcs.errors import BadRequest, Conflict, PayloadTooLarge
 from arcs.ports import Catalog, ObjectStore
-from arcs.write import imports
-from arcs.write.import_status import ImportLedger, chunk_write_id
-from arcs.write.imports import Importer, ImportFormat, ImportOptions, IngestSink
+from arcs.write.import_status import ImportLedger, ImportStatus, chunk_write_id
+from arcs.write.imports import chunks
+from arcs.write.imports.options import ImportFormat, ImportOptions
+from arcs.write.imports.store import Importer, IngestSink
 from arcs.write.ingest import Ingestor
 from arcs.write.schema import SchemaRegistry
 from tests.helpers import local_ports, visible_rows
@@ -48,8 +49,8 @@ def ports(tmp_path: Path) -> tuple[ObjectStore, Catalog]:
 @pytest.fixture
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks of a few lines, so a small file is many chunks (and many ingest attempts)."""
-    monkeypatch.setattr(imports, "CHUNK_BYTES", 256)
-    monkeypatch.setattr(imports, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 256)
+    monkeypatch.setattr(chunks, "CHUNK_ROWS", 7)
 
 
 def importer(ports: tuple[ObjectStore, Catalog], max_bytes: int = 1 << 30) -> Importer:
@@ -57,7 +58,7 @@ def importer(ports: tuple[ObjectStore, Catalog], max_bytes: int = 1 << 30) -> Im
     return Importer(SchemaRegistry(catalog), IngestSink(Ingestor(catalog, store)), ImportLedger(store, ""), max_bytes)
 
 
-def run(imp: Importer, data: bytes, options: ImportOptions, import_id: str = "imp-1") -> imports.ImportStatus:
+def run(imp: Importer, data: bytes, options: ImportOptions, import_id: str = "imp-1") -> ImportStatus:
     return imp.run(imp.begin(import_id, options, None, len(data)), opener(data))
 
 
@@ -240,8 +241,8 @@ def test_a_string_spanning_lines_across_a_chunk_end_is_read_whole(ports, small_c
 
 
 def test_a_line_longer_than_the_limit_is_refused(ports, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(imports, "CHUNK_BYTES", 1024)
-    monkeypatch.setattr(imports, "MAX_LINE_BYTES", 4096)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1024)
+    monkeypatch.setattr(chunks, "MAX_LINE_BYTES", 4096)
     data = lines(3) + b"cpu,host=a v=" + b"1" * 10_000 + b" 1700000000\n"
     with pytest.raises(BadRequest, match="line 4: longer than 4096 bytes"):
         run(importer(ports), data, LP)

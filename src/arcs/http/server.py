@@ -228,7 +228,7 @@ def resume_imports(runtime: LocalRuntime) -> threading.Thread | None:
     if not unfinished:
         return None
 
-    from arcs.write.imports import file_opener
+    from arcs.write.imports.chunks import file_opener
 
     def resume() -> None:
         for status in unfinished:

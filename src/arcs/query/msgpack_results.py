@@ -56,6 +56,11 @@ def wire_type(kind: pa.DataType) -> str:
         return wire_type(kind.value_type)
     if pa.types.is_decimal(kind):
         return "int64" if kind.scale == 0 else "float64"
+    return _scalar_wire_type(kind) or _nested_wire_type(kind)
+
+
+def _scalar_wire_type(kind: pa.DataType) -> str | None:
+    """The name of a type of single values (numbers, text, bytes, instants), or None."""
     if pa.types.is_boolean(kind):
         return "bool"
     if pa.types.is_integer(kind):
@@ -76,6 +81,11 @@ def wire_type(kind: pa.DataType) -> str:
         return "date32"
     if pa.types.is_timestamp(kind):
         return f"timestamp[{kind.unit}]"
+    return None
+
+
+def _nested_wire_type(kind: pa.DataType) -> str:
+    """The name of a list, map or struct type, of null, or of what is sent as text."""
     if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
         return "list"
     if pa.types.is_list_view(kind) or pa.types.is_large_list_view(kind):

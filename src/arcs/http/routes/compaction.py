@@ -33,7 +33,7 @@ from arcs.http.route_docs import (
     obj,
     query_param,
 )
-from arcs.http.routes.request import RequestView
+from arcs.http.routes.request import RequestView, limit_param
 from arcs.lifecycle.compaction.report import job_json
 from arcs.names import check_database, check_measurement
 from arcs.ports import CompactionJob
@@ -163,22 +163,10 @@ def compaction_router(runtime: Runtime) -> Router:
         return request.caller("read")
 
     def limit() -> int:
-        raw = request.param("limit") or str(DEFAULT_LIMIT)
-        if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
-            raise BadRequest(f"'limit' must be a whole number from 1 to {MAX_LIMIT}")
-        return int(raw)
+        return limit_param(request.param("limit"), DEFAULT_LIMIT, MAX_LIMIT)
 
     def visible(caller: Principal, jobs: list[CompactionJob]) -> list[CompactionJob]:
         return [job for job in jobs if caller.may_use(job.partition.database)]
-
-    def scope(caller: Principal, database: str | None, measurement: str | None) -> None:
-        if database is not None:
-            check_database(database)
-            caller.require_database(database)
-        if measurement is not None:
-            check_measurement(measurement)
-            if database is None:
-                raise BadRequest("'measurement' needs 'database'")
 
     @router.get(
         "/api/v1/compaction/status",
@@ -238,7 +226,7 @@ def compaction_router(runtime: Runtime) -> Router:
     def candidates() -> dict[str, Any]:
         caller = reader()
         database, measurement = request.param("database"), request.param("measurement")
-        scope(caller, database, measurement)
+        _check_scope(caller, database, measurement)
         compactor = runtime.compactor
         upper = [c for tier in compactor.upper_tiers() for c in tier.candidates(database, measurement)]
         every = [*compactor.candidates(database, measurement), *upper]
@@ -276,8 +264,19 @@ def compaction_router(runtime: Runtime) -> Router:
         caller = request.caller("admin")
         body = request.json()
         database, measurement = body.get("database"), body.get("measurement")
-        scope(caller, database, measurement)
+        _check_scope(caller, database, measurement)
         started = runtime.compaction_trigger.trigger(database, measurement)
         return Response(202, "application/json", json.dumps({"success": True, **started}, separators=(",", ":")))
 
     return router
+
+
+def _check_scope(caller: Principal, database: str | None, measurement: str | None) -> None:
+    """A run or listing limited to a database (which the caller may use) or one of its measurements."""
+    if database is not None:
+        check_database(database)
+        caller.require_database(database)
+    if measurement is not None:
+        check_measurement(measurement)
+        if database is None:
+            raise BadRequest("'measurement' needs 'database'")

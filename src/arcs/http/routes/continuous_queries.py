@@ -37,7 +37,7 @@ from arcs.http.route_docs import (
     path_param,
     query_param,
 )
-from arcs.http.routes.request import RequestView, flag
+from arcs.http.routes.request import RequestView, flag, limit_param
 from arcs.names import check_database
 from arcs.ports import ContinuousQuery, CQExecution
 from arcs.query.service import QueryResult
@@ -278,10 +278,7 @@ def continuous_queries_router(runtime: Runtime) -> Router:
         return runtime.continuous_queries
 
     def visible(caller: Principal, query_id: str) -> ContinuousQuery:
-        query = runtime.catalog.get_continuous_query(_query_id(query_id))
-        if query is None or not caller.may_use(query.database):
-            raise NotFound(f"continuous query {query_id} not found")
-        return query
+        return _visible_query(runtime, caller, query_id)
 
     @router.get(
         BASE,
@@ -390,9 +387,7 @@ def continuous_queries_router(runtime: Runtime) -> Router:
         dry_run = flag(document, "dry_run")
         start_us = parse_time(document.get("start_time"), "start_time")
         end_us = parse_time(document.get("end_time"), "end_time")
-        execution_id = document.get("execution_id")
-        if execution_id is not None and (not isinstance(execution_id, str) or not EXECUTION_ID.fullmatch(execution_id)):
-            raise BadRequest("'execution_id' must be 1 to 64 letters, digits, '_' or '-' (or absent)")
+        execution_id = _execution_id(document)
         result = service().execute(query.query_id, start_us, end_us, dry_run, execution_id)
         return execute_json(result, dry_run)
 
@@ -407,10 +402,8 @@ def continuous_queries_router(runtime: Runtime) -> Router:
     )
     def list_executions(query_id: str) -> dict[str, Any]:
         query = visible(request.caller("read"), query_id)
-        raw = request.param("limit") or "100"
-        if not raw.isdigit() or not 1 <= int(raw) <= MAX_EXECUTIONS:
-            raise BadRequest(f"'limit' must be a whole number from 1 to {MAX_EXECUTIONS}")
-        executions = runtime.catalog.list_cq_executions(query.query_id, int(raw))
+        limit = limit_param(request.param("limit"), 100, MAX_EXECUTIONS)
+        executions = runtime.catalog.list_cq_executions(query.query_id, limit)
         return {
             "success": True,
             "query_id": query.query_id,
@@ -420,3 +413,19 @@ def continuous_queries_router(runtime: Runtime) -> Router:
         }
 
     return router
+
+
+def _visible_query(runtime: Runtime, caller: Principal, query_id: str) -> ContinuousQuery:
+    """The continuous query, or a 404 when there is none or it is of a database the caller may not use."""
+    query = runtime.catalog.get_continuous_query(_query_id(query_id))
+    if query is None or not caller.may_use(query.database):
+        raise NotFound(f"continuous query {query_id} not found")
+    return query
+
+
+def _execution_id(document: dict[str, Any]) -> str | None:
+    """The body's optional ``execution_id``: a retried execution names the one it repeats."""
+    execution_id = document.get("execution_id")
+    if execution_id is not None and (not isinstance(execution_id, str) or not EXECUTION_ID.fullmatch(execution_id)):
+        raise BadRequest("'execution_id' must be 1 to 64 letters, digits, '_' or '-' (or absent)")
+    return execution_id

@@ -173,7 +173,7 @@ def imports_router(runtime: Runtime) -> Router:
 
     def upload() -> tuple[Callable[[], IO[bytes]], str, int, str | None]:
         """Opens the file (the one streamed to disk, or the request's body); its SHA-256, size, path."""
-        from arcs.write.imports import file_opener
+        from arcs.write.imports.chunks import file_opener
         from arcs.write.uploads import FileBody
 
         context = (router.current_event.raw_event.get("requestContext") or {}).get(UPLOAD_CONTEXT)
@@ -205,7 +205,7 @@ def imports_router(runtime: Runtime) -> Router:
         ),
     )
     def import_file(kind: str) -> dict[str, Any]:
-        from arcs.write.imports import ImportOptions  # lazy: the decoders, for the functions that import
+        from arcs.write.imports.options import ImportOptions  # lazy: the decoders, for the functions that import
 
         caller = request.caller("write")
         database = import_database(request.header, request.param)
@@ -305,21 +305,14 @@ def import_uploads_router(runtime: Runtime) -> Router:
         ),
     )
     def create_upload() -> dict[str, Any]:
-        from arcs.write.imports import ImportOptions  # lazy: the decoders' checks, for this route only
+        from arcs.write.imports.options import ImportOptions  # lazy: the decoders' checks, for this route only
 
         caller = request.caller("write")
         options = ImportOptions.parse(request.param("format") or "", database(), request.param)
         caller.require_database(options.database)
         store = uploads()
         ident = requested_import_id(request)
-        parts = _count(request.param("parts"), "parts", 1, S3_MAX_PARTS)
-        declared = _count(request.param("size"), "size", 0, 1 << 62)
-        if declared is not None and declared > runtime.settings.import_max_bytes:
-            raise PayloadTooLarge(
-                f"the file is {declared} bytes; the import limit is {runtime.settings.import_max_bytes}"
-            )
-        if parts is None and declared is not None and declared > S3_MAX_PUT_BYTES:
-            raise BadRequest(f"S3 takes at most {S3_MAX_PUT_BYTES} bytes in one PUT: ask for parts (parts=N)")
+        parts = _upload_parts(request.param("parts"), request.param("size"), runtime.settings.import_max_bytes)
         ledger = runtime.import_ledger
         previous = ledger.get(options.database, ident)
         if previous is not None and previous.state != "awaiting_upload":
@@ -374,28 +367,46 @@ def import_uploads_router(runtime: Runtime) -> Router:
         if status is None:
             raise NotFound(f"no import {ident!r} in database {name!r}")
         if status.state == "awaiting_upload":
-            store = uploads()
-            key = str(status.upload)
-            if status.upload_id is not None:
-                store.finish_multipart(key, status.upload_id, _parts(request.json()))
-            size = store.size(key)
-            if size is None:
-                raise BadRequest("nothing was uploaded yet: PUT the file to the upload URL first")
-            if size == 0:  # refused here, as a file posted whole is, rather than failed by the import
-                raise BadRequest("the uploaded file is empty: PUT the file to the upload URL again")
-            limit = runtime.settings.import_max_bytes
-            if size > limit:
-                runtime.store.delete(key)
-                status.state, status.error, status.error_status = "failed", "the file exceeds the import limit", 413
-                ledger.put(status)
-                raise PayloadTooLarge(f"the file is {size} bytes; the import limit is {limit}")
-            status.state, status.bytes_total, status.upload_id = "queued", size, None
-            ledger.put(status)
-            runtime.start_import(name, status.import_id)
+            _queue_upload(runtime, uploads(), name, status, request.json)
         body = {"status": "accepted", "import": status.public(), "status_url": f"{IMPORT_PREFIX}status/{ident}"}
         return Response(202, "application/json", json.dumps(body))
 
     return router
+
+
+def _upload_parts(parts_param: str | None, size_param: str | None, max_bytes: int) -> int | None:
+    """The parts an upload asks for (None: one PUT), checked against the size it declares, if any."""
+    parts = _count(parts_param, "parts", 1, S3_MAX_PARTS)
+    declared = _count(size_param, "size", 0, 1 << 62)
+    if declared is not None and declared > max_bytes:
+        raise PayloadTooLarge(f"the file is {declared} bytes; the import limit is {max_bytes}")
+    if parts is None and declared is not None and declared > S3_MAX_PUT_BYTES:
+        raise BadRequest(f"S3 takes at most {S3_MAX_PUT_BYTES} bytes in one PUT: ask for parts (parts=N)")
+    return parts
+
+
+def _queue_upload(
+    runtime: Runtime, store: UploadStore, database: str, status: ImportStatus, body: Callable[[], dict[str, Any]]
+) -> None:
+    """Finish an upload (its multipart upload, with the parts ``body`` names), check the file is
+    there and within the limit, and start its import; a file over the limit is deleted."""
+    key = str(status.upload)
+    if status.upload_id is not None:
+        store.finish_multipart(key, status.upload_id, _parts(body()))
+    size = store.size(key)
+    if size is None:
+        raise BadRequest("nothing was uploaded yet: PUT the file to the upload URL first")
+    if size == 0:  # refused here, as a file posted whole is, rather than failed by the import
+        raise BadRequest("the uploaded file is empty: PUT the file to the upload URL again")
+    limit = runtime.settings.import_max_bytes
+    if size > limit:
+        runtime.store.delete(key)
+        status.state, status.error, status.error_status = "failed", "the file exceeds the import limit", 413
+        runtime.import_ledger.put(status)
+        raise PayloadTooLarge(f"the file is {size} bytes; the import limit is {limit}")
+    status.state, status.bytes_total, status.upload_id = "queued", size, None
+    runtime.import_ledger.put(status)
+    runtime.start_import(database, status.import_id)
 
 
 def _count(text: str | None, name: str, low: int, high: int) -> int | None:

@@ -130,39 +130,48 @@ _ENCODED: dict[str, dict[str, Any]] = {
 _QUERY_ERRORS = (400, 401, 403, 404, 408, 413, 429, 503, 504)
 
 
-def queries_router(runtime: Runtime) -> Router:
-    router = Router()
-    request = RequestView(router)
+class _Answers:
+    """How a query's result goes back to the caller of one router: in the response, streamed as it
+    is written, or stored for the caller to GET (a 303) when a Lambda response cannot hold it."""
 
-    def body_database(document: Mapping[str, Any]) -> str:
+    def __init__(self, runtime: Runtime, request: RequestView) -> None:
+        self.runtime = runtime
+        self.request = request
+
+    def body_database(self, document: Mapping[str, Any]) -> str:
         """The body's ``database`` (absent, null or empty: the header's, else the default)."""
         named = document.get("database")
         if named is not None and not isinstance(named, str):
             raise BadRequest("'database' must be a database name (or absent: the x-arc-database header's)")
-        return request.database(named or None)
+        return self.request.database(named or None)
 
-    def run_query() -> QueryResult:
-        caller = request.caller("read")
-        document = request.json()
-        return runtime.queries.run(document.get("sql"), body_database(document), caller)
+    def run_query(self) -> QueryResult:
+        caller = self.request.caller("read")
+        document = self.request.json()
+        return self.runtime.queries.run(document.get("sql"), self.body_database(document), caller)
 
-    def negotiated_coding() -> Coding | None:
-        return response_encoding.negotiate(request.header("accept-encoding"))
+    def negotiated_coding(self) -> Coding | None:
+        return response_encoding.negotiate(self.request.header("accept-encoding"))
 
     def answer_streamed(
-        body: SizedBody, content_type: str, extension: str, headers: dict[str, str], coding: Coding | None = None
+        self, body: SizedBody, content_type: str, extension: str, headers: dict[str, str], coding: Coding | None = None
     ) -> Response[Any]:
         """200 with the result streamed as it is written (compressed as a stream when ``coding``), or
         a 303 to it in storage past what Lambda streams (200 MB)."""
-        if runtime.result_handoff is None or body.size <= runtime.settings.query_stream_max_bytes:
+        if self.runtime.result_handoff is None or body.size <= self.runtime.settings.query_stream_max_bytes:
             pieces = body.pieces if coding is None else response_encoding.compress_pieces(body.pieces, coding)
             stream_answer(pieces)
             return Response(200, content_type, "", {**headers, **response_encoding.headers(coding)})
-        refuse_unless_redirects_followed(body.size, runtime.settings.query_stream_max_bytes)
-        return handed_off(b"".join(body.pieces), content_type, extension, headers)
+        self.refuse_unless_redirects_followed(body.size, self.runtime.settings.query_stream_max_bytes)
+        return self.handed_off(b"".join(body.pieces), content_type, extension, headers)
 
     def answer(
-        body: str | bytes, content_type: str, extension: str, headers: dict[str, str], coding: Coding | None = None
+        self,
+        body: str | bytes,
+        content_type: str,
+        extension: str,
+        headers: dict[str, str],
+        coding: Coding | None = None,
     ) -> Response[Any]:
         """200 with the result (compressed when ``coding``: Lambda's limit holds the compressed
         body), or a 303 to it in storage when a Lambda response cannot hold it."""
@@ -170,16 +179,16 @@ def queries_router(runtime: Runtime) -> Router:
         if coding is not None:
             sent = response_encoding.compress(body.encode() if isinstance(body, str) else body, coding)
             headers = {**headers, **response_encoding.headers(coding)}
-        handoff = runtime.result_handoff
+        handoff = self.runtime.result_handoff
         if handoff is None or not handoff.too_big_to_answer(sent):
             return _response(200, content_type, sent, headers)
-        refuse_unless_redirects_followed(len(sent), runtime.settings.query_inline_max_bytes)
+        self.refuse_unless_redirects_followed(len(sent), self.runtime.settings.query_inline_max_bytes)
         headers.pop("Content-Encoding", None)  # the stored result is not compressed
-        return handed_off(body, content_type, extension, headers)
+        return self.handed_off(body, content_type, extension, headers)
 
-    def refuse_unless_redirects_followed(size: int, limit: int) -> None:
+    def refuse_unless_redirects_followed(self, size: int, limit: int) -> None:
         """A 400 instead of a 303 for a client known to follow no redirect: it says why and what to do."""
-        agent = request.header("user-agent") or ""
+        agent = self.request.header("user-agent") or ""
         if agent.startswith(NO_REDIRECT_AGENTS):
             raise BadRequest(
                 f"the result ({size} bytes) is larger than one response carries here ({limit} bytes), and "
@@ -187,9 +196,11 @@ def queries_router(runtime: Runtime) -> Router:
                 "time range, fewer columns, a LIMIT), or use a client that follows redirects"
             )
 
-    def handed_off(body: str | bytes, content_type: str, extension: str, headers: dict[str, str]) -> Response[Any]:
+    def handed_off(
+        self, body: str | bytes, content_type: str, extension: str, headers: dict[str, str]
+    ) -> Response[Any]:
         """303 to the result, stored for the caller to GET."""
-        handoff = runtime.result_handoff
+        handoff = self.runtime.result_handoff
         if handoff is None:
             raise RuntimeError("no storage to hand results off to")
         stored = handoff.hand_off(body, content_type, extension)
@@ -211,15 +222,21 @@ def queries_router(runtime: Runtime) -> Router:
             {**headers, "Location": stored.url, "X-Arc-Result-Content-Type": content_type},
         )
 
-    def answer_json(result: QueryResult) -> Response[Any]:
-        negotiated = negotiated_coding()
+    def answer_json(self, result: QueryResult) -> Response[Any]:
+        negotiated = self.negotiated_coding()
         vary = dict(response_encoding.VARY)
         if answer_streams():
-            body = json_document_body(result, runtime.settings.query_max_result_bytes)
-            return answer_streamed(body, "application/json", "json", vary, negotiated)
+            body = json_document_body(result, self.runtime.settings.query_max_result_bytes)
+            return self.answer_streamed(body, "application/json", "json", vary, negotiated)
         # A str body: Powertools would send bytes base64-encoded, a third larger against Lambda's 6 MB.
-        document = to_json_document(result, runtime.settings.query_max_result_bytes)
-        return answer(document.decode(), "application/json", "json", vary, negotiated)
+        document = to_json_document(result, self.runtime.settings.query_max_result_bytes)
+        return self.answer(document.decode(), "application/json", "json", vary, negotiated)
+
+
+def queries_router(runtime: Runtime) -> Router:
+    router = Router()
+    request = RequestView(router)
+    answers = _Answers(runtime, request)
 
     @router.post(
         "/api/v1/query",
@@ -233,7 +250,7 @@ def queries_router(runtime: Runtime) -> Router:
         ),
     )
     def query_json() -> Response[Any]:
-        return answer_json(run_query())
+        return answers.answer_json(answers.run_query())
 
     @router.post(
         "/api/v1/query/msgpack",
@@ -258,13 +275,13 @@ def queries_router(runtime: Runtime) -> Router:
 
         started = time.perf_counter()
         try:
-            result = run_query()
-            negotiated = negotiated_coding()
+            result = answers.run_query()
+            negotiated = answers.negotiated_coding()
             vary = dict(response_encoding.VARY)
             body = msgpack_body(result, runtime.settings.query_max_result_bytes)
             if answer_streams():
-                return answer_streamed(body, MSGPACK, "msgpack", vary, negotiated)
-            return answer(b"".join(body.pieces), MSGPACK, "msgpack", vary, negotiated)
+                return answers.answer_streamed(body, MSGPACK, "msgpack", vary, negotiated)
+            return answers.answer(b"".join(body.pieces), MSGPACK, "msgpack", vary, negotiated)
         except ArcsError as exc:
             (logger.warning if exc.client_error else logger.error)("msgpack query -> %d: %s", exc.status, exc.message)
             elapsed_ms = (time.perf_counter() - started) * 1000
@@ -284,11 +301,11 @@ def queries_router(runtime: Runtime) -> Router:
         ),
     )
     def query_arrow() -> Response[Any]:
-        result = run_query()
+        result = answers.run_query()
         timing = {"X-Arc-Execution-Time-Ms": f"{result.execution_time_ms:.3f}"}
         if answer_streams():
-            return answer_streamed(arrow_stream_body(result.table), ARROW_STREAM, "arrows", timing)
-        return answer(to_arrow_stream(result.table), ARROW_STREAM, "arrows", timing)
+            return answers.answer_streamed(arrow_stream_body(result.table), ARROW_STREAM, "arrows", timing)
+        return answers.answer(to_arrow_stream(result.table), ARROW_STREAM, "arrows", timing)
 
     @router.post(
         "/api/v1/query/estimate",
@@ -304,7 +321,9 @@ def queries_router(runtime: Runtime) -> Router:
         started = time.perf_counter()
         caller = request.caller("read")
         document = request.json()
-        estimate = estimate_query(document.get("sql"), body_database(document), caller, runtime.catalog, runtime.store)
+        estimate = estimate_query(
+            document.get("sql"), answers.body_database(document), caller, runtime.catalog, runtime.store
+        )
         return {
             "success": True,
             "estimated_rows": estimate.rows,
@@ -350,7 +369,7 @@ def queries_router(runtime: Runtime) -> Router:
             where=request.param("where"),
         )
         check_single_measurement_query(sql, database, measurement)
-        return answer_json(runtime.queries.run(sql, database, caller))
+        return answers.answer_json(runtime.queries.run(sql, database, caller))
 
     return router
 

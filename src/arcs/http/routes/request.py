@@ -70,3 +70,11 @@ def flag(document: dict[str, Any], name: str) -> bool:
     if not isinstance(value, bool):
         raise BadRequest(f"{name!r} must be true or false")
     return value
+
+
+def limit_param(raw: str | None, default: int, maximum: int) -> int:
+    """A ``limit`` query parameter: a whole number from 1 to ``maximum`` (``default`` when absent)."""
+    text = raw or str(default)
+    if not text.isdigit() or not 1 <= int(text) <= maximum:
+        raise BadRequest(f"'limit' must be a whole number from 1 to {maximum}")
+    return int(text)

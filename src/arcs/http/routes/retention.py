@@ -39,7 +39,7 @@ from arcs.http.route_docs import (
     path_param,
     query_param,
 )
-from arcs.http.routes.request import RequestView, flag
+from arcs.http.routes.request import RequestView, flag, limit_param
 from arcs.names import check_database
 from arcs.ports import Catalog, RetentionExecution, RetentionPolicy
 
@@ -240,10 +240,7 @@ def retention_router(runtime: Runtime) -> Router:
         return caller
 
     def visible(caller: Principal, policy_id: str) -> RetentionPolicy:
-        policy = runtime.catalog.get_retention_policy(_policy_id(policy_id))
-        if policy is None or not caller.may_use(policy.database):
-            raise NotFound(f"retention policy {policy_id} not found")
-        return policy
+        return _visible_policy(runtime, caller, policy_id)
 
     @router.get(
         BASE,
@@ -337,12 +334,7 @@ def retention_router(runtime: Runtime) -> Router:
     )
     def execute_policy(policy_id: str) -> dict[str, Any]:
         policy = visible(caller_with("admin"), policy_id)
-        document = request.json()
-        dry_run, confirm = flag(document, "dry_run"), flag(document, "confirm")
-        if not dry_run and not confirm:
-            raise BadRequest(
-                'executing a retention policy deletes data for good: send "confirm": true (or "dry_run": true)'
-            )
+        dry_run = _dry_run_unless_confirmed(request.json(), "executing a retention policy")
         execution = service().execute(policy, dry_run=dry_run)
         return {
             "success": execution.status in ("succeeded", "dry_run"),
@@ -364,14 +356,8 @@ def retention_router(runtime: Runtime) -> Router:
     def run_schedule() -> dict[str, Any]:
         caller_with("admin")
         document = request.json()
-        dry_run, confirm = flag(document, "dry_run"), flag(document, "confirm")
-        if not dry_run and not confirm:
-            raise BadRequest('a retention run deletes data for good: send "confirm": true (or "dry_run": true)')
-        database = document.get("database")
-        if database is not None:
-            if not isinstance(database, str):
-                raise BadRequest("'database' must be a database name (or absent: every database)")
-            check_database(database)
+        dry_run = _dry_run_unless_confirmed(document, "a retention run")
+        database = _run_database(document)
         run = service().run_due(dry_run=dry_run, kind="manual", scope=lambda name: database is None or name == database)
         return {"success": run.complete, **run.to_json()}
 
@@ -386,10 +372,9 @@ def retention_router(runtime: Runtime) -> Router:
     )
     def list_executions(policy_id: str) -> dict[str, Any]:
         policy = visible(caller_with("read"), policy_id)
-        raw = request.param("limit") or "100"
-        if not raw.isdigit() or not 1 <= int(raw) <= MAX_EXECUTIONS:
-            raise BadRequest(f"'limit' must be a whole number from 1 to {MAX_EXECUTIONS}")
-        executions = runtime.catalog.list_retention_executions(policy.policy_id, int(raw))
+        executions = runtime.catalog.list_retention_executions(
+            policy.policy_id, limit_param(request.param("limit"), 100, MAX_EXECUTIONS)
+        )
         return {
             "success": True,
             "policy_id": policy.policy_id,
@@ -399,3 +384,29 @@ def retention_router(runtime: Runtime) -> Router:
         }
 
     return router
+
+
+def _visible_policy(runtime: Runtime, caller: Principal, policy_id: str) -> RetentionPolicy:
+    """The policy, or a 404 when there is none or it is of a database the caller may not use."""
+    policy = runtime.catalog.get_retention_policy(_policy_id(policy_id))
+    if policy is None or not caller.may_use(policy.database):
+        raise NotFound(f"retention policy {policy_id} not found")
+    return policy
+
+
+def _dry_run_unless_confirmed(document: dict[str, Any], what: str) -> bool:
+    """Whether the body asks for a dry run; a 400 when it asks for neither that nor ``confirm``."""
+    dry_run, confirm = flag(document, "dry_run"), flag(document, "confirm")
+    if not dry_run and not confirm:
+        raise BadRequest(f'{what} deletes data for good: send "confirm": true (or "dry_run": true)')
+    return dry_run
+
+
+def _run_database(document: dict[str, Any]) -> str | None:
+    """The one database a run is limited to (None: every database)."""
+    database = document.get("database")
+    if database is not None:
+        if not isinstance(database, str):
+            raise BadRequest("'database' must be a database name (or absent: every database)")
+        check_database(database)
+    return database

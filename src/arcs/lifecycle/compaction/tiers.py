@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from arcs import layout
 from arcs.layout import Tier
+from arcs.lifecycle.compaction.recovery import delete_orphans, mark_settled
 from arcs.lifecycle.compaction.report import Candidate
 from arcs.ports import CompactionJob, CompactionState, FileRecord, Partition
 
@@ -140,7 +141,7 @@ class TierJobs:
         ]
         if not c.catalog.commit_compactions(commits):
             # An hour of the span was compacted, rewritten or merged by another job first.
-            c._delete_orphans(partition, job_id)
+            delete_orphans(c, partition, job_id)
             aborted = replace(job, status="aborted", updated_at=c._now(), error="another job committed first")
             c.catalog.put_compaction_job(aborted)
             return aborted
@@ -220,10 +221,10 @@ class TierJobs:
                 if any(not s.settled for _partition, s in commits):
                     self.finish(job, commits)
                 else:
-                    c._mark_settled(job)
+                    mark_settled(c, job)
                 return True
             if job.status == "committed":
-                c._mark_settled(job)  # the swap happened; later commits settled it
+                mark_settled(c, job)  # the swap happened; later commits settled it
                 return True
             if state is None or state.version <= base:
                 if state is not None and not state.settled:
@@ -236,7 +237,7 @@ class TierJobs:
                     if again is not None and again.job_id == job.job_id:
                         self.finish(job)  # it committed between our read and the fence
                         return True
-            c._delete_orphans(partition, job.job_id)
+            delete_orphans(c, partition, job.job_id)
             aborted = replace(job, status="aborted", updated_at=c._now(), error="the job stopped before its commit")
             c.catalog.put_compaction_job(aborted)
             return True

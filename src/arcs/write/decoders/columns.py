@@ -383,36 +383,45 @@ def column_array(values: Sequence[Any] | pa.Array, measurement: str, column: str
     if isinstance(values, pa.Array) and values.type.id in _AS_STORED:
         return values  # what the native readers make: nothing to check or convert
     where = f"measurement {measurement!r}, column {column!r}"
-    if isinstance(values, pa.Array):
-        array = values
-    else:
-        try:
-            array = pa.array(values, from_pandas=False)
-        except OverflowError as exc:
+    array = values if isinstance(values, pa.Array) else _python_values(values, where, datetimes)
+    return _as_stored(array, where, column)
+
+
+def _python_values(values: Sequence[Any], where: str, datetimes: bool) -> pa.Array:
+    """Python scalars -> an Arrow array of one type, or a 400 saying why they have none."""
+    try:
+        array = pa.array(values, from_pandas=False)
+    except OverflowError as exc:
+        raise BadRequest(f"{where}: integer out of the int64 range") from exc
+    except UnicodeError as exc:
+        raise BadRequest(f"{where}: string is not valid UTF-8") from exc
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        if "too large" in str(exc):
             raise BadRequest(f"{where}: integer out of the int64 range") from exc
-        except UnicodeError as exc:
-            raise BadRequest(f"{where}: string is not valid UTF-8") from exc
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-            if "too large" in str(exc):
-                raise BadRequest(f"{where}: integer out of the int64 range") from exc
-            if "exactly representable" in str(exc):
-                # Integers beside floats widen as they do into a stored float column
-                # (arcs.write.schema): to the nearest float64, beyond 2^53 too.
-                array = _widened_numbers(values, where)
-            else:
-                raise BadRequest(
-                    f"{where}: values must share one type of int, float, string or bool; got {_python_types(values)}"
-                ) from exc
-        if pa.types.is_floating(array.type) and _has_bools(array, values):
-            # Arrow reads [1.5, True] as [1.5, 1.0]; a client sending that means something else.
+        if "exactly representable" in str(exc):
+            # Integers beside floats widen as they do into a stored float column
+            # (arcs.write.schema): to the nearest float64, beyond 2^53 too.
+            array = _widened_numbers(values, where)
+        else:
             raise BadRequest(
                 f"{where}: values must share one type of int, float, string or bool; got {_python_types(values)}"
-            )
-        if pa.types.is_timestamp(array.type) and not datetimes:
-            raise BadRequest(f"{where}: datetime values need the exact decoder")
-        if pa.types.is_timestamp(array.type) and len(array) - array.null_count != _count_datetimes(values):
-            # Arrow reads [timestamp, 5] as two timestamps; the 5 was meant as something else.
-            raise BadRequest(f"{where}: values must share one type; got {_python_types(values)}")
+            ) from exc
+    if pa.types.is_floating(array.type) and _has_bools(array, values):
+        # Arrow reads [1.5, True] as [1.5, 1.0]; a client sending that means something else.
+        raise BadRequest(
+            f"{where}: values must share one type of int, float, string or bool; got {_python_types(values)}"
+        )
+    if pa.types.is_timestamp(array.type) and not datetimes:
+        raise BadRequest(f"{where}: datetime values need the exact decoder")
+    if pa.types.is_timestamp(array.type) and len(array) - array.null_count != _count_datetimes(values):
+        # Arrow reads [timestamp, 5] as two timestamps; the 5 was meant as something else.
+        raise BadRequest(f"{where}: values must share one type; got {_python_types(values)}")
+    return array
+
+
+def _as_stored(array: pa.Array, where: str, column: str) -> pa.Array:
+    """An array of a type a column can hold, made one of the four stored types (int64, float64,
+    string, bool) or null, or a 400 naming the type no column can hold."""
     kind = array.type
     if pa.types.is_integer(kind):
         if kind != pa.int64():

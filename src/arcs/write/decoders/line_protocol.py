@@ -78,6 +78,11 @@ def decode_line_protocol(body: bytes, now_micros: int, precision: str | None) ->
     uniform = decode_uniform(text, now_micros, precision)
     if uniform:
         return uniform
+    return _decode_lines(text, now_micros, precision)
+
+
+def _decode_lines(text: str, now_micros: int, precision: str) -> list[MeasurementRows]:
+    """Any body, line by line (escapes, quoted strings, several measurements or shapes)."""
     measurements: dict[str, _Accumulator] = {}
     budget = Budget()
     errors: list[str] = []

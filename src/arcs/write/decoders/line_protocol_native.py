@@ -43,24 +43,11 @@ def decode_one_shape(native: ctypes.CDLL, body: bytes, now_micros: int, precisio
     values can hold other bytes, and a tag column the reader did not find printable ASCII is
     checked as UTF-8.
     """
-    end = body.find(b"\n")
-    try:
-        first = (body if end < 0 else body[:end]).decode()
-    except UnicodeDecodeError:
+    shape = _first_line_shape(body)
+    if shape is None:
         return None
-    if not first or len(body) > MAX_INT32_OFFSET or not _UNUSUAL.isdisjoint(first):
-        return None
-    sections = first.split(" ")
-    if len(sections) not in (2, 3):
-        return None
-    measurement, *tag_pairs = sections[0].split(",")
-    pairs = [pair.partition("=") for pair in (*tag_pairs, *sections[1].split(","))]
-    if not measurement or len(pairs) > MAX_COLUMNS or any(not eq for _name, eq, _value in pairs):
-        return None
+    measurement, tag_pairs, pairs = shape
     names = [name for name, _eq, _value in pairs]
-    folded = [name.lower() for name in names]
-    if len(set(folded)) != len(folded) or TIME_COLUMN in folded:
-        return None  # a key twice, or one that would be time: the exact parser says which line
     kinds = ["tag"] * len(tag_pairs) + [field_kind(value) for _name, _eq, value in pairs[len(tag_pairs) :]]
     lines = native.arcs_count_byte(body, len(body), ord("\n")) + 1  # bytes.count: 4x slower
     # Buffers are sized before any line is read: a body cannot hold more lines of this shape than
@@ -132,6 +119,29 @@ def decode_one_shape(native: ctypes.CDLL, body: bytes, now_micros: int, precisio
         return [build_rows(measurement, arrays, tags, precision, now_micros, null_time_is_now=True, facts=facts)]
     except (pa.ArrowException, ArcsError):
         return None  # the other decoders answer, naming the line
+
+
+def _first_line_shape(body: bytes) -> tuple[str, list[str], list[tuple[str, str, str]]] | None:
+    """The first line's measurement, its ``tag=value`` pairs, and every key's (name, '=', value),
+    or None when that line is not one this reader takes."""
+    end = body.find(b"\n")
+    try:
+        first = (body if end < 0 else body[:end]).decode()
+    except UnicodeDecodeError:
+        return None
+    if not first or len(body) > MAX_INT32_OFFSET or not _UNUSUAL.isdisjoint(first):
+        return None
+    sections = first.split(" ")
+    if len(sections) not in (2, 3):
+        return None
+    measurement, *tag_pairs = sections[0].split(",")
+    pairs = [pair.partition("=") for pair in (*tag_pairs, *sections[1].split(","))]
+    if not measurement or len(pairs) > MAX_COLUMNS or any(not eq for _name, eq, _value in pairs):
+        return None
+    folded = [name.lower() for name, _eq, _value in pairs]
+    if len(set(folded)) != len(folded) or TIME_COLUMN in folded:
+        return None  # a key twice, or one that would be time: the exact parser says which line
+    return measurement, tag_pairs, pairs
 
 
 def _times(
