@@ -263,7 +263,8 @@ def test_compaction_waits_for_a_delete_holding_the_partition(env: Env) -> None:
             with pytest.raises(PartitionBusy):
                 env.compactor().rewrite(PARTITION, "delete", lambda listed: listed, lambda picked, tmp: iter(()))
 
-    deleter(env, env.compactor(fault=compact_meanwhile)).delete(
+    # A lease that outlasts the test's steps on a loaded machine: the check is whose it is.
+    deleter(env, env.compactor(fault=compact_meanwhile, lease_s=60)).delete(
         "db", "cpu", "host = 'b'", TimeRange(), dry_run=False, confirm=False
     )
 
