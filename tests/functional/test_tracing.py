@@ -4,7 +4,11 @@ outside Lambda the tracer is off."""
 
 from __future__ import annotations
 
+import json
 import numbers
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
 from pathlib import Path
@@ -145,3 +149,45 @@ def test_outside_lambda_the_tracer_is_off_and_every_call_a_no_op(runtime: LocalR
     with tracing.subsegment("## anything") as annotate:
         annotate(database="default")
     ingest(runtime)  # the use cases run as ever
+
+
+REAL_SDK_PROBE = """
+from aws_xray_sdk.core import xray_recorder
+from arcs import tracing
+ended = []
+end_subsegment = xray_recorder.end_subsegment
+def recording_end(*args, **kwargs):
+    segment = xray_recorder.current_subsegment()
+    ended.append([segment.name, segment.annotations])
+    return end_subsegment(*args, **kwargs)
+xray_recorder.end_subsegment = recording_end
+@tracing.traced_handler
+def handler(event, context):
+    with tracing.subsegment("## query") as annotate:
+        annotate(database="metrics", status="200", files=3, measurement=None)
+    return {"ok": True}
+assert handler({}, None) == {"ok": True}
+print(json.dumps([tracing.tracer().disabled, ended]))
+"""
+
+
+def test_inside_lambda_the_real_sdk_takes_the_annotations_on_our_subsegments(tmp_path: Path) -> None:
+    """As Lambda runs it (``LAMBDA_TASK_ROOT`` and a sampled trace header), through X-Ray's own SDK:
+    annotations on Lambda's own segment would raise; on our subsegments they are kept."""
+    env = {
+        **os.environ,
+        "LAMBDA_TASK_ROOT": str(tmp_path),
+        "AWS_LAMBDA_FUNCTION_NAME": "arcs-query",
+        "_X_AMZN_TRACE_ID": "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1",
+        "AWS_XRAY_DAEMON_ADDRESS": "127.0.0.1:9",  # nothing listens; X-Ray's SDK sends over UDP
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", "import json\n" + REAL_SDK_PROBE], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    disabled, ended = json.loads(done.stdout.splitlines()[-1])
+    assert not disabled
+    assert ended == [
+        ["## query", {"database": "metrics", "status": "200", "files": 3}],
+        ["## handler", {"ColdStart": True, "Service": "arcs"}],
+    ]
