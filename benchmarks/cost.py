@@ -81,6 +81,12 @@ CLICKBENCH_DB = "clickbench"
 DASHBOARD_ROWS_PER_HOUR = 60
 
 
+#: How long a write may wait for its ingest invocation. A guard against a hung emulator only: a
+#: 4 MB ClickBench write spans a month of hours, hundreds of files and catalog transactions, which
+#: the emulated DynamoDB takes minutes for on a small machine.
+INVOCATION_WAIT_S = 1800
+
+
 @dataclass(slots=True)
 class Request:
     service: str  # s3, sqs, dynamodb
@@ -225,7 +231,7 @@ class InvocationLog:
     def since(self, mark: int) -> list[Invocation]:
         return self.read()[mark:]
 
-    def wait_for(self, function: str, mark: int, timeout_s: float = 120) -> None:
+    def wait_for(self, function: str, mark: int, timeout_s: float = INVOCATION_WAIT_S) -> None:
         deadline = time.monotonic() + timeout_s
         while not any(i.function == function for i in self.since(mark)):
             if time.monotonic() > deadline:
