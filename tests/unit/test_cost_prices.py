@@ -120,3 +120,8 @@ def test_the_stack_figures_match_the_stack() -> None:
     assert EXPECTED_RESOURCE_TYPES["AWS::CloudWatch::Alarm"] == cost.STACK_ALARMS
     assert EXPECTED_RESOURCE_TYPES["AWS::CloudWatch::Dashboard"] == cost.STACK_DASHBOARDS
     assert EXPECTED_RESOURCE_TYPES["AWS::SecretsManager::Secret"] == cost.STACK_SECRETS
+
+
+def test_the_quoted_command_leaves_out_the_output_path() -> None:
+    argv = ["--rows", "500", "--out", "/tmp/x.md", "--clickbench-rows=20", "--out=/tmp/y.md"]
+    assert cost._without_out(argv) == ["--rows", "500", "--clickbench-rows=20"]
