@@ -81,6 +81,12 @@ CLICKBENCH_DB = "clickbench"
 DASHBOARD_ROWS_PER_HOUR = 60
 
 
+#: How long a write may wait for its ingest invocation. A guard against a hung emulator only: a
+#: 4 MB ClickBench write spans a month of hours, hundreds of files and catalog transactions, which
+#: the emulated DynamoDB takes minutes for on a small machine.
+INVOCATION_WAIT_S = 1800
+
+
 @dataclass(slots=True)
 class Request:
     service: str  # s3, sqs, dynamodb
@@ -225,7 +231,7 @@ class InvocationLog:
     def since(self, mark: int) -> list[Invocation]:
         return self.read()[mark:]
 
-    def wait_for(self, function: str, mark: int, timeout_s: float = 120) -> None:
+    def wait_for(self, function: str, mark: int, timeout_s: float = INVOCATION_WAIT_S) -> None:
         deadline = time.monotonic() + timeout_s
         while not any(i.function == function for i in self.since(mark)):
             if time.monotonic() > deadline:
@@ -549,6 +555,20 @@ def summary(
     return "\n".join(lines)
 
 
+def _without_out(argv: list[str]) -> list[str]:
+    """The command line as the table quotes it: without ``--out`` and its path, in either form."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--out":
+            skip = True
+        elif not arg.startswith("--out="):
+            kept.append(arg)
+    return kept
+
+
 def main(argv: list[str] | None = None) -> str:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows written in each format")
@@ -563,7 +583,7 @@ def main(argv: list[str] | None = None) -> str:
     )
     parser.add_argument("--out", type=Path, help="write the markdown tables here")
     args = parser.parse_args(argv)
-    args.argv = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("--out")]
+    args.argv = _without_out(sys.argv[1:] if argv is None else argv)
 
     from clickbench.generate import scale_query
     from clickbench.harness import queries

@@ -15,7 +15,8 @@ PRICES_DATE = "2026-11-28"
 GB = 1024**3
 SQS_CHUNK_BYTES = 64 * 1024
 FIREHOSE_RECORD_UNIT_BYTES = 5 * 1024
-ATHENA_MIN_BYTES = 10 * 1024**2
+MB = 1024**2
+ATHENA_MIN_BYTES = 10 * MB
 MONTH_S = 30 * 24 * 3600
 
 
@@ -51,7 +52,7 @@ PRICES: dict[str, Price] = {
     "secret_month": Price(0.40, "secret a month", _SECRETS),
     "firehose_gb": Price(0.029, "GB ingested by Direct PUT, each record rounded up to 5 KB", _FIREHOSE),
     "firehose_parquet_gb": Price(0.018, "GB converted to Parquet, each record rounded up to 5 KB", _FIREHOSE),
-    "athena_tb": Price(5.00, "TB scanned, at least 10 MB a query", _ATHENA),
+    "athena_tb": Price(5.00, "TB scanned, rounded up to the MB, at least 10 MB a query", _ATHENA),
 }
 
 
@@ -143,8 +144,10 @@ def firehose_ingest(records: int, record_bytes: float) -> float:
 
 
 def athena_query(scanned_bytes: float) -> float:
-    """Athena bills the bytes scanned, at least 10 MB a query, at $5 per TB (2^40 bytes)."""
-    return max(scanned_bytes, ATHENA_MIN_BYTES) / 1024**4 * price("athena_tb")
+    """Athena bills the bytes scanned rounded up to the next MB, at least 10 MB a query, at $5 per
+    TB (2^40 bytes)."""
+    billed = max(math.ceil(scanned_bytes / MB) * MB, ATHENA_MIN_BYTES)
+    return billed / 1024**4 * price("athena_tb")
 
 
 def monthly_runs(every_s: float) -> float:

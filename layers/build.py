@@ -71,14 +71,15 @@ LAMBDA_UNZIPPED_LIMIT = 262_144_000
 #: Where the functions' code is: what it makes boto3 clients for decides which botocore models stay.
 FUNCTIONS_SOURCE = REPO_ROOT / "functions"
 #: Models kept whatever the code names: STS, which botocore's own credential providers call (web
-#: identity, assumed roles).
-BOTOCORE_IMPLICIT_SERVICES = frozenset({"sts"})
+#: identity, assumed roles), and X-Ray, which X-Ray's SDK makes a client for when it is imported
+#: (its sampler's; ``arcs.tracing``).
+BOTOCORE_IMPLICIT_SERVICES = frozenset({"sts", "xray"})
 
 
 @functools.cache
 def botocore_services() -> frozenset[str]:
     """botocore's service models the layers keep: every service the core and the handlers make a
-    client for (read from their source, :mod:`layers.services`), and STS; the other ~440 services
+    client for (read from their source, :mod:`layers.services`), STS and X-Ray; the other ~440 services
     are 25 MB nobody loads."""
     return boto3_services([CORE_SOURCE, FUNCTIONS_SOURCE]) | BOTOCORE_IMPLICIT_SERVICES
 

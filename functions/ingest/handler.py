@@ -18,6 +18,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from arcs.adapters.aws.queue import queued_write_from_sqs
 from arcs.runtime import lambda_runtime
+from arcs.tracing import traced_handler
 from arcs.write.ingest import QueuedWrite
 
 logger = Logger(service="arcs-ingest")
@@ -25,6 +26,7 @@ processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failu
 
 
 @logger.inject_lambda_context
+@traced_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     runtime = lambda_runtime()
     writes: list[QueuedWrite] = []

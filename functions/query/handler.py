@@ -15,15 +15,18 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from arcs.http.api import lambda_app
 from arcs.http.streaming import StreamedResponse
+from arcs.tracing import traced_handler
 
 logger = Logger(service="arcs-query")
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@traced_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return lambda_app("query").resolve(event, context)
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@traced_handler
 def stream_handler(event: dict[str, Any], context: LambdaContext) -> StreamedResponse:
     return lambda_app("query").resolve_streamed(event, context)

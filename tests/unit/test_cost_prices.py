@@ -56,10 +56,12 @@ def test_firehose_rounds_each_record_up_to_5_kb() -> None:
     assert cost_prices.firehose_ingest(1, 5 * 1024 + 1) == pytest.approx(10 * 1024 / 1024**3 * per_gb)
 
 
-def test_athena_bills_at_least_10_mb_a_query() -> None:
-    minimum = 10 * 1024**2 / 1024**4 * 5.0
+def test_athena_bills_at_least_10_mb_a_query_rounded_up_to_the_mb() -> None:
+    mb = 1024**2
+    minimum = 10 * mb / 1024**4 * 5.0
     assert cost_prices.athena_query(0) == pytest.approx(minimum)
     assert cost_prices.athena_query(1024**4) == pytest.approx(5.0)
+    assert cost_prices.athena_query(20 * mb + 1) == pytest.approx(21 * mb / 1024**4 * 5.0)
 
 
 def test_schedules_storage_and_fixed_costs() -> None:
@@ -118,3 +120,8 @@ def test_the_stack_figures_match_the_stack() -> None:
     assert EXPECTED_RESOURCE_TYPES["AWS::CloudWatch::Alarm"] == cost.STACK_ALARMS
     assert EXPECTED_RESOURCE_TYPES["AWS::CloudWatch::Dashboard"] == cost.STACK_DASHBOARDS
     assert EXPECTED_RESOURCE_TYPES["AWS::SecretsManager::Secret"] == cost.STACK_SECRETS
+
+
+def test_the_quoted_command_leaves_out_the_output_path() -> None:
+    argv = ["--rows", "500", "--out", "/tmp/x.md", "--clickbench-rows=20", "--out=/tmp/y.md"]
+    assert cost._without_out(argv) == ["--rows", "500", "--clickbench-rows=20"]

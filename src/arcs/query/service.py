@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 
-from arcs import metrics
+from arcs import metrics, tracing
 from arcs.auth.tokens import Principal
 from arcs.errors import ArcsError, BadRequest, NotFound, QueryTimeout
 from arcs.layout import floor_hour, tier_start
@@ -65,37 +65,48 @@ class QueryService:
         self.max_result_bytes = max_result_bytes
 
     def run(self, sql: object, database: str, principal: Principal) -> QueryResult:
-        """Run ``sql``, measured (``arcs.metrics``) and, past ``slow_query_ms``, logged (``query.slow_queries``)."""
-        started = time.perf_counter()
-        scanned: list[FileRecord] = []
-        result: QueryResult | None = None
-        error: BaseException | None = None
-        try:
-            result = self._run(sql, database, principal, started, scanned)
-            return result
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            status = metrics.status_of(error)
-            elapsed_s = time.perf_counter() - started
-            bytes_read = sum(f.size for f in scanned)
-            metrics.record(
-                {metrics.QUERIES: 1, metrics.QUERY_DURATION: elapsed_s, metrics.QUERY_BYTES_SCANNED: bytes_read},
-                status=status,
-            )
-            rows = result.table.num_rows if result is not None else 0
-            outcome = QueryOutcome(
-                sql if isinstance(sql, str) else "",
-                database,
-                principal,
-                status,
-                elapsed_s * 1000,
-                len(scanned),
-                bytes_read,
-                rows,
-            )
-            log_if_slow(outcome, self.slow_query_ms)
+        """Run ``sql``, measured (``arcs.metrics``), traced (``arcs.tracing``) and, past
+        ``slow_query_ms``, logged (``query.slow_queries``)."""
+        with tracing.subsegment("## query") as annotate:
+            started = time.perf_counter()
+            scanned: list[FileRecord] = []
+            result: QueryResult | None = None
+            error: BaseException | None = None
+            try:
+                result = self._run(sql, database, principal, started, scanned)
+                return result
+            except BaseException as exc:
+                error = exc
+                raise
+            finally:
+                status = metrics.status_of(error)
+                elapsed_s = time.perf_counter() - started
+                bytes_read = sum(f.size for f in scanned)
+                metrics.record(
+                    {metrics.QUERIES: 1, metrics.QUERY_DURATION: elapsed_s, metrics.QUERY_BYTES_SCANNED: bytes_read},
+                    status=status,
+                )
+                rows = result.table.num_rows if result is not None else 0
+                outcome = QueryOutcome(
+                    sql if isinstance(sql, str) else "",
+                    database,
+                    principal,
+                    status,
+                    elapsed_s * 1000,
+                    len(scanned),
+                    bytes_read,
+                    rows,
+                )
+                log_if_slow(outcome, self.slow_query_ms)
+                measurements = {f.measurement for f in scanned}
+                annotate(
+                    database=database,
+                    measurement=next(iter(measurements)) if len(measurements) == 1 else None,
+                    status=status,
+                    files=len(scanned),
+                    bytes_read=bytes_read,
+                    rows=rows,
+                )
 
     def _run(
         self, sql: object, database: str, principal: Principal, started: float, scanned: list[FileRecord]
@@ -119,14 +130,15 @@ class QueryService:
             if cached is not None:
                 return QueryResult(cached, (time.perf_counter() - started) * 1000)
         scanned += prepared.files
-        table = _utc_named(
-            self.engine.query_arrow(
-                prepared.sql,
-                max_rows=self.max_rows,
-                max_bytes=self.max_result_bytes,
-                timeout_s=self._time_left(started),
+        with tracing.subsegment("## duckdb"):
+            table = _utc_named(
+                self.engine.query_arrow(
+                    prepared.sql,
+                    max_rows=self.max_rows,
+                    max_bytes=self.max_result_bytes,
+                    timeout_s=self._time_left(started),
+                )
             )
-        )
         if self.cache is not None and key is not None:
             self.cache.put(key, table)
         return QueryResult(table, (time.perf_counter() - started) * 1000)

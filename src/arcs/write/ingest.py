@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from arcs import layout, metrics
+from arcs import layout, metrics, tracing
 from arcs.errors import ArcsError, BadRequest
 from arcs.names import TIME_COLUMN
 from arcs.ports import CommitRecord, FileRecord, IngestCatalog, ObjectStore
@@ -169,6 +169,24 @@ class Ingestor:
         the next group is decoded, so what one call holds is bounded by bytes whatever the number
         of writes; a write larger than the bound is a group of its own.
         """
+        with tracing.subsegment("## ingest") as annotate:
+            result = self._ingest(writes)
+            databases = {f.database for f in result.files}
+            measurements = {f.measurement for f in result.files}
+            annotate(
+                database=next(iter(databases)) if len(databases) == 1 else None,
+                measurement=next(iter(measurements)) if len(measurements) == 1 else None,
+                writes=len(writes),
+                files=len(result.files),
+                committed=len(result.committed),
+                duplicate=len(result.already_done),
+                failed=len(result.failed),
+                poison=len(result.poison),
+                deferred=len(result.deferred),
+            )
+            return result
+
+    def _ingest(self, writes: Sequence[QueuedWrite]) -> IngestResult:
         result = IngestResult()
         markers = self.catalog.get_markers(w.write_id for w in writes)
         self._fault("markers-read")
@@ -228,11 +246,12 @@ class Ingestor:
         if not claimed:
             return
         try:
-            parts = columnar_lane.tables([batch for _write, batch in claimed])
-            files = self._write_files(commit_id, parts)
-            self._ensure_schemas(parts)
-            self._fault("files-written")
-            committed = self.catalog.put_commit_if_absent(CommitRecord(commit_id, "committed", tuple(files)))
+            with tracing.subsegment("## ingest group"):
+                parts = columnar_lane.tables([batch for _write, batch in claimed])
+                files = self._write_files(commit_id, parts)
+                self._ensure_schemas(parts)
+                self._fault("files-written")
+                committed = self.catalog.put_commit_if_absent(CommitRecord(commit_id, "committed", tuple(files)))
         except Exception as exc:
             logger.exception("ingest attempt %s failed before its commit", commit_id)
             for write, _batch in claimed:
