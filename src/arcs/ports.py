@@ -68,6 +68,12 @@ class DownloadStore(Protocol):
     def download_url(self, key: str, expires_in_s: int) -> str: ...
 
 
+@dataclass(frozen=True, slots=True)
+class UploadedFile:
+    size: int
+    etag: str
+
+
 class UploadStore(Protocol):
     """Objects a client puts itself, to URLs that work for a short while (S3: presigned PUTs), and
     read back in ranges: how an import's file reaches the bucket without passing through Lambda."""
@@ -84,8 +90,14 @@ class UploadStore(Protocol):
         """Join the parts (number, ETag) into the object; a part missing or wrong is a 400."""
         ...
 
-    def size(self, key: str) -> int | None:
-        """The object's size; None if there is none."""
+    def uploaded(self, key: str) -> UploadedFile | None:
+        """The object's size and version tag (S3: its ETag); None if there is none."""
+        ...
+
+    def claim(self, key: str, etag: str, to_key: str) -> bool:
+        """Copy ``key`` to ``to_key`` if it is still the version ``etag``: an upload URL stays
+        valid for a while, and what is imported must be the file that was completed. False if
+        the object changed or is gone."""
         ...
 
     def open_ranges(self, key: str, size: int) -> IO[bytes]:

@@ -727,7 +727,7 @@ def test_an_uploaded_import_cut_short_is_finished_by_lambdas_retry_and_stored_on
     assert json.loads(status["body"])["import"]["rows_imported"] == 2000
     assert (
         fn.runtime.uploads is not None
-        and fn.runtime.uploads.size(str(fn.runtime.import_ledger.upload_key("default", "upload-1"))) is None
+        and fn.runtime.uploads.uploaded(str(fn.runtime.import_ledger.upload_key("default", "upload-1"))) is None
     )
 
 

@@ -69,6 +69,7 @@ class ImportStatus:
     finished_at: float | None = None
     upload: str | None = None  # where the file waits while the import is not finished
     upload_id: str | None = None  # the multipart upload the client puts it with, if it was split
+    upload_etag: str | None = None  # the version completed: only that one is imported
 
     def to_bytes(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":")).encode()
@@ -79,7 +80,8 @@ class ImportStatus:
 
     def public(self) -> dict[str, Any]:
         """What the status route shows."""
-        shown = {k: v for k, v in asdict(self).items() if k not in ("now_micros", "upload", "upload_id", "options")}
+        hidden = ("now_micros", "upload", "upload_id", "upload_etag", "options")
+        shown = {k: v for k, v in asdict(self).items() if k not in hidden}
         shown["options"] = {k: v for k, v in self.options.items() if k != "database"}
         shown["time_range_min"] = _rfc3339(self.time_min_ns)
         shown["time_range_max"] = _rfc3339(self.time_max_ns)

@@ -10,10 +10,11 @@ from typing import IO, TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from arcs.errors import BadRequest, NotFound, StorageFault
-from arcs.ports import ObjectInfo
+from arcs.ports import ObjectInfo, UploadedFile
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.type_defs import CopySourceTypeDef
 
 # S3 answers 409 when two conditional writes of one key race; AWS says retry.
 _CONFLICT_RETRIES = 3
@@ -143,15 +144,30 @@ class S3Store:
         except BotoCoreError as exc:
             raise self._fault("complete multipart upload", key, exc) from exc
 
-    def size(self, key: str) -> int | None:
+    def uploaded(self, key: str) -> UploadedFile | None:
         try:
-            return int(self.client.head_object(Bucket=self.bucket, Key=key)["ContentLength"])
+            head = self.client.head_object(Bucket=self.bucket, Key=key)
+            return UploadedFile(int(head["ContentLength"]), str(head["ETag"]))
         except ClientError as exc:
             if http_status(exc) == 404 or error_code(exc) in ("404", "NoSuchKey", "NotFound"):
                 return None
             raise self._fault("head", key, exc) from exc
         except BotoCoreError as exc:
             raise self._fault("head", key, exc) from exc
+
+    def claim(self, key: str, etag: str, to_key: str) -> bool:
+        source: CopySourceTypeDef = {"Bucket": self.bucket, "Key": key}
+        try:
+            # The managed copy: one CopyObject up to 5 GB, part copies past it, each conditional.
+            self.client.copy(source, self.bucket, to_key, ExtraArgs={"CopySourceIfMatch": etag})
+        except ClientError as exc:
+            status = http_status(exc)
+            if status in (404, 412) or error_code(exc) in ("404", "412", "NoSuchKey", "PreconditionFailed"):
+                return False
+            raise self._fault("copy", key, exc) from exc
+        except BotoCoreError as exc:
+            raise self._fault("copy", key, exc) from exc
+        return True
 
     def open_ranges(self, key: str, size: int) -> IO[bytes]:
         return io.BufferedReader(_Ranges(self, key, size), _RANGE_BYTES)

@@ -393,9 +393,10 @@ def _queue_upload(
     key = str(status.upload)
     if status.upload_id is not None:
         store.finish_multipart(key, status.upload_id, _parts(body()))
-    size = store.size(key)
-    if size is None:
+    uploaded = store.uploaded(key)
+    if uploaded is None:
         raise BadRequest("nothing was uploaded yet: PUT the file to the upload URL first")
+    size = uploaded.size
     if size == 0:  # refused here, as a file posted whole is, rather than failed by the import
         raise BadRequest("the uploaded file is empty: PUT the file to the upload URL again")
     limit = runtime.settings.import_max_bytes
@@ -404,7 +405,7 @@ def _queue_upload(
         status.state, status.error, status.error_status = "failed", "the file exceeds the import limit", 413
         runtime.import_ledger.put(status)
         raise PayloadTooLarge(f"the file is {size} bytes; the import limit is {limit}")
-    status.state, status.bytes_total, status.upload_id = "queued", size, None
+    status.state, status.bytes_total, status.upload_id, status.upload_etag = "queued", size, None, uploaded.etag
     runtime.import_ledger.put(status)
     runtime.start_import(database, status.import_id)
 

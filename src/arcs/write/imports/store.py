@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING
 
 from arcs.errors import ArcsError, Conflict, ServiceUnavailable
-from arcs.ports import WriteQueue
+from arcs.ports import UploadStore, WriteQueue
 from arcs.write.batch import WriteBatch
 from arcs.write.import_status import ImportLedger, ImportStatus, chunk_write_id
 from arcs.write.imports.check import check_file
@@ -233,6 +233,9 @@ def run_uploaded(runtime: Runtime, database: str, import_id: str) -> ImportStatu
     uploads = runtime.uploads
     if uploads is None:
         raise ServiceUnavailable("this deployment has no upload store")
+    etag, upload = status.upload_etag, status.upload
+    if etag is not None and not upload.endswith(CLAIMED_SUFFIX) and not _claim(runtime, uploads, status, upload, etag):
+        return status
     key = status.upload
     size = status.bytes_total
 
@@ -246,4 +249,25 @@ def run_uploaded(runtime: Runtime, database: str, import_id: str) -> ImportStatu
             raise
         logger.warning("import %s of database %s refused: %s", import_id, database, exc.message)
     runtime.store.delete(key)
+    runtime.store.delete(key.removesuffix(CLAIMED_SUFFIX))  # the client's copy, if a crash left it
     return status
+
+
+#: The import's own copy of an upload, beside it: no upload URL names it, so it cannot change.
+CLAIMED_SUFFIX = ".claimed"
+
+
+def _claim(runtime: Runtime, uploads: UploadStore, status: ImportStatus, upload: str, etag: str) -> bool:
+    """Import from a copy of the version completed; False (the import failed) if it changed since."""
+    claimed = upload + CLAIMED_SUFFIX
+    if not uploads.claim(upload, etag, claimed):
+        status.state, status.error_status = "failed", 409
+        status.error = "the uploaded file changed or vanished after its upload was completed; import it again"
+        status.finished_at, status.upload = time.time(), None
+        runtime.import_ledger.put(status)
+        runtime.store.delete(upload)
+        return False
+    status.upload = claimed
+    runtime.import_ledger.put(status)
+    runtime.store.delete(upload)
+    return True
