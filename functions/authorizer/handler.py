@@ -40,6 +40,11 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         runtime = lambda_runtime()
         principal = runtime.tokens.verify(token)
     except ArcsError as exc:
+        if not exc.client_error:
+            # The token could not be checked (the tokens table failing): API Gateway answers an
+            # authorizer's error 500, which a client retries, never a 401 that calls the token bad.
+            logger.error("token not checked", extra={"reason": exc.message})
+            raise
         logger.warning("token refused", extra={"reason": exc.message})
         # API Gateway answers 401 for exactly this message.
         raise Exception("Unauthorized") from None
