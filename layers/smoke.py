@@ -15,13 +15,13 @@ imported here. Against a moto server (``AWS_ENDPOINT_URL``) it runs each handler
 - query: every other route of the HTTP API (:data:`ROUTES` lists them all, and a unit test checks
   the list against the routers), DuckDB's httpfs coming from the duckdb layer (autoinstall off,
   an empty home: nothing can be downloaded). The compaction trigger's asynchronous ``Invoke`` of
-  the compact function (``ARCS_COMPACT_FUNCTION``) goes to the server's Lambda API, which takes
+  the tasks function (``ARCS_TASKS_FUNCTION``) goes to the server's Lambda API, which takes
   it without running code; the server's recorder keeps the request;
-- compact: each task of the schedules (compaction, continuous queries, retention), and the
+- tasks: each task of the schedules (compaction, continuous queries, retention), and the
   payload of that recorded ``Invoke`` as its event;
 - an upload: the query function signs a ``PUT`` of a file to the bucket (the server's S3 API
-  takes it); completing it invokes the compact function as the trigger does, and the recorded
-  event, run by the compact handler (task ``import``), stores the file; the import's status and
+  takes it); completing it invokes the tasks function as the trigger does, and the recorded
+  event, run by the tasks handler (task ``import``), stores the file; the import's status and
   a query show its rows;
 - the query function as the stack runs it, streaming: the core layer's wrapper
   (``AWS_LAMBDA_EXEC_WRAPPER``) started as Lambda starts it, with the interpreter, on a Runtime
@@ -125,9 +125,9 @@ QUERY_ROUTES = frozenset(
     }
 )
 ROUTES = WRITE_ROUTES | QUERY_ROUTES
-#: The compact function's tasks: the schedules' constant inputs, and the trigger route's event.
-COMPACT_TASKS = ("compaction", "continuous_queries", "retention")
-#: The compact function's task an upload's completion invokes it with.
+#: The tasks function's tasks: the schedules' constant inputs, and the trigger route's event.
+SCHEDULED_TASKS = ("compaction", "continuous_queries", "retention")
+#: The tasks function's task an upload's completion invokes it with.
 IMPORT_TASK = "import"
 
 
@@ -355,7 +355,7 @@ def write_everything(api: Api, ingest: Handler, sqs: Any) -> None:
 
 def query_everything(api: Api) -> dict[str, Any]:
     """Every route of the query function, reading what :func:`write_everything` wrote; returns the
-    event the compaction trigger sent the compact function."""
+    event the compaction trigger sent the tasks function."""
     # On AWS the gateway answers the probes itself; the function serves them as the standalone server does.
     api.call("GET", "/health")
     api.call("GET", "/ready")
@@ -405,13 +405,13 @@ def query_everything(api: Api) -> dict[str, Any]:
 
     for view in ("status", "stats", "candidates", "jobs", "history"):
         api.call("GET", f"/api/v1/compaction/{view}")
-    # The trigger invokes the compact function asynchronously: the Lambda API must take the request.
+    # The trigger invokes the tasks function asynchronously: the Lambda API must take the request.
     with Recording(os.environ["AWS_ENDPOINT_URL"]) as recording:
         trigger = {"database": DATABASE, "measurement": "cpu"}
         started = api.call("POST", "/api/v1/compaction/trigger", body=trigger, status=202)
     assert started["success"] is True, started
     [invoked] = recording.invocations()
-    assert invoked.function == os.environ["ARCS_COMPACT_FUNCTION"], invoked
+    assert invoked.function == os.environ["ARCS_TASKS_FUNCTION"], invoked
     assert invoked.headers.get("X-Amz-Invocation-Type") == "Event", invoked
 
     cqs = "/api/v1/continuous_queries"
@@ -470,9 +470,9 @@ def multipart_file(data: bytes, name: str) -> tuple[bytes, str]:
     return head + data + f"\r\n--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
 
 
-def import_everything(api: Api, ingest: Handler, compact: Handler, sqs: Any) -> int:
+def import_everything(api: Api, ingest: Handler, tasks: Handler, sqs: Any) -> int:
     """A file posted whole to the edge, and a file uploaded to the bucket and imported by the
-    compact function; returns the rows they imported, as a query counts them."""
+    tasks function; returns the rows they imported, as a query counts them."""
     named = {"x-arc-database": IMPORTS}
     body, form = multipart_file(IMPORTED, "export.lp")
     posted = api.call(
@@ -496,17 +496,17 @@ def import_everything(api: Api, ingest: Handler, compact: Handler, sqs: Any) -> 
     )
     with urllib.request.urlopen(put, timeout=30) as answer:  # noqa: S310 - the local test server's presigned URL
         assert answer.status == 200, answer.status
-    # Completing the upload invokes the compact function asynchronously, as the trigger does.
+    # Completing the upload invokes the tasks function asynchronously, as the trigger does.
     with Recording(os.environ["AWS_ENDPOINT_URL"]) as recording:
         done = api.call(
             "POST", f"{uploads}/<ident>/complete", f"{uploads}/smoke-up/complete", headers=named, status=202
         )
     assert (done["import"]["state"], done["import"]["bytes_total"]) == ("queued", len(UPLOADED)), done
     [invoked] = recording.invocations()
-    assert invoked.function == os.environ["ARCS_COMPACT_FUNCTION"], invoked
+    assert invoked.function == os.environ["ARCS_TASKS_FUNCTION"], invoked
     assert invoked.headers.get("X-Amz-Invocation-Type") == "Event", invoked
     assert invoked.event == {"task": IMPORT_TASK, "database": IMPORTS, "import_id": "smoke-up"}, invoked
-    ran = compact(invoked.event, Context("compact"))
+    ran = tasks(invoked.event, Context("tasks"))
     assert ran == {"task": IMPORT_TASK, "state": "done", "rows_imported": 3}, ran
 
     status = "/api/v1/import/status/<ident>"
@@ -525,17 +525,17 @@ def import_everything(api: Api, ingest: Handler, compact: Handler, sqs: Any) -> 
     return int(count)
 
 
-def compact_every_task(compact: Handler, triggered_by: dict[str, Any]) -> list[str]:
-    """The compact function's tasks, as the schedules send them, and the event the trigger route sent."""
+def run_every_task(tasks: Handler, triggered_by: dict[str, Any]) -> list[str]:
+    """The tasks function's tasks, as the schedules send them, and the event the trigger route sent."""
     ran = []
-    for task in COMPACT_TASKS:
-        answer = compact({"task": task}, Context("compact"))
+    for task in SCHEDULED_TASKS:
+        answer = tasks({"task": task}, Context("tasks"))
         assert isinstance(answer, dict), answer
         if task == "compaction":  # the two files of cpu's hour, merged by DuckDB from the layer
             assert [(j["measurement"], j["files_compacted"]) for j in answer["jobs"]] == [("cpu", 2)], answer
         ran.append(task)
     assert triggered_by == {"source": "arcs.trigger", "database": DATABASE, "measurement": "cpu"}, triggered_by
-    triggered = compact(triggered_by, Context("compact"))
+    triggered = tasks(triggered_by, Context("tasks"))
     assert isinstance(triggered, dict), triggered
     return ran
 
@@ -619,7 +619,7 @@ def main() -> None:
     edge = load(functions, "ingest", "edge.py")
     ingest = load(functions, "ingest")
     query = load(functions, "query")
-    compact = load(functions, "compact")
+    tasks = load(functions, "compact")
 
     bootstrap(load(functions, "bootstrap"))
     token = os.environ["SMOKE_ADMIN_TOKEN"]
@@ -647,11 +647,11 @@ def main() -> None:
     assert pq.read_table(io.BytesIO(body)).num_rows == 2
 
     trigger_event = query_everything(api)
-    imported = import_everything(api, ingest, compact, sqs)
+    imported = import_everything(api, ingest, tasks, sqs)
     assert imported == 5, imported
     assert api.called == ROUTES, sorted(ROUTES - api.called)
     streamed = stream_queries(functions, layer_dirs, caller)
-    tasks = compact_every_task(compact, trigger_event)
+    ran = run_every_task(tasks, trigger_event)
 
     # httpfs was loaded from the duckdb layer's package, through the per-platform link in the work dir.
     links = list(Path(os.environ["ARCS_WORK_DIR"]).rglob("httpfs.duckdb_extension"))
@@ -666,7 +666,7 @@ def main() -> None:
     print(
         f"smoke ok: python {sys.version.split()[0]}, duckdb {duckdb.__version__}, {len(api.called)} routes, "
         f"{streamed} answers streamed by the query function's runtime, "
-        f"compact tasks {', '.join(tasks)}, the trigger's event and an upload's import ({imported} rows imported), "
+        f"tasks {', '.join(ran)}, the trigger's event and an upload's import ({imported} rows imported), "
         "bootstrap, native library loaded"
     )
 

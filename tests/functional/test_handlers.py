@@ -57,7 +57,7 @@ class Handlers:
     ingest: Handler
     query: Handler
     authorizer: Handler
-    compact: Handler
+    tasks: Handler
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,7 @@ def handlers() -> Handlers:
         ingest=load_handler("ingest"),
         query=load_handler("query"),
         authorizer=load_handler("authorizer"),
-        compact=load_handler("compact"),
+        tasks=load_handler("compact"),
     )
 
 
@@ -115,7 +115,7 @@ class Lambda:
     def write(self, lines: str, database: str | None = None) -> None:
         headers = {"x-arc-database": database} if database else {}
         event = self.api_event("POST", "/api/v1/write/line-protocol", lines.encode(), headers)
-        response = self.handlers.edge(event, context("arcs-write"))
+        response = self.handlers.edge(event, context("arcs-edge"))
         assert response["statusCode"] == 204, response
 
     def query(self, sql: str, arrow: bool = False) -> dict[str, Any]:
@@ -195,7 +195,7 @@ def fn(aws: AwsEnv, handlers: Handlers, monkeypatch: pytest.MonkeyPatch, tmp_pat
     # Compaction in these tests: any past hour with 3 files, replaced objects deleted at once.
     for variable, value in (("MIN_AGE_S", "0"), ("MIN_FILES", "3"), ("GRACE_S", "0")):
         monkeypatch.setenv(f"ARCS_COMPACTION_{variable}", value)
-    monkeypatch.setenv("ARCS_COMPACT_FUNCTION", "arcs-compact")
+    monkeypatch.setenv("ARCS_TASKS_FUNCTION", "arcs-tasks")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
     for name in (
@@ -237,7 +237,7 @@ def test_write_event_answers_204_once_the_write_is_in_sqs(fn: Lambda) -> None:
 def test_write_event_without_authorizer_context_is_401(fn: Lambda) -> None:
     event = fn.api_event("POST", "/api/v1/write/line-protocol", b"m v=1")
     event["requestContext"]["authorizer"] = None
-    response = fn.handlers.edge(event, context("arcs-write"))
+    response = fn.handlers.edge(event, context("arcs-edge"))
     assert response["statusCode"] == 401
     assert json.loads(response["body"])["success"] is False
 
@@ -370,7 +370,7 @@ def test_the_edge_refuses_a_body_over_the_aws_limit_that_still_fits_the_invoke(f
     body = b"0" * (limit + 1)
     event = fn.api_event("POST", "/api/v1/write/line-protocol", body)
     assert len(json.dumps(event)) <= LAMBDA_PAYLOAD_LIMIT
-    response = fn.handlers.edge(event, context("arcs-write"))
+    response = fn.handlers.edge(event, context("arcs-edge"))
     assert response["statusCode"] == 413
     assert json.loads(response["body"])["error"] == f"body is {limit + 1} bytes; the limit is {limit}"
 
@@ -602,7 +602,7 @@ def test_scheduled_event_compacts_and_queries_answer_the_same(fn: Lambda) -> Non
     before = fn.rows(sql)
     assert len(fn.runtime.catalog.list_files("default", m)) == 4
     event = json.loads((EVENTS / "eventbridge_scheduled.json").read_text())
-    report = fn.handlers.compact(event, context("arcs-compact"))
+    report = fn.handlers.tasks(event, context("arcs-tasks"))
     (job,) = report["jobs"]
     assert (job["status"], job["files_compacted"], job["files_written"]) == ("settled", 4, 1)
     assert report["inputs_deleted"] == 4
@@ -613,7 +613,7 @@ def test_scheduled_event_compacts_and_queries_answer_the_same(fn: Lambda) -> Non
     assert keys == [output.key]
 
 
-def test_trigger_route_invokes_the_compact_function_asynchronously(fn: Lambda) -> None:
+def test_trigger_route_invokes_the_tasks_function_asynchronously(fn: Lambda) -> None:
     m = name("cpu")
     for n in range(3):
         fn.write(lp(m, 2, T0_NS + n * 10**6, host=f"h{n}"))
@@ -623,15 +623,15 @@ def test_trigger_route_invokes_the_compact_function_asynchronously(fn: Lambda) -
     body = json.dumps({"database": "default", "measurement": m}).encode()
     response = fn.handlers.query(fn.api_event("POST", "/api/v1/compaction/trigger", body), context("arcs-query"))
     assert response["statusCode"] == 202, response
-    assert invoked == [("arcs-compact", {"source": "arcs.trigger", "database": "default", "measurement": m})]
+    assert invoked == [("arcs-tasks", {"source": "arcs.trigger", "database": "default", "measurement": m})]
     # What Lambda does with the asynchronous invocation:
-    report = fn.handlers.compact(invoked[0][1], context("arcs-compact"))
+    report = fn.handlers.tasks(invoked[0][1], context("arcs-tasks"))
     assert [job["measurement"] for job in report["jobs"]] == [m]
     history = fn.handlers.query(fn.api_event("GET", "/api/v1/compaction/history"), context("arcs-query"))
     assert [job["status"] for job in json.loads(history["body"])["jobs"]] == ["done"]
 
 
-def test_compact_function_runs_retention_policies_on_its_retention_task(fn: Lambda) -> None:
+def test_tasks_function_runs_retention_policies_on_its_retention_task(fn: Lambda) -> None:
     m = name("cpu")
     fn.write(lp(m, 3))  # 2023: long expired
     fn.write(lp(m, 2, start_ns=time.time_ns() - 10**9, host="now"))  # within any retention
@@ -639,10 +639,10 @@ def test_compact_function_runs_retention_policies_on_its_retention_task(fn: Lamb
     body = json.dumps({"name": m, "database": "default", "measurement": m, "retention_days": 1, "buffer_days": 0})
     created = fn.handlers.query(fn.api_event("POST", "/api/v1/retention", body.encode()), context("arcs-query"))
     assert created["statusCode"] == 201, created
-    dry = fn.handlers.compact({"task": "retention", "dry_run": True}, context("arcs-compact"))
+    dry = fn.handlers.tasks({"task": "retention", "dry_run": True}, context("arcs-tasks"))
     assert (dry["dry_run"], dry["partitions_deleted"], dry["rows_deleted"]) == (True, 1, 3)
     assert fn.count(m) == 5  # a dry run only counts
-    answer = fn.handlers.compact({"task": "retention"}, context("arcs-compact"))
+    answer = fn.handlers.tasks({"task": "retention"}, context("arcs-tasks"))
     assert (answer["task"], answer["partitions_deleted"], answer["rows_deleted"]) == ("retention", 1, 3)
     assert fn.count(m) == 2
     policy_id = json.loads(created["body"])["policy"]["id"]
@@ -676,7 +676,7 @@ def test_an_empty_upload_is_refused_at_completion_and_may_be_put_again(fn: Lambd
     assert httpx.put(url, content=(lp(m, 10) + "\n").encode()).status_code == 200
     done = fn.handlers.query(fn.api_event("POST", path, query={"db": "default"}), context("arcs-query"))
     assert done["statusCode"] == 202, done
-    assert fn.handlers.compact(invoked[0], context("arcs-compact"))["state"] == "done"
+    assert fn.handlers.tasks(invoked[0], context("arcs-tasks"))["state"] == "done"
     assert fn.count(m) == 10
 
 
@@ -715,11 +715,11 @@ def test_an_uploaded_import_cut_short_is_finished_by_lambdas_retry_and_stored_on
     monkeypatch.setattr(imports.IngestSink, "__call__", cut_short)
     fn.runtime.importer.group_bytes = 1  # every chunk an ingest attempt of its own
     with pytest.raises(Timeout):
-        fn.handlers.compact(invoked[0], context("arcs-compact"))
+        fn.handlers.tasks(invoked[0], context("arcs-tasks"))
     assert 0 < fn.count(m) < 2000
     # Lambda retries the event; a duplicate delivery of it changes nothing.
-    assert fn.handlers.compact(invoked[0], context("arcs-compact"))["state"] == "done"
-    assert fn.handlers.compact(invoked[0], context("arcs-compact"))["state"] == "done"
+    assert fn.handlers.tasks(invoked[0], context("arcs-tasks"))["state"] == "done"
+    assert fn.handlers.tasks(invoked[0], context("arcs-tasks"))["state"] == "done"
     assert fn.count(m) == 2000
     status = fn.handlers.query(
         fn.api_event("GET", "/api/v1/import/status/upload-1", query={"db": "default"}), context("arcs-query")
@@ -756,10 +756,10 @@ def test_the_functions_print_the_core_measures_as_embedded_metrics(
         fn.write(lp(m, 4, start_ns=T0_NS + n * 10**6))
         assert fn.ingest(fn.receive(1)) == []
     assert fn.count(m) == 12
-    report = fn.handlers.compact({"source": "aws.events"}, context("arcs-compact"))
+    report = fn.handlers.tasks({"source": "aws.events"}, context("arcs-tasks"))
     assert report["jobs"]
-    fn.handlers.compact({"task": "retention"}, context("arcs-compact"))
-    fn.handlers.compact({"task": "continuous_queries"}, context("arcs-compact"))
+    fn.handlers.tasks({"task": "retention"}, context("arcs-tasks"))
+    fn.handlers.tasks({"task": "continuous_queries"}, context("arcs-tasks"))
     found = emf(capsys.readouterr().out)
 
     namespace = function_environment_namespace()

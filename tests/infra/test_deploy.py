@@ -1,4 +1,4 @@
-"""What deploying needs beyond the request path: layers, the compact function and its schedules, the
+"""What deploying needs beyond the request path: layers, the tasks function and its schedules, the
 bootstrap token, Athena's tables, the parameters, least privilege per function, and every route.
 
 The main synthesis here has an Athena table. Layers are the stand-ins of conftest's
@@ -23,7 +23,7 @@ from cdk_nag import AwsSolutionsChecks
 from infra.api import PUBLIC_PATHS
 from infra.app import build
 from infra.athena import ArcsAthena
-from infra.compact import TASKS, ArcsCompact
+from infra.compact import TASKS, ArcsTasks
 from infra.failures import AsyncFailures
 from infra.function import FUNCTIONS_DIR, FunctionDefaults
 from infra.stack import ArcsStack
@@ -61,12 +61,12 @@ class Synth:
     def functions(self) -> dict[str, Any]:
         stack = self.stack
         return {
-            "edge": stack.ingest.edge,
+            "edge": stack.edge.edge,
             "ingest": stack.ingest.ingest,
             "query": stack.query.query,
             "authorizer": stack.authorizer.authorizer_function,
             "bootstrap": stack.bootstrap.bootstrap,
-            "compact": stack.compact.compact,
+            "tasks": stack.tasks.tasks,
         }
 
     def statements(self, role: Any) -> list[Json]:
@@ -180,11 +180,11 @@ def test_unknown_architecture_is_refused(layers_dir: Path) -> None:
         _synth({"layers_dir": str(layers_dir), "architecture": "riscv64"})
 
 
-# --- compact and its schedules --------------------------------------------------------------------
+# --- tasks and its schedules ----------------------------------------------------------------------
 
 
-def test_compact_function_runs_long_with_duckdb_disk_and_the_write_path(synth: Synth) -> None:
-    props = synth.props(synth.stack.compact.compact.function)
+def test_tasks_function_runs_long_with_duckdb_disk_and_the_write_path(synth: Synth) -> None:
+    props = synth.props(synth.stack.tasks.tasks.function)
     assert props["Handler"] == "handler.handler"
     assert props["Timeout"] == 900
     assert props["EphemeralStorage"] == {"Size": 10240}
@@ -196,17 +196,17 @@ def test_compact_function_runs_long_with_duckdb_disk_and_the_write_path(synth: S
     assert env[envvars.QUEUE_URL] == {"Ref": synth.logical_id(synth.stack.ingest.queue)}
 
 
-def _compact_handler_tasks() -> set[str]:
+def _tasks_handler_tasks() -> set[str]:
     """The tasks ``functions/compact/handler.py`` runs (any other one it refuses)."""
-    spec = importlib.util.spec_from_file_location("arcs_compact_handler", FUNCTIONS_DIR / "compact" / "handler.py")
+    spec = importlib.util.spec_from_file_location("arcs_tasks_handler", FUNCTIONS_DIR / "compact" / "handler.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return {module.COMPACTION, module.CONTINUOUS_QUERIES, module.RETENTION}
 
 
-def test_schedules_send_the_compact_function_only_tasks_it_runs(synth: Synth) -> None:
-    function_arn = {"Fn::GetAtt": [synth.logical_id(synth.stack.compact.compact.function), "Arn"]}
+def test_schedules_send_the_tasks_function_only_tasks_it_runs(synth: Synth) -> None:
+    function_arn = {"Fn::GetAtt": [synth.logical_id(synth.stack.tasks.tasks.function), "Arn"]}
     dlq_arn = {"Fn::GetAtt": [synth.logical_id(synth.stack.failures.queue), "Arn"]}
     rules = synth.of_type("AWS::Events::Rule")
     assert len(rules) == len(TASKS) == 3
@@ -226,7 +226,7 @@ def test_schedules_send_the_compact_function_only_tasks_it_runs(synth: Synth) ->
         "continuous_queries": "rate(1 minute)",
         "retention": "cron(17 * * * ? *)",
     }
-    assert set(seen) <= _compact_handler_tasks()
+    assert set(seen) <= _tasks_handler_tasks()
     # EventBridge may invoke the function, and only its rules may.
     permissions = [
         p["Properties"]
@@ -243,9 +243,9 @@ def test_a_schedule_for_a_task_the_function_does_not_run_is_refused() -> None:
     stack = Stack(App(), "Probe")
     storage = ArcsStorage(stack, "Storage")
     with pytest.raises(ValueError, match="vacuum"):
-        ArcsCompact(
+        ArcsTasks(
             stack,
-            "Compact",
+            "Tasks",
             storage=storage,
             defaults=FunctionDefaults(environment={}),
             write_queue=sqs.Queue(stack, "Writes"),
@@ -390,7 +390,7 @@ EXPECTED_ACTIONS = {
         "s3:ListBucket",
     },
     # PutObject: the delete API rewrites data files, big results and a manual execute's claim checks
-    # go under _arcs/; InvokeFunction only on the compact function (the compaction trigger).
+    # go under _arcs/; InvokeFunction only on the tasks function (the compaction trigger).
     # tests/infra/test_stack.py pins the resources.
     "query": _LOGS
     | _XRAY
@@ -406,7 +406,7 @@ EXPECTED_ACTIONS = {
     | _SEND  # a failed invocation's record, to the failure queue
     | {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"},
     # Continuous queries' results go through the write path; deleting claim checks is denied (below).
-    "compact": _LOGS
+    "tasks": _LOGS
     | _XRAY
     | _DDB_READ
     | _DDB_WRITE
@@ -420,11 +420,11 @@ EXPECTED_TABLES = {
     "query": {"tokens": "rw", "catalog": "rw", "leases": "rw"},
     "authorizer": {"tokens": "r"},
     "bootstrap": {"tokens": "rw"},
-    "compact": {"catalog": "rw", "leases": "rw"},
+    "tasks": {"catalog": "rw", "leases": "rw"},
 }
 #: The explicit denies: a claim check stands for an acknowledged write until ingest commits it.
 EXPECTED_DENIES = {
-    "compact": [(["s3:DeleteObject"], "/_arcs/claims/*")],
+    "tasks": [(["s3:DeleteObject"], "/_arcs/claims/*")],
     # Quarantined copies have a data file's key shape, under _arcs/: the query function's grant
     # on data keys must not reach them.
     "query": [(["s3:DeleteObject", "s3:PutObject"], "/_arcs/*.parquet")],
@@ -448,7 +448,7 @@ def test_each_function_has_exactly_the_permissions_it_needs(synth: Synth) -> Non
     queue = {"Fn::GetAtt": [synth.logical_id(synth.stack.ingest.queue), "Arn"]}
     failures = {"Fn::GetAtt": [synth.logical_id(synth.stack.failures.queue), "Arn"]}
     #: Functions invoked asynchronously send their failed invocations' records to the failure queue.
-    sends = {"edge": [queue], "query": [queue], "compact": [queue, failures], "bootstrap": [failures]}
+    sends = {"edge": [queue], "query": [queue], "tasks": [queue, failures], "bootstrap": [failures]}
     for name, function in functions.items():
         statements = synth.statements(function.role)
         allowed = [s for s in statements if s["Effect"] == "Allow"]
@@ -479,16 +479,16 @@ def test_each_function_has_exactly_the_permissions_it_needs(synth: Synth) -> Non
         assert granted == expected, name
 
 
-def test_only_the_query_function_invokes_and_only_the_compact_function(synth: Synth) -> None:
-    compact_arn = {"Fn::GetAtt": [synth.logical_id(synth.stack.compact.compact.function), "Arn"]}
+def test_only_the_query_function_invokes_and_only_the_tasks_function(synth: Synth) -> None:
+    tasks_arn = {"Fn::GetAtt": [synth.logical_id(synth.stack.tasks.tasks.function), "Arn"]}
     invokes = {
         name: [s["Resource"] for s in synth.statements(function.role) if "lambda:InvokeFunction" in _actions([s])]
         for name, function in synth.functions().items()
     }
     # The function itself: no version or alias wildcard (":*").
-    assert {name: found for name, found in invokes.items() if found} == {"query": [compact_arn]}
+    assert {name: found for name, found in invokes.items() if found} == {"query": [tasks_arn]}
     env = synth.props(synth.stack.query.query.function)["Environment"]["Variables"]
-    assert env[envvars.COMPACT_FUNCTION] == {"Ref": synth.logical_id(synth.stack.compact.compact.function)}
+    assert env[envvars.TASKS_FUNCTION] == {"Ref": synth.logical_id(synth.stack.tasks.tasks.function)}
 
 
 def test_only_the_functions_whose_job_is_deleting_data_can_delete_it(synth: Synth) -> None:
@@ -498,16 +498,16 @@ def test_only_the_functions_whose_job_is_deleting_data_can_delete_it(synth: Synt
         if "s3:DeleteObject" in _actions([s for s in synth.statements(function.role) if s["Effect"] == "Allow"])
     }
     # ingest: claim checks once committed, and its own orphans; query: an admin's database drop,
-    # and an uploaded import file refused for its size; compact: replaced inputs and an uploaded
+    # and an uploaded import file refused for its size; tasks: replaced inputs and an uploaded
     # import file once imported (never claim checks: denied).
-    assert deleters == {"ingest", "query", "compact"}
+    assert deleters == {"ingest", "query", "tasks"}
     bucket_arn = {"Fn::GetAtt": [synth.logical_id(synth.stack.storage.bucket), "Arn"]}
 
     def objects(pattern: str) -> str:
         return json.dumps({"Fn::Join": ["", [bucket_arn, pattern]]})
 
     # The edge writes claim checks and import status records, never data or an uploaded file.
-    edge_writes = [s for s in synth.statements(synth.stack.ingest.edge.role) if "s3:PutObject" in _actions([s])]
+    edge_writes = [s for s in synth.statements(synth.stack.edge.edge.role) if "s3:PutObject" in _actions([s])]
     assert sorted(json.dumps(s["Resource"]) for s in edge_writes) == [
         objects("/_arcs/claims/*"),
         objects("/_arcs/imports/*.json"),
@@ -631,7 +631,7 @@ def test_every_api_route_reaches_its_function_behind_the_authorizer(
     synth: Synth, method: str, path: str, function: str
 ) -> None:
     targets = {
-        WRITE: synth.logical_id(synth.stack.ingest.edge.function),
+        WRITE: synth.logical_id(synth.stack.edge.edge.function),
         QUERY: synth.logical_id(synth.stack.query.query.function),
     }
     resolved = _resolve(synth, method, path)
@@ -655,7 +655,7 @@ def test_every_api_route_reaches_its_function_behind_the_authorizer(
 # --- cdk-nag on the whole stack --------------------------------------------------------------------
 
 
-def test_cdk_nag_finds_nothing_unacknowledged_with_compact_and_athena(synth: Synth) -> None:
+def test_cdk_nag_finds_nothing_unacknowledged_with_tasks_and_athena(synth: Synth) -> None:
     report = AwsSolutionsChecks().validate_scope(synth.stack)
     found = {v.rule_name: sorted(str(r.construct_path) for r in v.violating_resources) for v in report.violations}
     assert found == {}
@@ -687,9 +687,9 @@ def test_express_bucket_sessions_go_to_exactly_the_functions_that_use_the_data(l
             assert grants == [
                 {"Action": "s3express:CreateSession", "Effect": "Allow", "Resource": {"Fn::GetAtt": [bucket_id, "Arn"]}}
             ], name
-    # ingest writes the data files, compact rewrites them, query reads them and (for admins)
+    # ingest writes the data files, tasks rewrites them, query reads them and (for admins)
     # deletes and rewrites them; edge, authorizer and bootstrap never touch them.
-    assert users == {"ingest", "compact", "query"}
+    assert users == {"ingest", "tasks", "query"}
     # Everything else the functions may do is what they may do without the directory bucket.
     for name, function in express.functions().items():
         allowed = [s for s in express.statements(function.role) if s["Effect"] == "Allow"]
@@ -735,7 +735,7 @@ def test_cdk_json_runs_the_app_as_a_module_from_the_lock() -> None:
     assert "uv run --frozen python -m infra.app" in config["app"]
 
 
-#: Every kind of resource the stack makes (with the compact function, an Athena table and no S3
+#: Every kind of resource the stack makes (with the tasks function, an Athena table and no S3
 #: Express), each covered by the tests here or in test_stack.py. A new kind must come with its tests.
 EXPECTED_RESOURCE_TYPES = {
     "AWS::S3::Bucket": 1,
@@ -750,7 +750,7 @@ EXPECTED_RESOURCE_TYPES = {
     "AWS::Lambda::LayerVersion": 3,
     "AWS::Lambda::Function": 6,
     "AWS::Lambda::EventSourceMapping": 1,
-    "AWS::Lambda::EventInvokeConfig": 2,  # compact, bootstrap: invoked asynchronously
+    "AWS::Lambda::EventInvokeConfig": 2,  # tasks, bootstrap: invoked asynchronously
     "AWS::Lambda::Permission": 7,
     "AWS::IAM::Role": 7,
     "AWS::IAM::Policy": 6,

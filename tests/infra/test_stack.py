@@ -73,12 +73,12 @@ def synth(layers_dir: Path) -> Synth:
 def _functions(synth: Synth) -> dict[str, Any]:
     stack = synth.stack
     return {
-        "edge": stack.ingest.edge,
+        "edge": stack.edge.edge,
         "ingest": stack.ingest.ingest,
         "query": stack.query.query,
         "authorizer": stack.authorizer.authorizer_function,
         "bootstrap": stack.bootstrap.bootstrap,
-        "compact": stack.compact.compact,
+        "tasks": stack.tasks.tasks,
     }
 
 
@@ -273,7 +273,7 @@ def test_handlers_point_at_the_function_folders(synth: Synth) -> None:
         "query": ("handler.stream_handler", "query"),  # through the streaming runtime (infra/query.py)
         "authorizer": ("handler.handler", "authorizer"),
         "bootstrap": ("handler.handler", "bootstrap"),
-        "compact": ("handler.handler", "compact"),
+        "tasks": ("handler.handler", "compact"),  # the folder keeps the project's layout
     }
     outdir = Path(synth.app.outdir)
     for name, function in _functions(synth).items():
@@ -295,7 +295,7 @@ FUNCTION_TABLES = {
     "query": {envvars.TOKENS_TABLE, envvars.CATALOG_TABLE, envvars.LEASES_TABLE},  # + token routes, delete
     "authorizer": {envvars.TOKENS_TABLE},
     "bootstrap": {envvars.TOKENS_TABLE},
-    "compact": {envvars.CATALOG_TABLE, envvars.LEASES_TABLE},
+    "tasks": {envvars.CATALOG_TABLE, envvars.LEASES_TABLE},
 }
 
 
@@ -325,10 +325,10 @@ def test_environment_uses_only_arcs_envvars_names(synth: Synth) -> None:
         assert env[envvars.ARROW_MEMORY_POOL] == ARROW_POOL, name
     assert envs["edge"][envvars.QUEUE_URL] == queue
     assert envs["ingest"][envvars.QUEUE_URL] == queue
-    # The query function (a continuous query's manual execute) and the compact function (scheduled
+    # The query function (a continuous query's manual execute) and the tasks function (scheduled
     # continuous queries) write through the write path too.
     assert envs["query"][envvars.QUEUE_URL] == queue
-    assert envs["compact"][envvars.QUEUE_URL] == queue
+    assert envs["tasks"][envvars.QUEUE_URL] == queue
     for name in ("authorizer", "bootstrap"):
         assert envvars.QUEUE_URL not in envs[name], name
     assert envs["query"][envvars.DUCKDB_MEMORY_LIMIT].endswith("MB")
@@ -405,22 +405,22 @@ def test_grants_are_what_each_function_needs(synth: Synth) -> None:
     assert not {"sqs:ReceiveMessage", "sqs:DeleteMessage"} & actions["query"]
 
     # Compaction and continuous queries: data objects, the catalog, and the write path's sending end.
-    assert {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"} <= actions["compact"]
-    assert {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:BatchWriteItem"} <= actions["compact"]
-    assert "sqs:SendMessage" in actions["compact"]
-    assert not {"sqs:ReceiveMessage", "sqs:DeleteMessage"} & actions["compact"]
-    assert not any(action.startswith("lambda:") for action in actions["compact"])
+    assert {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"} <= actions["tasks"]
+    assert {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:BatchWriteItem"} <= actions["tasks"]
+    assert "sqs:SendMessage" in actions["tasks"]
+    assert not {"sqs:ReceiveMessage", "sqs:DeleteMessage"} & actions["tasks"]
+    assert not any(action.startswith("lambda:") for action in actions["tasks"])
     # It may write claim checks (big continuous-query results), never delete one.
-    [deny] = [s for s in grants["compact"] if s["Effect"] == "Deny"]
+    [deny] = [s for s in grants["tasks"] if s["Effect"] == "Deny"]
     assert deny["Action"] == "s3:DeleteObject"
     assert deny["Resource"] == {"Fn::Join": ["", [bucket_arn, "/_arcs/claims/*"]]}
-    assert not any("s3:PutObject" in _actions([s]) for s in grants["compact"] if s["Effect"] == "Deny")
+    assert not any("s3:PutObject" in _actions([s]) for s in grants["tasks"] if s["Effect"] == "Deny")
 
-    # The compaction trigger: the query function invokes the compact function, and nothing else does.
+    # The compaction trigger: the query function invokes the tasks function, and nothing else does.
     [invoke] = [s for s in grants["query"] if "lambda:InvokeFunction" in _actions([s])]
     assert invoke["Action"] == "lambda:InvokeFunction"
-    assert invoke["Resource"] == {"Fn::GetAtt": [synth.logical_id(synth.stack.compact.compact.function), "Arn"]}
-    for name in ("edge", "ingest", "authorizer", "bootstrap", "compact"):
+    assert invoke["Resource"] == {"Fn::GetAtt": [synth.logical_id(synth.stack.tasks.tasks.function), "Arn"]}
+    for name in ("edge", "ingest", "authorizer", "bootstrap", "tasks"):
         assert not any(action.startswith("lambda:") for action in actions[name]), name
 
     assert {"dynamodb:GetItem", "dynamodb:Query"} <= actions["authorizer"]
@@ -454,7 +454,7 @@ def test_each_function_reads_and_writes_only_its_tables(synth: Synth) -> None:
         "query": {"tokens", "catalog", "leases"},
         "authorizer": set(),
         "bootstrap": {"tokens"},
-        "compact": {"catalog", "leases"},
+        "tasks": {"catalog", "leases"},
     }
     readers = {**writers, "authorizer": {"tokens"}}
     for name, tables in access.items():
@@ -466,7 +466,7 @@ def test_each_function_reads_and_writes_only_its_tables(synth: Synth) -> None:
     assert not writes & access["authorizer"]["tokens"]
     assert "catalog" not in access["authorizer"] and "leases" not in access["authorizer"]
     # Ingest and the edge never see tokens or leases; compaction never sees tokens.
-    for name in ("edge", "ingest", "compact"):
+    for name in ("edge", "ingest", "tasks"):
         assert "tokens" not in access[name], name
 
 
@@ -505,7 +505,7 @@ def _target(method: Json, functions: list[str]) -> str:
 
 
 def test_routes_writes_to_the_edge_and_the_rest_to_query(synth: Synth) -> None:
-    edge = synth.logical_id(synth.stack.ingest.edge.function)
+    edge = synth.logical_id(synth.stack.edge.edge.function)
     query = synth.logical_id(synth.stack.query.query.function)
     cached = {"Ref": synth.logical_id(synth.stack.authorizer.token_authorizer)}
     uncached = {"Ref": synth.logical_id(synth.stack.authorizer.request_authorizer)}
@@ -622,8 +622,8 @@ def test_synthesis_reports_no_errors_or_warnings(synth: Synth) -> None:
 # --- compaction and continuous queries -----------------------------------------------------------------
 
 
-def test_compact_function_limits_follow_its_memory_and_timeout(synth: Synth) -> None:
-    props = synth.props(synth.stack.compact.compact.function)
+def test_tasks_function_limits_follow_its_memory_and_timeout(synth: Synth) -> None:
+    props = synth.props(synth.stack.tasks.tasks.function)
     env = props["Environment"]["Variables"]
     assert props["Timeout"] == 900
     assert props["EphemeralStorage"] == {"Size": 10240}
@@ -637,10 +637,10 @@ def test_compact_function_limits_follow_its_memory_and_timeout(synth: Synth) -> 
     assert 0 < float(env[envvars.QUERY_TIMEOUT_S]) < props["Timeout"]
 
 
-def test_compact_settings_parse_as_the_runtime_reads_them(synth: Synth) -> None:
+def test_tasks_settings_parse_as_the_runtime_reads_them(synth: Synth) -> None:
     from arcs.settings import Settings
 
-    env = synth.props(synth.stack.compact.compact.function)["Environment"]["Variables"]
+    env = synth.props(synth.stack.tasks.tasks.function)["Environment"]["Variables"]
     plain = {name: value for name, value in env.items() if isinstance(value, str)}
     settings = Settings.from_env({**plain, envvars.BUCKET: "b", envvars.CATALOG_TABLE: "t", envvars.QUEUE_URL: "q"})
     assert settings.compaction.time_budget_s == float(env[envvars.COMPACTION_TIME_BUDGET_S])
