@@ -64,7 +64,7 @@ MEMORY_MB = {
 }
 #: The stack's schedules (infra/compact.py DEFAULT_SCHEDULES), seconds between runs.
 SCHEDULES_S = {"compaction": 15 * 60, "continuous_queries": 60, "retention": 3600}
-#: The stack's alarms and dashboards (tests/infra/test_deploy.py EXPECTED_RESOURCE_TYPES).
+#: The stack's alarms and dashboards (tests/infra/test_deploy_app.py EXPECTED_RESOURCE_TYPES).
 SCHEDULES_OFF = {envvars.COMPACTION_INTERVAL_S: "0", CQ_SCHEDULE_S: "0", RETENTION_SCHEDULE_S: "0"}
 STACK_ALARMS = 17
 STACK_DASHBOARDS = 1

@@ -107,7 +107,7 @@ def test_the_stack_figures_match_the_stack() -> None:
     } == cost.MEMORY_MB
     from infra.compact import DEFAULT_SCHEDULES
 
-    from tests.infra.test_deploy import EXPECTED_RESOURCE_TYPES
+    from tests.infra.test_deploy_app import EXPECTED_RESOURCE_TYPES
 
     assert {task: schedule.expression_string for task, schedule in DEFAULT_SCHEDULES.items()} == {
         "compaction": "rate(15 minutes)",
