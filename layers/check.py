@@ -1,7 +1,7 @@
 """Check built layers: ``python -m layers.check --arch ARCH [--smoke]``.
 
 - Size: every function's code plus its layers, unzipped, within Lambda's 250 MB; fails otherwise.
-- Smoke (``--smoke``): ``layers/smoke.py`` in a clean Python 3.12 interpreter of the layers'
+- Smoke (``--smoke``): ``layers/smoke/`` (a folder Python runs) in a clean Python 3.12 interpreter of the layers'
   architecture (this machine's, or a foreign one under qemu's user-mode emulation) whose path holds
   nothing but the standard library and the layers, against a moto server started here (moto itself
   is not in the layers, and must not be). What this machine cannot run is said, not passed over.
@@ -38,7 +38,7 @@ from layers.build import (
 from layers.emulation import Unavailable
 
 FUNCTIONS_DIR = FUNCTIONS_SOURCE
-SMOKE_SCRIPT = Path(__file__).with_name("smoke.py")
+SMOKE_SCRIPT = Path(__file__).with_name("smoke")  # a folder: python runs its __main__.py
 NATIVE_PROBE = Path(__file__).with_name("native_probe.py")
 _MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}
 HOST_ARCH = _MACHINES.get(platform.machine().lower())
@@ -180,7 +180,7 @@ def _tasks_function(session: Any, endpoint: str, name: str) -> str:
 
 
 def smoke(arch: str, build_dir: Path = BUILD_DIR, timeout_s: float = 300) -> str:
-    """Run ``layers/smoke.py`` on the layers of ``arch`` against a fresh moto server; returns its
+    """Run ``layers/smoke/`` on the layers of ``arch`` against a fresh moto server; returns its
     last line. Raises :class:`Unavailable` when this machine cannot run ``arch``."""
     command = interpreter(arch)
     if arch != HOST_ARCH:

@@ -34,7 +34,7 @@ from layers.build import (
 from layers.check import HOST_ARCH, CheckFailed, Unavailable, check_sizes, native_answers, smoke
 from layers.native_probe import INTEGERS, TIMESTAMPS_S
 from layers.services import UnreadableService, boto3_services
-from layers.smoke import IMPORT_TASK, QUERY_ROUTES, ROUTES, SCHEDULED_TASKS, WRITE_ROUTES
+from layers.smoke.routes import IMPORT_TASK, QUERY_ROUTES, ROUTES, SCHEDULED_TASKS, WRITE_ROUTES
 
 from arcs.http.api import routers
 
