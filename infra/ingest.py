@@ -136,7 +136,7 @@ class ArcsEdge(Construct):
         *,
         storage: ArcsStorage,
         defaults: FunctionDefaults,
-        queue: sqs.IQueue,
+        write_queue: sqs.IQueue,
         memory_size_mb: int = DEFAULT_MEMORY_MB["edge"],
         timeout: Duration = API_TIMEOUT,
         ingest_memory_mb: int = DEFAULT_MEMORY_MB["ingest"],
@@ -152,11 +152,11 @@ class ArcsEdge(Construct):
             memory_size_mb=memory_size_mb,
             timeout=timeout,
             environment={
-                envvars.QUEUE_URL: queue.queue_url,
+                envvars.QUEUE_URL: write_queue.queue_url,
                 envvars.MAX_DECOMPRESSED_BYTES: str(max_decompressed_bytes(memory_size_mb, ingest_memory_mb)),
             },
         )
-        queue.grant_send_messages(self.edge.role)
+        write_queue.grant_send_messages(self.edge.role)
         # Writes too big for a message go to the bucket first, only under the claims prefix.
         self.edge.role.add_to_principal_policy(
             iam.PolicyStatement(

@@ -78,7 +78,7 @@ class ArcsStack(Stack):
             "Edge",
             storage=self.storage,
             defaults=defaults,
-            queue=self.ingest.queue,
+            write_queue=self.ingest.queue,
             memory_size_mb=memory["edge"],
             ingest_memory_mb=memory["ingest"],
         )

@@ -1,8 +1,7 @@
 """The authorizer: a good token's identity as context, a bad one refused, and a write declaring
 more than reaches the edge denied before any function runs.
 
-In-process, with real event shapes, against the session's moto server; the world each test gets
-(``fn``) is tests/functional/conftest.py's, its helpers tests/functional/lambdas.py's.
+The world each test gets (``fn``): tests/functional/conftest.py and lambdas.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The functions print the core measures as CloudWatch embedded metrics.
 
-In-process, with real event shapes, against the session's moto server; the world each test gets
-(``fn``) is tests/functional/conftest.py's, its helpers tests/functional/lambdas.py's.
+The world each test gets (``fn``): tests/functional/conftest.py and lambdas.py.
 """
 
 from __future__ import annotations

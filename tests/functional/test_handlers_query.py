@@ -1,8 +1,7 @@
 """The query handler: JSON and Arrow answers, and results larger than a Lambda response handed off
 whole, measured as they travel, or refused clearly.
 
-In-process, with real event shapes, against the session's moto server; the world each test gets
-(``fn``) is tests/functional/conftest.py's, its helpers tests/functional/lambdas.py's.
+The world each test gets (``fn``): tests/functional/conftest.py and lambdas.py.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The tasks function: scheduled compaction, the trigger route's asynchronous invoke, retention
 policies, and uploaded imports finished by Lambda's retry.
 
-In-process, with real event shapes, against the session's moto server; the world each test gets
-(``fn``) is tests/functional/conftest.py's, its helpers tests/functional/lambdas.py's.
+The world each test gets (``fn``): tests/functional/conftest.py and lambdas.py.
 """
 
 from __future__ import annotations

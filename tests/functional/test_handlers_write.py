@@ -1,8 +1,7 @@
 """The write path's handlers: the edge queues a write, ingest turns queued writes into Parquet,
 claim checks, and exact counts under SQS's at-least-once delivery.
 
-In-process, with real event shapes, against the session's moto server; the world each test gets
-(``fn``) is tests/functional/conftest.py's, its helpers tests/functional/lambdas.py's.
+The world each test gets (``fn``): tests/functional/conftest.py and lambdas.py.
 """
 
 from __future__ import annotations

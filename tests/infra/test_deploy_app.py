@@ -30,7 +30,7 @@ def test_cdk_nag_finds_nothing_unacknowledged_with_tasks_and_athena(athena_synth
 
 
 def test_the_app_synthesizes_offline_as_cdk_synth_runs_it(tmp_path: Path) -> None:
-    """``cdk athena_synth`` runs ``python -m infra.app`` with CDK_OUTDIR and CDK_CONTEXT_JSON; no network,
+    """``cdk synth`` runs ``python -m infra.app`` with CDK_OUTDIR and CDK_CONTEXT_JSON; no network,
     no built layers (as in CI): the template is written, and cdk-nag (a validation plugin) passes."""
     import os
     import subprocess
