@@ -46,7 +46,7 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_ba
 from werkzeug.serving import make_server
 
 from arcs import envvars
-from arcs.emulation.local import COMPACT_FUNCTION, CQ_SCHEDULE_S, RETENTION_SCHEDULE_S
+from arcs.emulation.local import CQ_SCHEDULE_S, EDGE_FUNCTION, RETENTION_SCHEDULE_S, TASKS_FUNCTION
 from benchmarks import cost_prices as prices
 from benchmarks.cost_prices import Usage
 from benchmarks.ingest import FORMATS, columns_for
@@ -56,15 +56,15 @@ from benchmarks.pruning_requests import HOUR_US, START_US, _QuietHandler, copy_t
 #: The stack's configured memory per function (infra/params.py DEFAULT_MEMORY_MB), by the name
 #: ``arcs local`` gives each.
 MEMORY_MB = {
-    "arcs-write": 2048,  # edge
+    EDGE_FUNCTION: 2048,
     "arcs-ingest": 2048,
     "arcs-query": 3008,
     "arcs-authorizer": 1024,
-    COMPACT_FUNCTION: 3008,
+    TASKS_FUNCTION: 3008,
 }
 #: The stack's schedules (infra/compact.py DEFAULT_SCHEDULES), seconds between runs.
 SCHEDULES_S = {"compaction": 15 * 60, "continuous_queries": 60, "retention": 3600}
-#: The stack's alarms and dashboards (tests/infra/test_deploy.py EXPECTED_RESOURCE_TYPES).
+#: The stack's alarms and dashboards (tests/infra/test_deploy_app.py EXPECTED_RESOURCE_TYPES).
 SCHEDULES_OFF = {envvars.COMPACTION_INTERVAL_S: "0", CQ_SCHEDULE_S: "0", RETENTION_SCHEDULE_S: "0"}
 STACK_ALARMS = 17
 STACK_DASHBOARDS = 1
@@ -240,7 +240,7 @@ class InvocationLog:
 
 
 def memory_of(function: str) -> int:
-    return MEMORY_MB.get(function, MEMORY_MB[COMPACT_FUNCTION])
+    return MEMORY_MB.get(function, MEMORY_MB[TASKS_FUNCTION])
 
 
 @dataclass(slots=True)
@@ -407,9 +407,9 @@ def measure_queries(bench: Bench, database: str, queries: list[tuple[str, str]])
 def measure_idle(endpoint: str, meter: MeteringApp, work: Path, seconds: float) -> dict[str, Measured]:
     """Each scheduled task alone, run every 2 s by its rule for ``seconds``."""
     names = {
-        "compaction": (envvars.COMPACTION_INTERVAL_S, COMPACT_FUNCTION),
-        "continuous_queries": (CQ_SCHEDULE_S, f"{COMPACT_FUNCTION}-continuous-queries"),
-        "retention": (RETENTION_SCHEDULE_S, f"{COMPACT_FUNCTION}-retention"),
+        "compaction": (envvars.COMPACTION_INTERVAL_S, TASKS_FUNCTION),
+        "continuous_queries": (CQ_SCHEDULE_S, f"{TASKS_FUNCTION}-continuous-queries"),
+        "retention": (RETENTION_SCHEDULE_S, f"{TASKS_FUNCTION}-retention"),
     }
     results = {}
     for task, (variable, function) in names.items():
@@ -467,11 +467,11 @@ def render(
         usage = m.usage()
         dollars_b = prices.total(usage.scaled(1e9 / m.extra["rows"]))
         per_billion[m.label] = dollars_b
-        cpu = [m.cpu_s(f) * scale for f in ("arcs-write", "arcs-ingest", "arcs-authorizer")]
+        cpu = [m.cpu_s(f) * scale for f in (EDGE_FUNCTION, "arcs-ingest", "arcs-authorizer")]
         units = f"{usage.ddb_read_units * scale:,.0f}/{usage.ddb_write_units * scale:,.0f}"
         out.append(
             f"| {m.label} | {cpu[0]:.1f} | {cpu[1]:.1f} | {cpu[2]:.1f} "
-            f"| {m.peak_mib('arcs-write'):.0f} | {m.peak_mib('arcs-ingest'):.0f} "
+            f"| {m.peak_mib(EDGE_FUNCTION):.0f} | {m.peak_mib('arcs-ingest'):.0f} "
             f"| {usage.invocations * scale:,.0f} | {usage.s3_put * scale:,.0f} | {usage.s3_get * scale:,.0f} "
             f"| {usage.sqs_requests * scale:,.0f} | {units} | {stored[m.label] * scale / 1e6:.1f} | ${dollars_b:,.2f} |"
         )

@@ -129,7 +129,7 @@ def run_windows(server: ArcsLocal, days: int, counter: CountingApp, label: str) 
 
 
 def compact(server: ArcsLocal, database: str = DATABASE) -> None:
-    """Trigger compaction through its route (the compact function, invoked asynchronously) until no
+    """Trigger compaction through its route (the tasks function, invoked asynchronously) until no
     partition of ``database`` is a candidate and no job is running."""
     started = time.perf_counter()
     deadline = time.monotonic() + 1800

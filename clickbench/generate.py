@@ -22,396 +22,56 @@ Planted rows make the queries with ``OFFSET`` return rows, in the numbers the fu
 scaled to ``rows`` (:func:`scaled`); :func:`scale_query` scales the ``HAVING COUNT(*) >
 100000`` and ``OFFSET`` constants of a query the same way (at full size it changes nothing). With
 both, every one of the 43 queries returns rows, down to a few thousand rows of data.
+
+The parts: ``clickbench/hits_schema.py`` (the schema and the file layout), ``sampling.py`` (the
+seeded draws) and ``planted.py`` (the planted rows and the scaled constants).
 """
 
 from __future__ import annotations
-
-import hashlib
-import re
-from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from clickbench import distributions as dist
+from clickbench import sampling
+from clickbench.hits_schema import TIME_COLUMNS, hits_schema, to_parquet_layout
+from clickbench.planted import (
+    MOSCOW_OFFSET_S,
+    PLANTED_REFERER,
+    PLANTED_REFERER_HASH,
+    PLANTED_URL,
+    PLANTED_URL_HASH,
+    PLANTED_USER_ID,
+    planted_rows,
+    scale_query,
+    scaled,
+)
+
+#: The data's API: the table, its schema and file layout, and the scaling of the queries' constants.
+__all__ = [
+    "N_FULL",
+    "PLANTED_REFERER_HASH",
+    "PLANTED_URL_HASH",
+    "PLANTED_USER_ID",
+    "generate_hits",
+    "hits_schema",
+    "scale_query",
+    "scaled",
+    "to_parquet_layout",
+]
 
 N_FULL = dist.N_FULL
 FIRST_DAY = 15888  # 2013-07-02, days since 1970-01-01: EventDate runs over 30 days from here
 DAYS = 30
-MOSCOW_OFFSET_S = 4 * 3600  # EventDate is the Moscow date (UTC+4) of EventTime (UTC)
-PLANTED_USER_ID = 435090932899640449  # Q20
-PLANTED_REFERER_HASH = 3594120000172545465  # Q41
-PLANTED_URL_HASH = 2868770270353813622  # Q42
-PLANTED_REFERER = "http://mysw.info/goods/list?counter=62&from=tracker"  # its RefererHash is planted
-PLANTED_URL = "http://62.example.ru/catalog/index.html"  # its URLHash is planted
-Q43_FIRST_DAY = 15900  # 2013-07-14
 MIN_ROWS = 1000
-
-_SCHEMA = """
-WatchID BIGINT NOT NULL
-JavaEnable SMALLINT NOT NULL
-Title TEXT
-GoodEvent SMALLINT NOT NULL
-EventTime TIMESTAMP NOT NULL
-EventDate Date NOT NULL
-CounterID INTEGER NOT NULL
-ClientIP INTEGER NOT NULL
-RegionID INTEGER NOT NULL
-UserID BIGINT NOT NULL
-CounterClass SMALLINT NOT NULL
-OS SMALLINT NOT NULL
-UserAgent SMALLINT NOT NULL
-URL TEXT
-Referer TEXT
-IsRefresh SMALLINT NOT NULL
-RefererCategoryID SMALLINT NOT NULL
-RefererRegionID INTEGER NOT NULL
-URLCategoryID SMALLINT NOT NULL
-URLRegionID INTEGER NOT NULL
-ResolutionWidth SMALLINT NOT NULL
-ResolutionHeight SMALLINT NOT NULL
-ResolutionDepth SMALLINT NOT NULL
-FlashMajor SMALLINT NOT NULL
-FlashMinor SMALLINT NOT NULL
-FlashMinor2 TEXT
-NetMajor SMALLINT NOT NULL
-NetMinor SMALLINT NOT NULL
-UserAgentMajor SMALLINT NOT NULL
-UserAgentMinor VARCHAR(255) NOT NULL
-CookieEnable SMALLINT NOT NULL
-JavascriptEnable SMALLINT NOT NULL
-IsMobile SMALLINT NOT NULL
-MobilePhone SMALLINT NOT NULL
-MobilePhoneModel TEXT
-Params TEXT
-IPNetworkID INTEGER NOT NULL
-TraficSourceID SMALLINT NOT NULL
-SearchEngineID SMALLINT NOT NULL
-SearchPhrase TEXT
-AdvEngineID SMALLINT NOT NULL
-IsArtifical SMALLINT NOT NULL
-WindowClientWidth SMALLINT NOT NULL
-WindowClientHeight SMALLINT NOT NULL
-ClientTimeZone SMALLINT NOT NULL
-ClientEventTime TIMESTAMP NOT NULL
-SilverlightVersion1 SMALLINT NOT NULL
-SilverlightVersion2 SMALLINT NOT NULL
-SilverlightVersion3 INTEGER NOT NULL
-SilverlightVersion4 SMALLINT NOT NULL
-PageCharset TEXT
-CodeVersion INTEGER NOT NULL
-IsLink SMALLINT NOT NULL
-IsDownload SMALLINT NOT NULL
-IsNotBounce SMALLINT NOT NULL
-FUniqID BIGINT NOT NULL
-OriginalURL TEXT
-HID INTEGER NOT NULL
-IsOldCounter SMALLINT NOT NULL
-IsEvent SMALLINT NOT NULL
-IsParameter SMALLINT NOT NULL
-DontCountHits SMALLINT NOT NULL
-WithHash SMALLINT NOT NULL
-HitColor CHAR NOT NULL
-LocalEventTime TIMESTAMP NOT NULL
-Age SMALLINT NOT NULL
-Sex SMALLINT NOT NULL
-Income SMALLINT NOT NULL
-Interests SMALLINT NOT NULL
-Robotness SMALLINT NOT NULL
-RemoteIP INTEGER NOT NULL
-WindowName INTEGER NOT NULL
-OpenerName INTEGER NOT NULL
-HistoryLength SMALLINT NOT NULL
-BrowserLanguage TEXT
-BrowserCountry TEXT
-SocialNetwork TEXT
-SocialAction TEXT
-HTTPError SMALLINT NOT NULL
-SendTiming INTEGER NOT NULL
-DNSTiming INTEGER NOT NULL
-ConnectTiming INTEGER NOT NULL
-ResponseStartTiming INTEGER NOT NULL
-ResponseEndTiming INTEGER NOT NULL
-FetchTiming INTEGER NOT NULL
-SocialSourceNetworkID SMALLINT NOT NULL
-SocialSourcePage TEXT
-ParamPrice BIGINT NOT NULL
-ParamOrderID TEXT
-ParamCurrency TEXT
-ParamCurrencyID SMALLINT NOT NULL
-OpenstatServiceName TEXT
-OpenstatCampaignID TEXT
-OpenstatAdID TEXT
-OpenstatSourceID TEXT
-UTMSource TEXT
-UTMMedium TEXT
-UTMCampaign TEXT
-UTMContent TEXT
-UTMTerm TEXT
-FromTag TEXT
-HasGCLID SMALLINT NOT NULL
-RefererHash BIGINT NOT NULL
-URLHash BIGINT NOT NULL
-CLID INTEGER NOT NULL
-"""
-_ARROW_TYPES = {
-    "BIGINT": pa.int64(),
-    "INTEGER": pa.int32(),
-    "SMALLINT": pa.int16(),
-    "TEXT": pa.string(),
-    "VARCHAR(255)": pa.string(),
-    "CHAR": pa.string(),
-    "TIMESTAMP": pa.timestamp("us"),
-    "DATE": pa.date32(),
-}
-_TIME_COLUMNS = ("EventTime", "ClientEventTime", "LocalEventTime")
-
-
-def hits_schema() -> pa.Schema:
-    """The Arrow schema of ``CREATE TABLE hits``: names, order, types, NOT NULL as non-nullable."""
-    fields = []
-    for line in _SCHEMA.strip().splitlines():
-        name, kind, *rest = line.split()
-        fields.append(pa.field(name, _ARROW_TYPES[kind.upper()], nullable=rest != ["NOT", "NULL"]))
-    return pa.schema(fields)
-
-
-def scaled(count: int, rows: int) -> int:
-    """A count of the full dataset (a threshold, an offset) at ``rows`` rows: proportional, at least 1."""
-    return max(1, count * rows // N_FULL)
-
-
-_HAVING = re.compile(r"(HAVING\s+COUNT\(\*\)\s*>\s*)(\d+)", re.IGNORECASE)
-_OFFSET = re.compile(r"(\bOFFSET\s+)(\d+)", re.IGNORECASE)
-
-
-def scale_query(sql: str, rows: int) -> str:
-    """``sql`` with its ``HAVING COUNT(*) > n`` and ``OFFSET n`` constants scaled to ``rows`` rows."""
-
-    def scale(match: re.Match[str]) -> str:
-        return match.group(1) + str(scaled(int(match.group(2)), rows))
-
-    return _OFFSET.sub(scale, _HAVING.sub(scale, sql))
-
-
-def to_parquet_layout(table: pa.Table) -> pa.Table:
-    """The official ``hits.parquet`` layout: times as INT64 Unix seconds, EventDate as UINT16 days,
-    strings as binary (read with ``binary_as_string``)."""
-    columns = []
-    for field, column in zip(table.schema, table.columns, strict=True):
-        if field.name in _TIME_COLUMNS:
-            column = pc.divide(column.cast(pa.int64()), 1_000_000)
-        elif field.name == "EventDate":
-            column = column.cast(pa.int32()).cast(pa.uint16())
-        elif pa.types.is_string(field.type):
-            column = column.cast(pa.binary())
-        columns.append(column)
-    return pa.table(columns, names=table.column_names)
-
-
-class _Random:
-    """Seeded, vectorized draws of ``rows`` values; each ``key`` is an independent stream."""
-
-    def __init__(self, rows: int, seed: int) -> None:
-        self.rows = rows
-        self.seed = seed
-
-    def uniform(self, key: str) -> pa.Array:
-        digest = hashlib.blake2b(f"{self.seed}/{key}".encode(), digest_size=8).digest()
-        return pc.random(self.rows, initializer=int.from_bytes(digest, "little") >> 1)
-
-    def integers(self, key: str, low: int, high: int) -> pa.Array:
-        """Uniform int64 in [low, high]."""
-        drawn = pc.floor(pc.multiply(self.uniform(key), float(high - low + 1)))
-        return pc.add(pc.cast(drawn, pa.int64()), low)
-
-    def skewed(self, key: str, size: int, exponent: float) -> pa.Array:
-        """int64 in [0, size), index 0 the most frequent: floor(size * u ** exponent)."""
-        drawn = pc.floor(pc.multiply(pc.power(self.uniform(key), exponent), float(size)))
-        return pc.min_element_wise(pc.cast(drawn, pa.int64()), size - 1)
-
-    def index(self, key: str, weights: Sequence[float]) -> pa.Array:
-        """int64 in [0, len(weights)), drawn with the given relative weights."""
-        total = float(sum(weights))
-        cumulative, running = [], 0.0
-        for weight in weights:
-            running += weight
-            cumulative.append(running / total)
-        cumulative[-1] = 1.0
-        return pc.cast(pc.search_sorted(pa.array(cumulative), self.uniform(key), side="right"), pa.int64())
-
-    def choice(self, key: str, values: Sequence[object], weights: Sequence[float], kind: pa.DataType) -> pa.Array:
-        return pc.take(pa.array(values, kind), self.index(key, weights))
-
-    def chance(self, key: str, probability: float) -> pa.Array:
-        return pc.less(self.uniform(key), probability)
-
-    def flag(self, key: str, probability: float) -> pa.Array:
-        """int64 1 with the given probability, else 0."""
-        return pc.cast(self.chance(key, probability), pa.int64())
-
-    def constant(self, value: object, kind: pa.DataType) -> pa.Array:
-        return pa.repeat(pa.scalar(value, kind), self.rows)
-
-
-def _mix(values: pa.Array, salt: int) -> pa.Array:
-    """splitmix64 of int64 ``values`` (as uint64) xor a salt: a vectorized integer hash."""
-    salted = int.from_bytes(hashlib.blake2b(str(salt).encode(), digest_size=8).digest(), "little")
-    x = pc.bit_wise_xor(pc.cast(values, pa.uint64(), safe=False), pa.scalar(salted, pa.uint64()))
-    x = pc.add(x, pa.scalar(0x9E3779B97F4A7C15, pa.uint64()))
-    for shift, factor in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
-        x = pc.multiply(
-            pc.bit_wise_xor(x, pc.shift_right(x, pa.scalar(shift, pa.uint64()))), pa.scalar(factor, pa.uint64())
-        )
-    return pc.bit_wise_xor(x, pc.shift_right(x, pa.scalar(31, pa.uint64())))
-
-
-def _int32(values: pa.Array) -> pa.Array:
-    """A hash (uint64) as a signed int32, kept clear of the int32 minimum (Q36 computes ClientIP - 3)."""
-    low = pc.cast(pc.modulo(values, pa.scalar(1 << 32, pa.uint64())), pa.int64())
-    return pc.max_element_wise(pc.subtract(low, 1 << 31), -(1 << 31) + 16)
-
-
-def _join(*parts: pa.Array | str) -> pa.Array:
-    return pc.binary_join_element_wise(*parts, "")
-
-
-def _string_hash(strings: pa.Array, planted: dict[str, int]) -> pa.Array:
-    """A signed 64-bit hash of each string (one Python hash per distinct value), planted ones forced."""
-    encoded = pc.dictionary_encode(strings)
-    hashes = [
-        planted.get(value)
-        if value in planted
-        else int.from_bytes(hashlib.blake2b(value.encode(), digest_size=8).digest(), "little", signed=True)
-        for value in encoded.dictionary.to_pylist()
-    ]
-    return pc.take(pa.array(hashes, pa.int64()), encoded.indices)
-
-
-def _pages(rows: int, head_shares: Sequence[float], tail_share: float, tail_size: int, exponent: float) -> list[int]:
-    """Distinct pages of each site (heads, then the tail of ``_Random.skewed``): its expected rows / 5.
-
-    About one row in five then has a URL of its own (NOTES: ~20M distinct URLs in 100M rows).
-    """
-    expected = [rows * share / 100 for share in head_shares]
-    expected += [
-        rows * tail_share / 100 * (((k + 1) / tail_size) ** (1 / exponent) - (k / tail_size) ** (1 / exponent))
-        for k in range(tail_size)
-    ]
-    return [max(1, round(e / 5)) for e in expected]
-
-
-def _page(rnd: _Random, key: str, pages: list[int], site: pa.Array) -> pa.Array:
-    """A page number (int64) of each row's site: uniform over the site's pages."""
-    drawn = pc.floor(pc.multiply(rnd.uniform(key), pc.cast(pc.take(pa.array(pages, pa.int64()), site), pa.float64())))
-    return pc.cast(drawn, pa.int64())
-
-
-def _site_pool(size: int) -> tuple[list[str], list[int]]:
-    """Host and URL path length class of each site (one site per counter)."""
-    hosts = [
-        f"{dist.SITE_WORDS[k % len(dist.SITE_WORDS)]}{'' if k < len(dist.SITE_WORDS) else k}{dist.SITE_SUFFIXES[k % 7]}"
-        for k in range(size)
-    ]
-    return hosts, [(k * 5 + k // 8) % len(dist.URL_PATH_LENGTHS) for k in range(size)]
-
-
-def _filler(lengths: Sequence[int], salt: str) -> list[str]:
-    """Query-string-like padding of each length."""
-    chunk = f"&{salt}=" + hashlib.sha256(salt.encode()).hexdigest() + "&utm_source=direct&p="
-    return [(chunk * (length // len(chunk) + 1))[:length] for length in lengths]
-
-
-def _titles(size: int) -> list[str]:
-    words = dist.TITLE_WORDS
-    return [
-        f"{words[k % len(words)]} {words[(k * 7 + 3) % len(words)].lower()} — {words[(k * 13 + 5) % len(words)]} {k}"
-        for k in range(size)
-    ]
-
-
-class _Plants:
-    """Values for the first rows of some columns (None: keep the generated value)."""
-
-    def __init__(self) -> None:
-        self.rows = 0
-        self.values: dict[str, dict[int, object]] = {}
-
-    def add(self, count: int, **columns: Sequence[object] | object) -> None:
-        for name, value in columns.items():
-            values = value if isinstance(value, list) else [value] * count
-            target = self.values.setdefault(name, {})
-            for offset, item in enumerate(values):
-                target[self.rows + offset] = item
-        self.rows += count
-
-    def apply(self, columns: dict[str, pa.Array]) -> None:
-        for name, planted in self.values.items():
-            column = columns[name]
-            head = pa.array([planted.get(i) for i in range(self.rows)], column.type)
-            columns[name] = pa.concat_arrays([pc.coalesce(head, column.slice(0, self.rows)), column.slice(self.rows)])
-
-
-def _plants(rows: int) -> _Plants:
-    """Rows that make Q20-Q24 and the OFFSET queries Q39-Q43 return rows (NOTES, scaled to ``rows``)."""
-    plants = _Plants()
-    minutes = min(2 * 24 * 60, scaled(1000, rows) + 10)
-    # Q39/Q40/Q43: counter 62, distinct link URLs, each in its own minute of 07-14..07-15 (Moscow).
-    plants.add(
-        minutes,
-        CounterID=62,
-        IsRefresh=0,
-        DontCountHits=0,
-        IsLink=1,
-        IsDownload=0,
-        URL=[f"http://62.example.ru/link/{i}.html" for i in range(minutes)],
-        EventTime=[
-            Q43_FIRST_DAY * 86400 - MOSCOW_OFFSET_S + 60 * (i * (2880 // minutes)) + i % 60 for i in range(minutes)
-        ],
-    )
-    # Q41: one Referer (its hash planted), traffic sources -1 and 6, distinct URLs.
-    count = scaled(100, rows) + 10
-    plants.add(
-        count,
-        CounterID=62,
-        IsRefresh=0,
-        TraficSourceID=[6 if i % 2 else -1 for i in range(count)],
-        Referer=PLANTED_REFERER,
-        URL=[f"http://62.example.ru/from-mysw/{i}" for i in range(count)],
-    )
-    # Q42: one URL (its hash planted) seen in many distinct window sizes.
-    count = scaled(10_000, rows) + 10
-    plants.add(
-        count,
-        CounterID=62,
-        IsRefresh=0,
-        DontCountHits=0,
-        URL=PLANTED_URL,
-        WindowClientWidth=[320 + i % 1600 for i in range(count)],
-        WindowClientHeight=[200 + i // 1600 for i in range(count)],
-    )
-    plants.add(4, UserID=PLANTED_USER_ID)  # Q20
-    # Q21-Q24: 'google' URLs with search phrases; half with 'Google' titles and no '.google.' in the URL.
-    count = max(10, round(15_911 * rows / N_FULL))
-    plants.add(
-        count,
-        URL=[
-            f"https://google.com/url?sa=t&source=web&cd={i}" if i % 2 else f"http://www.google.ru/search?q={i}&lr=213"
-            for i in range(count)
-        ],
-        Title=[f"Google — результаты поиска {i}" if i % 2 else f"Поиск {i}" for i in range(count)],
-        SearchPhrase=[dist.TOP_PHRASES[i % len(dist.TOP_PHRASES)][0] for i in range(count)],
-        SearchEngineID=[2 + i % 2 for i in range(count)],
-    )
-    return plants
 
 
 def generate_hits(rows: int, seed: int) -> pa.Table:
     """``rows`` rows of ClickBench's ``hits`` table, deterministic for a ``seed``; see the module doc."""
-    plants = _plants(rows)
+    plants = planted_rows(rows)
     if rows < max(MIN_ROWS, 2 * plants.rows):
         raise ValueError(f"generate at least {max(MIN_ROWS, 2 * plants.rows)} rows")
-    rnd = _Random(rows, seed)
+    rnd = sampling.Random(rows, seed)
     n_full = float(N_FULL)
     c: dict[str, pa.Array] = {}
 
@@ -442,9 +102,9 @@ def generate_hits(rows: int, seed: int) -> pa.Table:
     heavy = rnd.index("heavy", [n_full - sum(dist.HEAVY_USERS)] + [float(w) for w in dist.HEAVY_USERS])
     is_heavy = pc.greater(heavy, 0)
     user = pc.if_else(is_heavy, pc.negate(heavy), user)  # heavy users: -1..-10
-    user_mix = _mix(user, seed)
+    user_mix = sampling.mix(user, seed)
     c["UserID"] = pc.cast(pc.modulo(user_mix, pa.scalar(5_060_000_000_000_000_000, pa.uint64())), pa.int64())
-    ip_of_user = _int32(_mix(user, seed + 1))
+    ip_of_user = sampling.int32(sampling.mix(user, seed + 1))
     heavy_ip = rnd.index("heavy_ip", [n_full - sum(dist.HEAVY_IPS)] + [float(w) for w in dist.HEAVY_IPS])
     top_ips = [0] + [
         int(v) - (1 << 31)
@@ -472,12 +132,16 @@ def generate_hits(rows: int, seed: int) -> pa.Table:
     words = pa.array(dist.PHRASE_WORDS)
     second_word = pc.take(words, rnd.skewed("pw2", len(dist.PHRASE_WORDS), 1.4))
     third = pc.if_else(
-        rnd.chance("pw3?", 0.5), _join(" ", pc.take(words, rnd.skewed("pw3", len(dist.PHRASE_WORDS), 1.2))), ""
+        rnd.chance("pw3?", 0.5), sampling.join(" ", pc.take(words, rnd.skewed("pw3", len(dist.PHRASE_WORDS), 1.2))), ""
     )
     number = pc.if_else(
-        rnd.chance("pnum?", 0.3), _join(" ", pc.cast(rnd.integers("pnum", 1, max(10, rows // 10)), pa.string())), ""
+        rnd.chance("pnum?", 0.3),
+        sampling.join(" ", pc.cast(rnd.integers("pnum", 1, max(10, rows // 10)), pa.string())),
+        "",
     )
-    combined = _join(pc.take(words, rnd.skewed("pw1", len(dist.PHRASE_WORDS), 1.6)), " ", second_word, third, number)
+    combined = sampling.join(
+        pc.take(words, rnd.skewed("pw1", len(dist.PHRASE_WORDS), 1.6)), " ", second_word, third, number
+    )
     top_phrase = rnd.index("top_phrase", [13_000_000 * 0.977] + [float(w) for _, w in dist.TOP_PHRASES])
     phrase = pc.if_else(
         pc.greater(top_phrase, 0), pc.take(pa.array([""] + [p for p, _ in dist.TOP_PHRASES]), top_phrase), combined
@@ -491,15 +155,15 @@ def generate_hits(rows: int, seed: int) -> pa.Table:
     )
 
     # URL: a top URL (8.6 %), else the counter's site with a path whose length depends on the site.
-    hosts, length_class = _site_pool(len(counter_ids))
-    fillers = pa.array(_filler(dist.URL_PATH_LENGTHS, "u"))
-    page = _page(
-        rnd, "url_page", _pages(rows, [w for _, w in heads], 100.0 - head_share, dist.TAIL_COUNTERS, 1.3), site
+    hosts, length_class = sampling.site_pool(len(counter_ids))
+    fillers = pa.array(sampling.filler(dist.URL_PATH_LENGTHS, "u"))
+    page = sampling.page(
+        rnd, "url_page", sampling.pages(rows, [w for _, w in heads], 100.0 - head_share, dist.TAIL_COUNTERS, 1.3), site
     )
     section = pc.take(pa.array(dist.SECTIONS), pc.modulo(page, len(dist.SECTIONS)))
     path_id = pc.cast(page, pa.string())
     scheme = pc.if_else(rnd.chance("https", 0.08), "https://", "http://")
-    site_url = _join(
+    site_url = sampling.join(
         scheme,
         pc.take(pa.array(hosts), site),
         "/",
@@ -514,7 +178,7 @@ def generate_hits(rows: int, seed: int) -> pa.Table:
     url = pc.if_else(rnd.chance("url_empty", 0.01), "", url)
     is_62 = pc.equal(c["CounterID"], 62)
     c["URL"] = pc.if_else(pc.and_(is_62, rnd.chance("url62", 0.14)), "http://62.example.ru/", url)
-    titles = pa.array(_titles(max(50, min(20_000, rows // 20))))
+    titles = pa.array(sampling.titles(max(50, min(20_000, rows // 20))))
     title = pc.take(titles, rnd.skewed("title", len(titles), 2.0))
     title = pc.if_else(rnd.chance("title_empty", 0.05), "", title)
     c["Title"] = pc.if_else(pc.and_(is_62, rnd.chance("title62", 0.165)), "Каталог товаров — 62.example.ru", title)
@@ -531,20 +195,20 @@ def generate_hits(rows: int, seed: int) -> pa.Table:
         pc.add(rnd.skewed("ref_tail", dist.REFERER_TAIL, 1.4), len(dist.REFERER_DOMAINS)),
         domain_head,
     )
-    referer_fillers = pa.array(_filler(dist.REFERER_PATH_LENGTHS, "r"))
+    referer_fillers = pa.array(sampling.filler(dist.REFERER_PATH_LENGTHS, "r"))
     named_shares = [w for _, w in dist.REFERER_DOMAINS]
-    referer_page = _page(
-        rnd, "ref_page", _pages(rows, named_shares, 85.0 - sum(named_shares), dist.REFERER_TAIL, 1.4), domain
+    referer_page = sampling.page(
+        rnd, "ref_page", sampling.pages(rows, named_shares, 85.0 - sum(named_shares), dist.REFERER_TAIL, 1.4), domain
     )
     referer_class = pc.modulo(pc.multiply(domain, 3), len(dist.REFERER_PATH_LENGTHS))
-    referer = _join(
+    referer = sampling.join(
         pc.if_else(rnd.chance("ref_https", 0.3), "https://", "http://"),
         pc.if_else(rnd.chance("ref_www", 0.3), "www.", ""),
         pc.take(pa.array(domains), domain),
         pc.if_else(
             rnd.chance("ref_no_path", 0.005),
             "",
-            _join(
+            sampling.join(
                 "/",
                 pc.take(pa.array(dist.SECTIONS), pc.modulo(referer_page, len(dist.SECTIONS))),
                 "?id=",
@@ -581,8 +245,8 @@ def generate_hits(rows: int, seed: int) -> pa.Table:
     c["EventTime"] = event_time
     c["ClientEventTime"] = pc.add(event_time, rnd.integers("client_clock", -90, 90))
     c["LocalEventTime"] = pc.add(event_time, pc.add(MOSCOW_OFFSET_S, rnd.integers("local_clock", -5, 5)))
-    c["URLHash"] = _string_hash(c["URL"], {PLANTED_URL: PLANTED_URL_HASH})
-    c["RefererHash"] = _string_hash(c["Referer"], {PLANTED_REFERER: PLANTED_REFERER_HASH})
+    c["URLHash"] = sampling.string_hash(c["URL"], {PLANTED_URL: PLANTED_URL_HASH})
+    c["RefererHash"] = sampling.string_hash(c["Referer"], {PLANTED_REFERER: PLANTED_REFERER_HASH})
 
     # The columns no query reads: plausible values.
     small = rnd.integers
@@ -606,7 +270,9 @@ def generate_hits(rows: int, seed: int) -> pa.Table:
         UserAgentMinor=rnd.choice("ua_minor", ["0", "1", "5", "D0", "10", "b"], [40, 20, 10, 10, 10, 10], pa.string()),
         CookieEnable=rnd.flag("cookie", 0.98),
         JavascriptEnable=rnd.flag("js", 0.98),
-        Params=pc.if_else(rnd.chance("params", 0.02), _join("param=", pc.cast(small("pv", 0, 999), pa.string())), ""),
+        Params=pc.if_else(
+            rnd.chance("params", 0.02), sampling.join("param=", pc.cast(small("pv", 0, 999), pa.string())), ""
+        ),
         IPNetworkID=small("ip_net", 0, 5_000_000),
         IsArtifical=rnd.flag("artificial", 0.01),
         ClientTimeZone=rnd.choice("tz", [-1, 0, 3, 4, 5, 6], [5, 5, 10, 70, 5, 5], pa.int64()),
@@ -620,7 +286,7 @@ def generate_hits(rows: int, seed: int) -> pa.Table:
         FUniqID=pc.if_else(
             rnd.chance("funiq0", 0.4),
             0,
-            pc.cast(pc.modulo(_mix(user, seed + 2), pa.scalar(1 << 62, pa.uint64())), pa.int64()),
+            pc.cast(pc.modulo(sampling.mix(user, seed + 2), pa.scalar(1 << 62, pa.uint64())), pa.int64()),
         ),
         OriginalURL=pc.if_else(rnd.chance("orig", 0.03), c["URL"], ""),
         HID=small("hid", -(2**31), 2**31 - 1),
@@ -634,7 +300,7 @@ def generate_hits(rows: int, seed: int) -> pa.Table:
         Income=small("income", 0, 4),
         Interests=rnd.choice("interests", [0, 1, 16, 256, 797, 2052], [40, 10, 10, 10, 20, 10], pa.int64()),
         Robotness=rnd.choice("robot", [0, 1, 2, 4], [90, 4, 3, 3], pa.int64()),
-        RemoteIP=_int32(_mix(user, seed + 3)),
+        RemoteIP=sampling.int32(sampling.mix(user, seed + 3)),
         WindowName=pc.if_else(rnd.chance("window_name", 0.6), -1, small("wn", 0, 2**31 - 1)),
         OpenerName=pc.if_else(rnd.chance("opener_name", 0.8), -1, small("on", 0, 2**31 - 1)),
         HistoryLength=small("history", 0, 20),
@@ -673,7 +339,7 @@ def generate_hits(rows: int, seed: int) -> pa.Table:
     arrays = []
     for field in schema:
         column = c[field.name]
-        if field.name in _TIME_COLUMNS:
+        if field.name in TIME_COLUMNS:
             column = pc.multiply(column, 1_000_000).cast(pa.timestamp("us"))
         elif field.name == "EventDate":
             column = column.cast(pa.date32())

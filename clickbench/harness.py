@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from clickbench import report
 from clickbench.compare import compare, without_limit
-from clickbench.dataset import prepare
+from clickbench.dataset import Dataset, prepare
 from clickbench.generate import scale_query
 from clickbench.systems import ALL, BASELINE, System, drop_page_cache
 
@@ -94,46 +94,31 @@ def run_system(
     return all_tries, results, lukewarm, errors
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m clickbench.harness", description=__doc__.split("\n")[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--work-dir", type=Path, default=DEFAULT_WORK, help="generated data, kept per size")
-    parser.add_argument("--out", type=Path, help="results folder (default clickbench/results/<host>-<date>-<rows>)")
-    parser.add_argument("--tries", type=int, default=3, help="1 cold + N-1 hot")
-    parser.add_argument("--systems", default=",".join(s.name for s in ALL), help="comma-separated")
-    parser.add_argument("--queries", default="", help="e.g. 1,5,29 (default: all 43)")
-    parser.add_argument("--no-chart", action="store_true")
-    parser.add_argument("--no-progress", action="store_true")
-    args = parser.parse_args(argv)
-
-    date = dt.datetime.now(dt.UTC).date().isoformat()
-    names = args.systems.split(",")
-    # "arcs" is our path on both layouts: loaded through the write API (arcs-api) and placed (arcs).
-    chosen = [s for s in ALL if s.name in names or ("arcs" in names and s.name.startswith("arcs-"))]
-    if BASELINE not in [s.name for s in chosen]:
-        parser.error(f"{BASELINE} is the baseline every result is checked against; include it")
-    numbers = [int(n) for n in args.queries.split(",")] if args.queries else list(range(1, 44))
-    sqls = [scale_query(queries()[n - 1], args.rows) for n in numbers]
-
-    print(f"ClickBench-shaped data: {args.rows:,} rows (work dir {args.work_dir})", flush=True)
-    load_started = time.perf_counter()
-    dataset = prepare(args.rows, args.work_dir)
-    print(f"  ready in {time.perf_counter() - load_started:.0f} s", flush=True)
-
-    progress = None
-    if not args.no_progress:
+def run_systems(
+    chosen: Sequence[type[System]], dataset: Dataset, sqls: Sequence[str], tries: int, *, progress: bool
+) -> dict[str, Outcome]:
+    """Every chosen system on the data, one after the other, by name (a progress bar if asked)."""
+    bar = None
+    if progress:
         from tqdm import tqdm
 
-        progress = tqdm(total=len(chosen) * len(sqls) * args.tries, unit="try", desc="ClickBench")
+        bar = tqdm(total=len(chosen) * len(sqls) * tries, unit="try", desc="ClickBench")
     outcomes: dict[str, Outcome] = {}
     for kind in chosen:
         system = kind(dataset)
-        if progress is not None:
-            progress.set_description(system.name)
-        outcomes[system.name] = Outcome(system, *run_system(system, sqls, args.tries, progress))
-    if progress is not None:
-        progress.close()
+        if bar is not None:
+            bar.set_description(system.name)
+        outcomes[system.name] = Outcome(system, *run_system(system, sqls, tries, bar))
+    if bar is not None:
+        bar.close()
+    return outcomes
 
+
+def check_answers(
+    outcomes: dict[str, Outcome], dataset: Dataset, numbers: Sequence[int], sqls: Sequence[str]
+) -> tuple[dict[str, list[int]], list[str], list[str]]:
+    """Every system's answers against the baseline's: the queries that differ by system, the notes
+    (errors and differences), and the known differences (shown, not failing)."""
     base_results = outcomes[BASELINE].results
     baseline_con = duckdb.connect(":memory:")
     view = (QUERIES.parent / "create_duckdb_view.sql").read_text(encoding="utf-8")
@@ -167,7 +152,37 @@ def main(argv: list[str] | None = None) -> int:
             elif not verdict.equal:
                 mismatches.setdefault(name, []).append(number)
                 notes.append(f"{name}: Q{number} differs from {BASELINE}: {verdict.reason}")
+    return mismatches, notes, known
 
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m clickbench.harness", description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--work-dir", type=Path, default=DEFAULT_WORK, help="generated data, kept per size")
+    parser.add_argument("--out", type=Path, help="results folder (default clickbench/results/<host>-<date>-<rows>)")
+    parser.add_argument("--tries", type=int, default=3, help="1 cold + N-1 hot")
+    parser.add_argument("--systems", default=",".join(s.name for s in ALL), help="comma-separated")
+    parser.add_argument("--queries", default="", help="e.g. 1,5,29 (default: all 43)")
+    parser.add_argument("--no-chart", action="store_true")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+
+    date = dt.datetime.now(dt.UTC).date().isoformat()
+    names = args.systems.split(",")
+    # "arcs" is our path on both layouts: loaded through the write API (arcs-api) and placed (arcs).
+    chosen = [s for s in ALL if s.name in names or ("arcs" in names and s.name.startswith("arcs-"))]
+    if BASELINE not in [s.name for s in chosen]:
+        parser.error(f"{BASELINE} is the baseline every result is checked against; include it")
+    numbers = [int(n) for n in args.queries.split(",")] if args.queries else list(range(1, 44))
+    sqls = [scale_query(queries()[n - 1], args.rows) for n in numbers]
+
+    print(f"ClickBench-shaped data: {args.rows:,} rows (work dir {args.work_dir})", flush=True)
+    load_started = time.perf_counter()
+    dataset = prepare(args.rows, args.work_dir)
+    print(f"  ready in {time.perf_counter() - load_started:.0f} s", flush=True)
+
+    outcomes = run_systems(chosen, dataset, sqls, args.tries, progress=not args.no_progress)
+    mismatches, notes, known = check_answers(outcomes, dataset, numbers, sqls)
     results = [
         report.SystemResult(
             name, o.system.title, o.system.tags, o.tries, o.system.load_time, o.system.data_size, o.lukewarm

@@ -1,7 +1,7 @@
-"""The compact function and its EventBridge schedules. Mirrors ``functions/compact``.
+"""The tasks function and its EventBridge schedules. Mirrors ``functions/compact`` (its folder).
 
-One function serves every scheduled storage task; each rule sends it a constant event naming its
-task (``functions/compact/handler.py`` dispatches on it):
+One function, ``Tasks``, runs the stack's background tasks; each rule sends it a constant event
+naming its task (``functions/compact/handler.py`` dispatches on it):
 
 =======================  ============================================  ==================
 task                     what it does                                  default schedule
@@ -13,7 +13,7 @@ task                     what it does                                  default s
 
 The event is exactly ``{"task": "<task>"}``. The trigger
 route (``POST /api/v1/compaction/trigger``) invokes the same function asynchronously with no task:
-a compaction run (``allow_trigger``).
+a compaction run (``allow_trigger``); an upload's completion invokes it with ``{"task": "import"}``.
 
 Failures: EventBridge invokes the function asynchronously, so a run that raises is Lambda's to
 retry (``ASYNC_RETRIES``, while the event is younger than ``MAX_EVENT_AGE``), and then it goes to
@@ -73,8 +73,8 @@ MAX_EVENT_AGE = Duration.hours(1)
 DELIVERY_RETRIES = 2
 
 
-def compaction_environment(memory_size_mb: int, timeout: Duration) -> dict[str, str]:
-    """The compact function's own variables, derived from its memory and timeout."""
+def tasks_environment(memory_size_mb: int, timeout: Duration) -> dict[str, str]:
+    """The tasks function's own variables, derived from its memory and timeout."""
     vcpus = max(1, min(6, round(memory_size_mb / 1769)))  # Lambda: 1,769 MB buys one vCPU
     budget_s = max(60, int(timeout.to_seconds() - LAST_JOB_MARGIN.to_seconds()))
     half = f"{memory_size_mb // 2}MB"
@@ -93,7 +93,7 @@ def compaction_environment(memory_size_mb: int, timeout: Duration) -> dict[str, 
     }
 
 
-class ArcsCompact(Construct):
+class ArcsTasks(Construct):
     def __init__(
         self,
         scope: Construct,
@@ -103,7 +103,7 @@ class ArcsCompact(Construct):
         defaults: FunctionDefaults,
         write_queue: sqs.IQueue,
         failures: AsyncFailures,
-        memory_size_mb: int = DEFAULT_MEMORY_MB["compact"],
+        memory_size_mb: int = DEFAULT_MEMORY_MB["tasks"],
         timeout: Duration = TIMEOUT,
         ephemeral_storage_mb: int = EPHEMERAL_STORAGE_MB,
         schedules: dict[str, events.Schedule] | None = None,
@@ -114,24 +114,24 @@ class ArcsCompact(Construct):
         if unknown:
             raise ValueError(f"unknown scheduled tasks {unknown}; known: {list(TASKS)}")
 
-        self.compact = ArcsFunction(
+        self.tasks = ArcsFunction(
             self,
-            "Compact",
+            "Tasks",
             folder="compact",
             handler=HANDLER,
-            description="Scheduled storage work: compaction and continuous queries",
+            description="Background tasks: compaction, retention, continuous queries and imports",
             defaults=defaults,
             memory_size_mb=memory_size_mb,
             timeout=timeout,
-            layers=FUNCTION_LAYERS["compact"],
+            layers=FUNCTION_LAYERS["tasks"],
             ephemeral_storage_mb=ephemeral_storage_mb,
             environment={
-                **compaction_environment(memory_size_mb, timeout),
+                **tasks_environment(memory_size_mb, timeout),
                 # Continuous queries' results go through the write path, as any write does.
                 envvars.QUEUE_URL: write_queue.queue_url,
             },
         )
-        role = self.compact.role
+        role = self.tasks.role
         # Reads partitions, writes merged files (and claim-check objects for big results), deletes
         # the files it replaced.
         storage.grant_data_access(
@@ -151,11 +151,11 @@ class ArcsCompact(Construct):
         )
         write_queue.grant_send_messages(role)
         # Compaction, retention and continuous queries: the catalog, and the partitions' leases.
-        storage.use_table(self.compact, storage.catalog_table, write=True)
-        storage.use_table(self.compact, storage.leases_table, write=True)
+        storage.use_table(self.tasks, storage.catalog_table, write=True)
+        storage.use_table(self.tasks, storage.leases_table, write=True)
 
         # Schedules and the trigger route alike: a run that keeps failing is kept, not dropped.
-        failures.keep(self.compact.function, retry_attempts=ASYNC_RETRIES, max_event_age=MAX_EVENT_AGE)
+        failures.keep(self.tasks.function, retry_attempts=ASYNC_RETRIES, max_event_age=MAX_EVENT_AGE)
         self.rules: dict[str, events.Rule] = {}
         for task in TASKS:
             rule = events.Rule(
@@ -166,7 +166,7 @@ class ArcsCompact(Construct):
             )
             rule.add_target(
                 targets.LambdaFunction(
-                    self.compact.function,
+                    self.tasks.function,
                     event=events.RuleTargetInput.from_object({"task": task}),
                     # Delivery only: once Lambda accepted the event, these never see the run.
                     retry_attempts=DELIVERY_RETRIES,
@@ -180,5 +180,5 @@ class ArcsCompact(Construct):
         """Let ``role`` start a compaction run (the trigger route invokes the function asynchronously)."""
         # The function itself only (grant_invoke would add every version and alias, ":*").
         role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.compact.function.function_arn])
+            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.tasks.function.function_arn])
         )

@@ -1,4 +1,5 @@
-"""Writes: the edge function behind API Gateway, the queue, and the SQS consumer that writes Parquet.
+"""The write path: the edge function behind API Gateway (``ArcsEdge``), and the queue with the SQS
+consumer that writes Parquet (``ArcsIngest``).
 
 Mirrors ``functions/ingest`` (``edge.py`` and ``handler.py``).
 """
@@ -46,6 +47,8 @@ def max_decompressed_bytes(edge_memory_mb: int, ingest_memory_mb: int) -> int:
 
 
 class ArcsIngest(Construct):
+    """The write queue, its dead-letter queue and the ingest function that consumes it."""
+
     def __init__(
         self,
         scope: Construct,
@@ -53,8 +56,6 @@ class ArcsIngest(Construct):
         *,
         storage: ArcsStorage,
         defaults: FunctionDefaults,
-        edge_memory_mb: int = DEFAULT_MEMORY_MB["edge"],
-        edge_timeout: Duration = API_TIMEOUT,
         ingest_memory_mb: int = DEFAULT_MEMORY_MB["ingest"],
         ingest_timeout: Duration = INGEST_TIMEOUT,
         batch_size: int = DEFAULT_BATCH_SIZE,
@@ -92,53 +93,6 @@ class ArcsIngest(Construct):
             "Acknowledged writes reached the dead-letter queue (poison or repeated failures).",
         )
 
-        self.edge = ArcsFunction(
-            self,
-            "Edge",
-            folder="ingest",
-            handler="edge.handler",
-            description="HTTP writes: validate, then queue durably before answering 204",
-            defaults=defaults,
-            memory_size_mb=edge_memory_mb,
-            timeout=edge_timeout,
-            environment={
-                envvars.QUEUE_URL: self.queue.queue_url,
-                envvars.MAX_DECOMPRESSED_BYTES: str(max_decompressed_bytes(edge_memory_mb, ingest_memory_mb)),
-            },
-        )
-        self.queue.grant_send_messages(self.edge.role)
-        # Writes too big for a message go to the bucket first, only under the claims prefix.
-        self.edge.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["s3:PutObject"],
-                resources=[storage.bucket.arn_for_objects(f"{storage.claims_prefix}*")],
-            )
-        )
-        # Schemas (and the databases they register) are checked and extended at the edge.
-        storage.use_table(self.edge, storage.catalog_table, write=True)
-        # A bulk import posted to the edge queues its chunks as writes (the ingest function stores
-        # them); the edge reads (a retry's first run) and writes the import's status record, and
-        # nothing else under the imports prefix: not the files uploaded beside the records.
-        self.edge.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["s3:GetObject", "s3:PutObject"],
-                resources=[storage.bucket.arn_for_objects(f"{storage.imports_prefix}*{IMPORT_RECORD_SUFFIX}")],
-            )
-        )
-        acknowledge(
-            self.edge.role,
-            f"AwsSolutions-IAM5[Resource::<{logical_ref(storage.bucket)}.Arn>/{storage.claims_prefix}*]",
-            "Claim-check objects have one key per write, all under the claims prefix: the prefix is the "
-            "narrowest resource there is.",
-        )
-        acknowledge(
-            self.edge.role,
-            f"AwsSolutions-IAM5[Resource::<{logical_ref(storage.bucket)}.Arn>/{storage.imports_prefix}*"
-            f"{IMPORT_RECORD_SUFFIX}]",
-            "Import status records have one key per import id, all under the imports prefix: the prefix is "
-            "the narrowest resource there is.",
-        )
-
         self.ingest = ArcsFunction(
             self,
             "Ingest",
@@ -170,3 +124,67 @@ class ArcsIngest(Construct):
             "data bucket and deletes claim objects: object keys are data, not known at deploy time.",
         )
         storage.use_table(self.ingest, storage.catalog_table, write=True)
+
+
+class ArcsEdge(Construct):
+    """The edge function: the write routes' target, which validates a write and queues it."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        storage: ArcsStorage,
+        defaults: FunctionDefaults,
+        write_queue: sqs.IQueue,
+        memory_size_mb: int = DEFAULT_MEMORY_MB["edge"],
+        timeout: Duration = API_TIMEOUT,
+        ingest_memory_mb: int = DEFAULT_MEMORY_MB["ingest"],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.edge = ArcsFunction(
+            self,
+            "Edge",
+            folder="ingest",
+            handler="edge.handler",
+            description="HTTP writes: validate, then queue durably before answering 204",
+            defaults=defaults,
+            memory_size_mb=memory_size_mb,
+            timeout=timeout,
+            environment={
+                envvars.QUEUE_URL: write_queue.queue_url,
+                envvars.MAX_DECOMPRESSED_BYTES: str(max_decompressed_bytes(memory_size_mb, ingest_memory_mb)),
+            },
+        )
+        write_queue.grant_send_messages(self.edge.role)
+        # Writes too big for a message go to the bucket first, only under the claims prefix.
+        self.edge.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject"],
+                resources=[storage.bucket.arn_for_objects(f"{storage.claims_prefix}*")],
+            )
+        )
+        # Schemas (and the databases they register) are checked and extended at the edge.
+        storage.use_table(self.edge, storage.catalog_table, write=True)
+        # A bulk import posted to the edge queues its chunks as writes (the ingest function stores
+        # them); the edge reads (a retry's first run) and writes the import's status record, and
+        # nothing else under the imports prefix: not the files uploaded beside the records.
+        self.edge.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject", "s3:PutObject"],
+                resources=[storage.bucket.arn_for_objects(f"{storage.imports_prefix}*{IMPORT_RECORD_SUFFIX}")],
+            )
+        )
+        acknowledge(
+            self.edge.role,
+            f"AwsSolutions-IAM5[Resource::<{logical_ref(storage.bucket)}.Arn>/{storage.claims_prefix}*]",
+            "Claim-check objects have one key per write, all under the claims prefix: the prefix is the "
+            "narrowest resource there is.",
+        )
+        acknowledge(
+            self.edge.role,
+            f"AwsSolutions-IAM5[Resource::<{logical_ref(storage.bucket)}.Arn>/{storage.imports_prefix}*"
+            f"{IMPORT_RECORD_SUFFIX}]",
+            "Import status records have one key per import id, all under the imports prefix: the prefix is "
+            "the narrowest resource there is.",
+        )

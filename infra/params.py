@@ -25,14 +25,14 @@ from arcs.http.streaming import QUERY_BUDGET_S
 from arcs.settings import ConfigError, parse_sort_keys, parse_tiers
 
 #: The stack's functions, as the ``<function>_memory_mb`` and ``<function>_reserved_concurrency`` keys name them.
-FUNCTIONS = ("edge", "ingest", "query", "authorizer", "compact", "bootstrap")
+FUNCTIONS = ("edge", "ingest", "query", "authorizer", "tasks", "bootstrap")
 #: Fits a new account's memory quota (3,008 MB); raise it with ``-c <function>_memory_mb=``.
 DEFAULT_MEMORY_MB: dict[str, int] = {
     "edge": 2048,  # decodes a write of up to 100 MiB decompressed (infra/ingest.py)
     "ingest": 2048,
     "query": 3008,
     "authorizer": 1024,  # the token hash is CPU-bound: memory buys CPU
-    "compact": 3008,
+    "tasks": 3008,
     "bootstrap": 1024,
 }
 #: Lambda: 128 MB to 10,240 MB, in 1 MB steps.
@@ -59,8 +59,8 @@ DEFAULT_INGEST_TIMEOUT_S = 180
 #: idle for 5 minutes: at most 295 s (arcs.http.streaming).
 QUERY_TIMEOUT_RANGE_S = (1, QUERY_BUDGET_S)
 #: A compaction run stops starting jobs 5 minutes before its timeout and gives itself at least a minute.
-COMPACT_TIMEOUT_RANGE_S = (360, 900)
-DEFAULT_COMPACT_TIMEOUT_S = 900
+TASKS_TIMEOUT_RANGE_S = (360, 900)
+DEFAULT_TASKS_TIMEOUT_S = 900
 #: AWS recommends at least 5 for a function an SQS event source invokes: fewer throttles the
 #: pollers, and every throttled receive counts towards the dead-letter queue's receive count.
 MIN_SQS_RESERVED_CONCURRENCY = 5
@@ -79,6 +79,13 @@ _ARCHITECTURE = re.compile("^(" + "|".join(ARCHITECTURES) + ")$")
 _EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s]+\.[^@\s]+$")
 _TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}$")
 _OWN_KEY = re.compile(r"^[a-z][a-z0-9_]*$")  # CDK's own context keys use ':', '@' or '-'
+#: Keys of earlier versions, by the key that replaced them: a deployment's old cdk.json is refused
+#: with the new name rather than silently ignored.
+RENAMED = {
+    "compact_memory_mb": "tasks_memory_mb",
+    "compact_reserved_concurrency": "tasks_reserved_concurrency",
+    "compact_timeout_s": "tasks_timeout_s",
+}
 
 
 class ParameterError(ValueError):
@@ -124,7 +131,7 @@ PARAMETERS: tuple[Parameter, ...] = (
     Parameter("ingest_batch_window_s", "how long SQS gathers a batch (0-300 s)", f"`{DEFAULT_BATCH_WINDOW_S}`"),
     Parameter("ingest_timeout_s", "the ingest function's timeout (1-900 s)", f"`{DEFAULT_INGEST_TIMEOUT_S}`"),
     Parameter("query_timeout_s", "how long a query may compute (1-295 s)", f"`{QUERY_BUDGET_S}`"),
-    Parameter("compact_timeout_s", "the compact function's timeout (360-900 s)", f"`{DEFAULT_COMPACT_TIMEOUT_S}`"),
+    Parameter("tasks_timeout_s", "the tasks function's timeout (360-900 s)", f"`{DEFAULT_TASKS_TIMEOUT_S}`"),
     Parameter("glue_database", "the Glue database for Athena", "the stack name, lower case"),
     Parameter("athena_tables", 'JSON `{"db.measurement": {"column": "type"}}`', "none"),
     Parameter("express_zone", "AZ id (`use1-az4`) of an S3 Express One Zone directory bucket", "none"),
@@ -162,7 +169,7 @@ class Parameters:
     ingest_batch_window_s: int = DEFAULT_BATCH_WINDOW_S
     ingest_timeout_s: int = DEFAULT_INGEST_TIMEOUT_S
     query_timeout_s: int = QUERY_BUDGET_S
-    compact_timeout_s: int = DEFAULT_COMPACT_TIMEOUT_S
+    tasks_timeout_s: int = DEFAULT_TASKS_TIMEOUT_S
     glue_database: str | None = None
     athena_tables: Mapping[str, Mapping[str, str]] | None = None
     express_zone: str | None = None
@@ -238,6 +245,8 @@ def _athena_tables(value: Any) -> dict[str, dict[str, str]]:
 
 def _unknown_keys(context: Mapping[str, Any]) -> None:
     for key in sorted(context):
+        if key in RENAMED:
+            raise ParameterError(f"parameter {key!r} is now {RENAMED[key]!r} (docs/deploy.md lists them)")
         # A key that is one of ours but for its case or separators (query-memory-mb, queryMemoryMb).
         folded = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key).replace("-", "_").lower()
         if key not in KEYS and (_OWN_KEY.match(key) or folded in KEYS):
@@ -304,7 +313,7 @@ def read(context: Mapping[str, Any]) -> Parameters:
         ingest_batch_window_s=window,
         ingest_timeout_s=take("ingest_timeout_s", _ranged(*TIMEOUT_RANGE_S, " s"), DEFAULT_INGEST_TIMEOUT_S),
         query_timeout_s=take("query_timeout_s", _ranged(*QUERY_TIMEOUT_RANGE_S, " s"), QUERY_BUDGET_S),
-        compact_timeout_s=take("compact_timeout_s", _ranged(*COMPACT_TIMEOUT_RANGE_S, " s"), DEFAULT_COMPACT_TIMEOUT_S),
+        tasks_timeout_s=take("tasks_timeout_s", _ranged(*TASKS_TIMEOUT_RANGE_S, " s"), DEFAULT_TASKS_TIMEOUT_S),
         glue_database=take(
             "glue_database", _pattern(_GLUE_DATABASE, "lower-case letters, digits and '_' (255 at most)"), None
         ),

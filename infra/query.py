@@ -74,7 +74,7 @@ class ArcsQuery(Construct):
         query_budget_s: int = QUERY_BUDGET_S,
         timeout: Duration | None = None,
         from_image: bool = False,
-        compact_function_name: str = "",
+        tasks_function_name: str = "",
     ) -> None:
         super().__init__(scope, construct_id)
         timeout = timeout or query_timeout(memory_size_mb, query_budget_s)
@@ -102,7 +102,7 @@ class ArcsQuery(Construct):
                 # entry point starts that runtime itself: container/entrypoint.sh).
                 **({} if from_image else {envvars.AWS_LAMBDA_EXEC_WRAPPER: STREAMING_WRAPPER}),
                 # POST /api/v1/compaction/trigger invokes it asynchronously.
-                **({envvars.COMPACT_FUNCTION: compact_function_name} if compact_function_name else {}),
+                **({envvars.TASKS_FUNCTION: tasks_function_name} if tasks_function_name else {}),
                 # A continuous query's manual execute writes its results through the write path.
                 envvars.QUEUE_URL: write_queue.queue_url,
             },

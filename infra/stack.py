@@ -15,11 +15,11 @@ from infra.api import ArcsApi
 from infra.athena import ArcsAthena
 from infra.authorizer import ArcsAuthorizer
 from infra.bootstrap import ArcsBootstrap
-from infra.compact import ArcsCompact
+from infra.compact import ArcsTasks
 from infra.express import ArcsExpress
 from infra.failures import AsyncFailures
 from infra.function import FUNCTIONS_DIR, FunctionDefaults, base_environment, reserve_concurrency
-from infra.ingest import ArcsIngest
+from infra.ingest import ArcsEdge, ArcsIngest
 from infra.layers import ArcsLayers
 from infra.monitoring import ArcsMonitoring
 from infra.params import Parameters
@@ -68,22 +68,31 @@ class ArcsStack(Stack):
             "Ingest",
             storage=self.storage,
             defaults=defaults,
-            edge_memory_mb=memory["edge"],
             ingest_memory_mb=memory["ingest"],
             ingest_timeout=Duration.seconds(params.ingest_timeout_s),
             batch_size=params.ingest_batch_size,
             max_batching_window=Duration.seconds(params.ingest_batch_window_s),
         )
-        # Scheduled compaction and continuous queries; the query function's trigger route invokes it.
-        self.compact = ArcsCompact(
+        self.edge = ArcsEdge(
             self,
-            "Compact",
+            "Edge",
+            storage=self.storage,
+            defaults=defaults,
+            write_queue=self.ingest.queue,
+            memory_size_mb=memory["edge"],
+            ingest_memory_mb=memory["ingest"],
+        )
+        # Background tasks: compaction, retention, continuous queries and imports, on schedules or when
+        # the query function's routes invoke it (the compaction trigger, an upload's completion).
+        self.tasks = ArcsTasks(
+            self,
+            "Tasks",
             storage=self.storage,
             defaults=defaults,
             write_queue=self.ingest.queue,
             failures=self.failures,
-            memory_size_mb=memory["compact"],
-            timeout=Duration.seconds(params.compact_timeout_s),
+            memory_size_mb=memory["tasks"],
+            timeout=Duration.seconds(params.tasks_timeout_s),
         )
         self.query = ArcsQuery(
             self,
@@ -95,9 +104,9 @@ class ArcsStack(Stack):
             ephemeral_storage_mb=params.query_ephemeral_storage_mb,
             query_budget_s=params.query_timeout_s,
             from_image=params.query_image,
-            compact_function_name=self.compact.compact.function.function_name,
+            tasks_function_name=self.tasks.tasks.function.function_name,
         )
-        self.compact.allow_trigger(self.query.query.role)
+        self.tasks.allow_trigger(self.query.query.role)
         self.authorizer = ArcsAuthorizer(
             self, "Authorizer", storage=self.storage, defaults=defaults, memory_size_mb=memory["authorizer"]
         )
@@ -106,7 +115,7 @@ class ArcsStack(Stack):
         zone = params.express_zone
         self.express = ArcsExpress(self, "Express", zone_id=zone) if zone else None
         if self.express is not None:
-            for user in (self.ingest.ingest, self.compact.compact, self.query.query):
+            for user in (self.ingest.ingest, self.tasks.tasks, self.query.query):
                 self.express.grant_sessions(user.function, user.role)
         self.bootstrap = ArcsBootstrap(
             self,
@@ -118,11 +127,11 @@ class ArcsStack(Stack):
         )
         # Only where asked for: a new account may not have the concurrency to reserve any.
         functions = {
-            "edge": self.ingest.edge.function,
+            "edge": self.edge.edge.function,
             "ingest": self.ingest.ingest.function,
             "query": self.query.query.function,
             "authorizer": self.authorizer.authorizer_function.function,
-            "compact": self.compact.compact.function,
+            "tasks": self.tasks.tasks.function,
             "bootstrap": self.bootstrap.bootstrap.function,
         }
         for name, count in params.reserved_concurrency.items():
@@ -130,7 +139,7 @@ class ArcsStack(Stack):
         self.api = ArcsApi(
             self,
             "Http",
-            edge=self.ingest.edge.function,
+            edge=self.edge.edge.function,
             query=self.query.query.function,
             query_timeout=self.query.query.timeout,
             token_authorizer=self.authorizer.token_authorizer,

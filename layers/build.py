@@ -52,7 +52,7 @@ FUNCTION_LAYERS: dict[str, tuple[str, ...]] = {
     "ingest": ("deps", "core"),
     "authorizer": ("deps", "core"),
     "query": ("duckdb", "deps", "core"),
-    "compact": ("duckdb", "deps", "core"),
+    "tasks": ("duckdb", "deps", "core"),
     "bootstrap": ("deps", "core"),
 }
 FUNCTION_FOLDERS = {
@@ -60,7 +60,7 @@ FUNCTION_FOLDERS = {
     "ingest": "ingest",
     "authorizer": "authorizer",
     "query": "query",
-    "compact": "compact",
+    "tasks": "compact",
     "bootstrap": "bootstrap",
 }
 #: Where Lambda unpacks a layer's ``python/`` directory.

@@ -1,7 +1,7 @@
 """Check built layers: ``python -m layers.check --arch ARCH [--smoke]``.
 
 - Size: every function's code plus its layers, unzipped, within Lambda's 250 MB; fails otherwise.
-- Smoke (``--smoke``): ``layers/smoke.py`` in a clean Python 3.12 interpreter of the layers'
+- Smoke (``--smoke``): ``layers/smoke/`` (a folder Python runs) in a clean Python 3.12 interpreter of the layers'
   architecture (this machine's, or a foreign one under qemu's user-mode emulation) whose path holds
   nothing but the standard library and the layers, against a moto server started here (moto itself
   is not in the layers, and must not be). What this machine cannot run is said, not passed over.
@@ -38,7 +38,7 @@ from layers.build import (
 from layers.emulation import Unavailable
 
 FUNCTIONS_DIR = FUNCTIONS_SOURCE
-SMOKE_SCRIPT = Path(__file__).with_name("smoke.py")
+SMOKE_SCRIPT = Path(__file__).with_name("smoke")  # a folder: python runs its __main__.py
 NATIVE_PROBE = Path(__file__).with_name("native_probe.py")
 _MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}
 HOST_ARCH = _MACHINES.get(platform.machine().lower())
@@ -154,8 +154,8 @@ def native_answers(arch: str, build_dir: Path = BUILD_DIR) -> dict[str, Any]:
     return answers
 
 
-def _compact_function(session: Any, endpoint: str, name: str) -> str:
-    """A compact function in the server's Lambda API, for the trigger route to invoke. The server
+def _tasks_function(session: Any, endpoint: str, name: str) -> str:
+    """A tasks function in the server's Lambda API, for the trigger route to invoke. The server
     answers invocations without running code (no container engine): what it checks is that the
     client exists in the layers and sends an ``Invoke`` the Lambda API accepts."""
     iam = session.client("iam", endpoint_url=endpoint)
@@ -180,7 +180,7 @@ def _compact_function(session: Any, endpoint: str, name: str) -> str:
 
 
 def smoke(arch: str, build_dir: Path = BUILD_DIR, timeout_s: float = 300) -> str:
-    """Run ``layers/smoke.py`` on the layers of ``arch`` against a fresh moto server; returns its
+    """Run ``layers/smoke/`` on the layers of ``arch`` against a fresh moto server; returns its
     last line. Raises :class:`Unavailable` when this machine cannot run ``arch``."""
     command = interpreter(arch)
     if arch != HOST_ARCH:
@@ -229,7 +229,7 @@ def smoke(arch: str, build_dir: Path = BUILD_DIR, timeout_s: float = 300) -> str
         token = f"smoke-admin-{uuid.uuid4().hex}"
         secrets = session.client("secretsmanager", endpoint_url=endpoint)
         secret = secrets.create_secret(Name=f"smoke-{suffix}", SecretString=token)["ARN"]
-        function = _compact_function(session, endpoint, f"smoke-compact-{suffix}")
+        function = _tasks_function(session, endpoint, f"smoke-tasks-{suffix}")
         with tempfile.TemporaryDirectory(prefix="arcs-smoke-") as tmp:
             # The smoke reads back the requests it made of the server (the trigger's Invoke) here.
             recorder._location = str(Path(tmp) / "moto-recording")
@@ -242,7 +242,7 @@ def smoke(arch: str, build_dir: Path = BUILD_DIR, timeout_s: float = 300) -> str
                 "ARCS_CATALOG_TABLE": resources["catalog_table"],
                 "ARCS_LEASES_TABLE": resources["leases_table"],
                 "ARCS_QUEUE_URL": resources["queue_url"],
-                "ARCS_COMPACT_FUNCTION": function,
+                "ARCS_TASKS_FUNCTION": function,
                 # The smoke's two files of one old hour are a compaction candidate.
                 "ARCS_COMPACTION_MIN_FILES": "2",
                 "ARCS_COMPACTION_MIN_AGE_S": "0",

@@ -1,4 +1,4 @@
-"""EventBridge schedules (or the trigger route's asynchronous invoke) -> one run of a storage task.
+"""The tasks function: EventBridge schedules (or an asynchronous invoke) -> one run of a background task.
 
 The stack's rules send ``{"task": "compaction"}``, ``{"task": "continuous_queries"}`` or
 ``{"task": "retention"}``; an event without a task (the trigger route's) is a compaction run.
@@ -25,7 +25,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from arcs.runtime import lambda_runtime
 
-logger = Logger(service="arcs-compact")
+logger = Logger(service="arcs-tasks")
 TRIGGER_SOURCE = "arcs.trigger"
 COMPACTION = "compaction"
 CONTINUOUS_QUERIES = "continuous_queries"

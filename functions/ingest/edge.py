@@ -10,9 +10,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from arcs.http.api import lambda_app
 
-logger = Logger(service="arcs-write")
+logger = Logger(service="arcs-edge")
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return lambda_app("writes").resolve(event, context)
+    return lambda_app("edge").resolve(event, context)

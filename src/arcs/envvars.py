@@ -72,7 +72,7 @@ COMPACTION_DAY_MIN_FILES = "ARCS_COMPACTION_DAY_MIN_FILES"  # ... once it has at
 COMPACTION_MONTH_MIN_AGE_S = "ARCS_COMPACTION_MONTH_MIN_AGE_S"  # a month is merged this long after it ends
 COMPACTION_MONTH_MIN_FILES = "ARCS_COMPACTION_MONTH_MIN_FILES"  # ... once it has at least this many files
 SORT_KEYS = "ARCS_SORT_KEYS"  # "m1:col1,col2;m2:col3": the columns files are sorted by, then time
-COMPACT_FUNCTION = "ARCS_COMPACT_FUNCTION"  # AWS: the compact function the trigger route invokes
+TASKS_FUNCTION = "ARCS_TASKS_FUNCTION"  # AWS: the tasks function the trigger route invokes
 NATIVE = "ARCS_NATIVE"  # "0": skip the C library of arcs.native (same results, slower)
 # arcs local only: a file each emulated function invocation appends its CPU time and peak memory to.
 LOCAL_INVOCATION_LOG = "ARCS_LOCAL_INVOCATION_LOG"

@@ -195,7 +195,7 @@ class Runtime:
 
     @functools.cached_property
     def compactor(self) -> Compactor:
-        from arcs.lifecycle.compaction.compactor import Compactor  # lazy: the compact function and the server only
+        from arcs.lifecycle.compaction.compactor import Compactor  # lazy: the tasks function and the server only
 
         return Compactor(
             self.catalog,
@@ -221,7 +221,7 @@ class Runtime:
 
     @functools.cached_property
     def compaction_trigger(self) -> CompactionTrigger:
-        """What starts a compaction run: the server's timer locally, the compact function in AWS."""
+        """What starts a compaction run: the server's timer locally, the tasks function in AWS."""
         from arcs.lifecycle.schedule import CompactionTimer, LambdaCompactionTrigger
 
         if self.settings.backend == "local" or self._invoke is None:
@@ -229,11 +229,11 @@ class Runtime:
         return LambdaCompactionTrigger(self._invoke, self.settings.compaction.function_name)
 
     def start_import(self, database: str, import_id: str) -> None:
-        """Have the compact function import an uploaded file, asynchronously (Lambda's event
+        """Have the tasks function import an uploaded file, asynchronously (Lambda's event
         invocation: retried twice on failure, which stores each chunk once all the same)."""
         function = self.settings.compaction.function_name
         if self._invoke is None or not function:
-            raise ServiceUnavailable("no compact function is configured to import uploaded files")
+            raise ServiceUnavailable("no tasks function is configured to import uploaded files")
         payload = {"task": "import", "database": database, "import_id": import_id}
         try:
             self._invoke(function, json.dumps(payload).encode())
@@ -242,7 +242,7 @@ class Runtime:
 
     def use_invoker(self, invoke: Callable[[str, bytes], None]) -> None:
         """Invoke functions asynchronously through ``invoke``: where the local emulation stands in
-        for the Lambda service (the compaction trigger invokes the compact function)."""
+        for the Lambda service (the compaction trigger invokes the tasks function)."""
         self._invoke = invoke
         self.__dict__.pop("compaction_trigger", None)
 

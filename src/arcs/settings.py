@@ -95,7 +95,7 @@ class CompactionSettings:
             lease_s=number(envvars.COMPACTION_LEASE_S, base.lease_s),
             sort=sort,  # type: ignore[arg-type]
             time_budget_s=number(envvars.COMPACTION_TIME_BUDGET_S, base.time_budget_s),
-            function_name=env.get(envvars.COMPACT_FUNCTION, ""),
+            function_name=env.get(envvars.TASKS_FUNCTION, ""),
             tiers=parse_tiers(env.get(envvars.COMPACTION_TIERS) or ",".join(base.tiers)),
             day_min_age_s=number(envvars.COMPACTION_DAY_MIN_AGE_S, base.day_min_age_s),
             day_min_files=int(number(envvars.COMPACTION_DAY_MIN_FILES, base.day_min_files)),

@@ -157,7 +157,7 @@ def test_the_timer_compacts_without_being_asked(tmp_path: Path) -> None:
         process.stop()
 
 
-def test_the_local_emulation_runs_the_compact_function_when_triggered() -> None:
+def test_the_local_emulation_runs_the_tasks_function_when_triggered() -> None:
     process = local(
         ARCS_COMPACTION_INTERVAL_S="0",
         ARCS_COMPACTION_MIN_AGE_S="0",

@@ -1,6 +1,6 @@
 """A continuous query's ``retention_days`` and ``delete_source_after_days``, applied by each runtime's
 own retention schedule: the standalone server's timer, and ``arcs local``'s emulated rule invoking
-the compact function. Exact row counts of source and destination after each step."""
+the tasks function. Exact row counts of source and destination after each step."""
 
 from __future__ import annotations
 

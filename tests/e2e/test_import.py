@@ -299,7 +299,7 @@ def wait_done(client: Client, database: str, import_id: str) -> dict[str, object
     raise AssertionError(f"import {import_id} did not finish")
 
 
-def test_an_upload_through_a_presigned_url_is_imported_by_the_compact_function(server: ServerProcess) -> None:
+def test_an_upload_through_a_presigned_url_is_imported_by_the_tasks_function(server: ServerProcess) -> None:
     client = Client(server.url)
     try:
         created = client.http.post(

@@ -163,7 +163,7 @@ def test_the_run_route_runs_the_named_database_or_every_one(client: Client) -> N
 
 @pytest.mark.parametrize("runtime", ["standalone", "local"])
 def test_the_schedule_applies_active_policies(runtime: str, tmp_path: Path) -> None:
-    """The standalone server's timer, and ``arcs local``'s emulated rule invoking the compact function."""
+    """The standalone server's timer, and ``arcs local``'s emulated rule invoking the tasks function."""
     if runtime == "local":
         process = local(ARCS_LOCAL_RETENTION_SCHEDULE_S="1", ARCS_LOCAL_CQ_SCHEDULE_S="0").start()
     else:

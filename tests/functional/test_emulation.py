@@ -352,9 +352,9 @@ def test_scheduled_and_triggered_compaction_are_asynchronous_invocations(emulati
     response = call(emulation, "POST", "/api/v1/compaction/trigger", b"{}")
     assert response.status in (200, 202), response.body
     deadline = time.monotonic() + 30
-    while emulation.compact.invocations == 0 and time.monotonic() < deadline:
+    while emulation.tasks.invocations == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert emulation.compact.invocations >= 1 and not emulation.compact.failures
+    assert emulation.tasks.invocations >= 1 and not emulation.tasks.failures
     assert emulation.poller.batch_size == 10  # a 0.05 s window: Lambda takes no more than 10
 
 

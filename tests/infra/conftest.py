@@ -11,9 +11,13 @@ import json
 import os
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from layers.build import LAYERS
+
+if TYPE_CHECKING:
+    from tests.infra.synth import Synth
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
@@ -46,3 +50,19 @@ def layers_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for architecture in ("arm64", "x86_64"):
         fake_layers(root, architecture)
     return root
+
+
+@pytest.fixture(scope="session")
+def synth(layers_dir: Path) -> Synth:
+    """The stack as deployed by default: every template test of tests/infra/test_stack_*.py reads it."""
+    from tests.infra.synth import synthesize  # aws_cdk starts node: after the variable above
+
+    return synthesize({"layers_dir": str(layers_dir)})
+
+
+@pytest.fixture(scope="session")
+def athena_synth(layers_dir: Path) -> Synth:
+    """The stack with an Athena table (tests/infra/test_deploy_*.py)."""
+    from tests.infra.synth import synthesize, with_athena
+
+    return synthesize(with_athena(layers_dir))

@@ -384,14 +384,14 @@ def test_an_imports_record_and_its_uploaded_file_are_reached_by_the_functions_th
 ) -> None:
     """The edge keeps the status record of a file posted whole; the query function signs the
     upload, reads the record and the upload's size, and deletes a file refused for its size; the
-    compact function reads the file, stores it, keeps the record and deletes the file once done."""
+    tasks function reads the file, stores it, keeps the record and deletes the file once done."""
     synth = _synth(layers_dir, prefix=prefix) if prefix else _synth(layers_dir)
     ledger = ImportLedger(None, prefix)  # type: ignore[arg-type]  # only its keys are asked for
     record, upload = ledger.key("metrics", "backfill-1"), ledger.upload_key("metrics", "backfill-1")
     roles = {
-        "edge": synth.stack.ingest.edge.role,
+        "edge": synth.stack.edge.edge.role,
         "query": synth.stack.query.query.role,
-        "compact": synth.stack.compact.compact.role,
+        "tasks": synth.stack.tasks.tasks.role,
     }
     reach = {
         (name, key_name, action)
@@ -408,12 +408,12 @@ def test_an_imports_record_and_its_uploaded_file_are_reached_by_the_functions_th
         ("query", "upload", "GetObject"),  # its size, when the client completes the upload
         ("query", "upload", "PutObject"),  # what the presigned PUT and a multipart upload run as
         ("query", "upload", "DeleteObject"),  # a file refused for its size
-        ("compact", "record", "GetObject"),
-        ("compact", "record", "PutObject"),
-        ("compact", "record", "DeleteObject"),  # the compact function's grant is the bucket's
-        ("compact", "upload", "GetObject"),
-        ("compact", "upload", "PutObject"),
-        ("compact", "upload", "DeleteObject"),
+        ("tasks", "record", "GetObject"),
+        ("tasks", "record", "PutObject"),
+        ("tasks", "record", "DeleteObject"),  # the tasks function's grant is the bucket's
+        ("tasks", "upload", "GetObject"),
+        ("tasks", "upload", "PutObject"),
+        ("tasks", "upload", "DeleteObject"),
     }
 
 
@@ -432,7 +432,7 @@ def test_the_query_function_streams_its_answers_and_the_edge_buffers(synth: Synt
     from arcs.http.streaming import API_GATEWAY_STREAM_IDLE_S, QUERY_BUDGET_S, query_function_timeout_s
 
     query = synth.props(synth.stack.query.query.function)
-    edge_id = synth.logical_id(synth.stack.ingest.edge.function)
+    edge_id = synth.logical_id(synth.stack.edge.edge.function)
     query_id = synth.logical_id(synth.stack.query.query.function)
     modes: dict[str, set[Any]] = {"query": set(), "edge": set()}
     for method in synth.of_type("AWS::ApiGateway::Method").values():
@@ -465,7 +465,7 @@ def test_every_operation_of_the_openapi_document_reaches_the_function_it_names(s
 
     methods = _methods(synth)
     targets = {
-        "writes": synth.logical_id(synth.stack.ingest.edge.function),
+        "edge": synth.logical_id(synth.stack.edge.edge.function),
         "query": synth.logical_id(synth.stack.query.query.function),
     }
     spec = document()

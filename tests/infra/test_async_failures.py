@@ -40,10 +40,10 @@ def _invoke_configs(stack: Any, template: Json) -> dict[str, Json]:
     }
 
 
-def test_compact_runs_that_fail_are_retried_then_kept_in_the_failure_queue(synth: tuple[Any, Json]) -> None:
+def test_tasks_runs_that_fail_are_retried_then_kept_in_the_failure_queue(synth: tuple[Any, Json]) -> None:
     stack, template = synth
     failures_arn = {"Fn::GetAtt": [_logical(stack, stack.failures.queue), "Arn"]}
-    config = _invoke_configs(stack, template)[_logical(stack, stack.compact.compact.function)]
+    config = _invoke_configs(stack, template)[_logical(stack, stack.tasks.tasks.function)]
     # Unqualified: the schedules and the trigger route (adapters/aws/wiring.py, InvocationType=Event)
     # both invoke the function by name, which runs $LATEST.
     assert config["Qualifier"] == "$LATEST"
@@ -51,7 +51,7 @@ def test_compact_runs_that_fail_are_retried_then_kept_in_the_failure_queue(synth
     assert config["MaximumEventAgeInSeconds"] == 3600
     assert config["DestinationConfig"] == {"OnFailure": {"Destination": failures_arn}}
     # The function may send its failed events there (Lambda uses the function's role).
-    role = stack.compact.compact.role
+    role = stack.tasks.tasks.role
     statements = [
         s
         for r in template["Resources"].values()
@@ -103,7 +103,7 @@ def test_bootstrap_is_not_retried_and_cloudformation_gives_up_in_five_minutes(sy
 def test_only_the_asynchronously_invoked_functions_have_a_failure_destination(synth: tuple[Any, Json]) -> None:
     stack, template = synth
     assert set(_invoke_configs(stack, template)) == {
-        _logical(stack, stack.compact.compact.function),
+        _logical(stack, stack.tasks.tasks.function),
         _logical(stack, stack.bootstrap.bootstrap.function),
     }
 

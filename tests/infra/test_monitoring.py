@@ -19,7 +19,7 @@ pytestmark = pytest.mark.infra
 
 Json = dict[str, Any]
 TOPIC = "arn:aws:sns:us-east-1:123456789012:ops"
-FUNCTIONS = ("Edge", "Ingest", "Query", "Authorizer", "Compact", "Bootstrap")
+FUNCTIONS = ("Edge", "Ingest", "Query", "Authorizer", "Tasks", "Bootstrap")
 
 
 def synth(layers_dir: Path, **context: str) -> tuple[Any, Json]:

@@ -31,11 +31,11 @@ def _template(context: dict[str, Any]) -> tuple[Any, Json]:
 
 def _functions(stack: Any, template: Json) -> dict[str, Json]:
     constructs = {
-        "edge": stack.ingest.edge.function,
+        "edge": stack.edge.edge.function,
         "ingest": stack.ingest.ingest.function,
         "query": stack.query.query.function,
         "authorizer": stack.authorizer.authorizer_function.function,
-        "compact": stack.compact.compact.function,
+        "tasks": stack.tasks.tasks.function,
         "bootstrap": stack.bootstrap.bootstrap.function,
     }
     assert set(constructs) == set(params.FUNCTIONS)
@@ -57,7 +57,7 @@ def test_defaults_fit_a_new_accounts_quotas(defaults: tuple[Any, Json]) -> None:
         assert props["MemorySize"] <= NEW_ACCOUNT_MEMORY_MB, name
         # A new account's concurrency may be 10, all of it unreservable: reserve nothing by default.
         assert "ReservedConcurrentExecutions" not in props, name
-    assert functions["query"]["MemorySize"] == functions["compact"]["MemorySize"] == 3008
+    assert functions["query"]["MemorySize"] == functions["tasks"]["MemorySize"] == 3008
 
 
 def test_a_write_the_edge_accepts_fits_the_memory_of_the_edge_and_of_ingest(
@@ -97,7 +97,7 @@ def test_memory_concurrency_storage_and_timeouts_reach_the_template(layers_dir: 
     context |= {
         "query_ephemeral_storage_mb": "8192",
         "ingest_timeout_s": "120",
-        "compact_timeout_s": "600",
+        "tasks_timeout_s": "600",
         "query_timeout_s": "60",
     }
     stack, template = _template(context)
@@ -110,12 +110,12 @@ def test_memory_concurrency_storage_and_timeouts_reach_the_template(layers_dir: 
     assert functions["query"]["EphemeralStorage"] == {"Size": 8192}
     assert query_env[envvars.DUCKDB_MAX_TEMP_SIZE] == "6144MiB"
     assert functions["ingest"]["Timeout"] == 120
-    assert functions["compact"]["Timeout"] == 600
+    assert functions["tasks"]["Timeout"] == 600
     # A query's 60 s, the margin, and 1,280 MB's largest result (40 MiB) streamed at 2 MiB/s past 6 MiB.
     assert query_env[envvars.QUERY_TIMEOUT_S] == "60"
     assert functions["query"]["Timeout"] == 60 + 4 + 17
-    compact_env = functions["compact"]["Environment"]["Variables"]
-    assert compact_env[envvars.COMPACTION_TIME_BUDGET_S] == "300"  # stops starting jobs 5 minutes before
+    tasks_env = functions["tasks"]["Environment"]["Variables"]
+    assert tasks_env[envvars.COMPACTION_TIME_BUDGET_S] == "300"  # stops starting jobs 5 minutes before
     # The write queue's visibility follows the ingest timeout (6 x, plus the batching window).
     [queue] = [
         r["Properties"]
@@ -148,7 +148,7 @@ def test_cdk_json_values_may_be_json_numbers_and_booleans(layers_dir: Path) -> N
 # Each rule, with the message a user sees. Context values arrive as strings from the command line.
 REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"query_memory_mb": "64"}, "query_memory_mb must be 128 to 10240 MB, got 64"),
-    ({"compact_memory_mb": "10241"}, "compact_memory_mb must be 128 to 10240 MB, got 10241"),
+    ({"tasks_memory_mb": "10241"}, "tasks_memory_mb must be 128 to 10240 MB, got 10241"),
     ({"edge_memory_mb": "1GB"}, "edge_memory_mb must be a whole number, got '1GB'"),
     ({"ingest_memory_mb": True}, "ingest_memory_mb must be a whole number, got True"),
     ({"authorizer_reserved_concurrency": "0"}, "authorizer_reserved_concurrency must be 1 to 100000, got 0"),
@@ -156,7 +156,7 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"query_ephemeral_storage_mb": "256"}, "query_ephemeral_storage_mb must be 512 to 10240 MB, got 256"),
     ({"ingest_timeout_s": "901"}, "ingest_timeout_s must be 1 to 900 s, got 901"),
     ({"query_timeout_s": "296"}, "query_timeout_s must be 1 to 295 s, got 296"),
-    ({"compact_timeout_s": "300"}, "compact_timeout_s must be 360 to 900 s, got 300"),
+    ({"tasks_timeout_s": "300"}, "tasks_timeout_s must be 360 to 900 s, got 300"),
     ({"ingest_batch_size": "10001"}, "ingest_batch_size must be 1 to 10000, got 10001"),
     ({"ingest_batch_size": "0"}, "ingest_batch_size must be 1 to 10000, got 0"),
     ({"ingest_batch_window_s": "301"}, "ingest_batch_window_s must be 0 to 300 s, got 301"),
@@ -192,6 +192,13 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"query-memory-mb": "4096"}, "unknown parameter 'query-memory-mb'; did you mean 'query_memory_mb'?"),
     ({"queryMemoryMb": "4096"}, "unknown parameter 'queryMemoryMb'; did you mean 'query_memory_mb'?"),
     ({"Query_Memory_MB": "4096"}, "unknown parameter 'Query_Memory_MB'; did you mean 'query_memory_mb'?"),
+    # An earlier version's key is refused with the name that replaced it, not silently ignored.
+    ({"compact_memory_mb": "4096"}, "parameter 'compact_memory_mb' is now 'tasks_memory_mb'"),
+    ({"compact_timeout_s": "600"}, "parameter 'compact_timeout_s' is now 'tasks_timeout_s'"),
+    (
+        {"compact_reserved_concurrency": "2"},
+        "parameter 'compact_reserved_concurrency' is now 'tasks_reserved_concurrency'",
+    ),
 ]
 
 

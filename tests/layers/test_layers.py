@@ -34,7 +34,7 @@ from layers.build import (
 from layers.check import HOST_ARCH, CheckFailed, Unavailable, check_sizes, native_answers, smoke
 from layers.native_probe import INTEGERS, TIMESTAMPS_S
 from layers.services import UnreadableService, boto3_services
-from layers.smoke import COMPACT_TASKS, IMPORT_TASK, QUERY_ROUTES, ROUTES, WRITE_ROUTES
+from layers.smoke.routes import IMPORT_TASK, QUERY_ROUTES, ROUTES, SCHEDULED_TASKS, WRITE_ROUTES
 
 from arcs.http.api import routers
 
@@ -108,7 +108,7 @@ def test_size_check_fails_a_function_over_lambdas_unzipped_limit(tmp_path: Path)
         _touch(tmp_path, f"{folder}/handler.py")
     report = check_sizes(_manifest(duckdb=100_000_000, deps=150_000_000, core=1_000_000), tmp_path)
     assert "query" in report
-    with pytest.raises(CheckFailed, match=r"over Lambda's unzipped limit: query, compact"):
+    with pytest.raises(CheckFailed, match=r"over Lambda's unzipped limit: query, tasks"):
         check_sizes(_manifest(duckdb=100_000_000, deps=162_000_000, core=1_000_000), tmp_path)
     # Functions without DuckDB still fit the same layers.
     check_sizes(_manifest(duckdb=200_000_000, deps=60_000_000, core=1_000_000), tmp_path, limit=LAMBDA_UNZIPPED_LIMIT)
@@ -120,7 +120,7 @@ def test_every_function_gets_the_core_and_only_sql_functions_get_duckdb() -> Non
     assert set(LAYERS) == {"duckdb", "deps", "core"}
     for function, layers in FUNCTION_LAYERS.items():
         assert {"deps", "core"} <= set(layers), function
-        assert ("duckdb" in layers) == (function in {"query", "compact"}), function
+        assert ("duckdb" in layers) == (function in {"query", "tasks"}), function
         assert len(layers) <= 5  # Lambda's limit
 
 
@@ -160,11 +160,11 @@ def test_the_smoke_calls_every_route_of_the_api_through_the_function_that_serves
             for rule, methods, *_ in factory(runtime)._routes
             for method in methods
         }
-        for part in ("writes", "query")
+        for part in ("edge", "query")
     }
-    assert served["writes"] == WRITE_ROUTES
+    assert served["edge"] == WRITE_ROUTES
     assert served["query"] == QUERY_ROUTES
-    assert set(COMPACT_TASKS) == {COMPACTION, CONTINUOUS_QUERIES, RETENTION}
+    assert set(SCHEDULED_TASKS) == {COMPACTION, CONTINUOUS_QUERIES, RETENTION}
     assert IMPORT_TASK == IMPORT
 
 

@@ -196,9 +196,9 @@ def test_a_trigger_without_the_timer_thread_runs_once_in_the_background() -> Non
 
 def test_the_lambda_trigger_invokes_asynchronously_and_needs_a_function() -> None:
     sent: list[tuple[str, bytes]] = []
-    trigger = LambdaCompactionTrigger(lambda name, payload: sent.append((name, payload)), "arcs-compact")
+    trigger = LambdaCompactionTrigger(lambda name, payload: sent.append((name, payload)), "arcs-tasks")
     trigger.trigger("db", None)
-    assert sent == [("arcs-compact", b'{"source": "arcs.trigger", "database": "db", "measurement": null}')]
+    assert sent == [("arcs-tasks", b'{"source": "arcs.trigger", "database": "db", "measurement": null}')]
     with pytest.raises(ServiceUnavailable):
         LambdaCompactionTrigger(lambda name, payload: None, "").trigger(None, None)
 
@@ -206,4 +206,4 @@ def test_the_lambda_trigger_invokes_asynchronously_and_needs_a_function() -> Non
         raise RuntimeError("no network")
 
     with pytest.raises(StorageFault):
-        LambdaCompactionTrigger(broken, "arcs-compact").trigger(None, None)
+        LambdaCompactionTrigger(broken, "arcs-tasks").trigger(None, None)

@@ -101,15 +101,15 @@ def test_the_stack_figures_match_the_stack() -> None:
     from infra.params import DEFAULT_MEMORY_MB
 
     assert {
-        "arcs-write": DEFAULT_MEMORY_MB["edge"],
+        "arcs-edge": DEFAULT_MEMORY_MB["edge"],
         "arcs-ingest": DEFAULT_MEMORY_MB["ingest"],
         "arcs-query": DEFAULT_MEMORY_MB["query"],
         "arcs-authorizer": DEFAULT_MEMORY_MB["authorizer"],
-        "arcs-compact": DEFAULT_MEMORY_MB["compact"],
+        "arcs-tasks": DEFAULT_MEMORY_MB["tasks"],
     } == cost.MEMORY_MB
     from infra.compact import DEFAULT_SCHEDULES
 
-    from tests.infra.test_deploy import EXPECTED_RESOURCE_TYPES
+    from tests.infra.test_deploy_app import EXPECTED_RESOURCE_TYPES
 
     assert {task: schedule.expression_string for task, schedule in DEFAULT_SCHEDULES.items()} == {
         "compaction": "rate(15 minutes)",

@@ -66,7 +66,7 @@ OK = {"statusCode": 200, "headers": {"Content-Type": "text/plain"}, "body": "ok"
 
 def gateway(
     authorizer: Any,
-    writes: Any = None,
+    edge: Any = None,
     queries: Any = None,
     ttl: float = 0,
     sources: tuple[str, ...] = (),
@@ -74,7 +74,7 @@ def gateway(
 ) -> ApiGateway:
     return ApiGateway(
         LambdaFunction("auth", authorizer, timeout_s=10),
-        LambdaFunction("writes", writes or Stub(OK), timeout_s=29),
+        LambdaFunction("edge", edge or Stub(OK), timeout_s=29),
         LambdaFunction("queries", queries or Stub(OK), timeout_s=29),
         cache_ttl_s=ttl,
         identity_sources=sources,
@@ -90,25 +90,25 @@ def whole(response: HttpResponse) -> bytes:
 @pytest.mark.parametrize(
     ("path", "function"),
     [
-        ("/api/v1/write/msgpack", "writes"),
-        ("/api/v1/write/line-protocol", "writes"),
-        ("/write", "writes"),
-        ("/api/v2/write", "writes"),
+        ("/api/v1/write/msgpack", "edge"),
+        ("/api/v1/write/line-protocol", "edge"),
+        ("/write", "edge"),
+        ("/api/v2/write", "edge"),
         ("/api/v1/query", "queries"),
         ("/api/v1/writes", "queries"),
         ("/api/v1/auth/verify", "queries"),
     ],
 )
 def test_routes_writes_to_the_edge_and_the_rest_to_query(path: str, function: str) -> None:
-    writes, queries = Stub(OK), Stub(OK)
-    response = gateway(Stub(allow()), writes, queries).handle("POST", path, "", {"authorization": "Bearer t"}, b"x")
+    edge, queries = Stub(OK), Stub(OK)
+    response = gateway(Stub(allow()), edge, queries).handle("POST", path, "", {"authorization": "Bearer t"}, b"x")
     assert response.status == 200 and whole(response) == b"ok"
     # The stack's transfer modes: the query function's integration streams, the edge's buffers.
     assert (response.stream is not None) is (function == "queries")
-    called = writes if function == "writes" else queries
+    called = edge if function == "edge" else queries
     (event,) = called.events
     assert event["path"] == path and base64.b64decode(event["body"]) == b"x"
-    assert not (queries if function == "writes" else writes).events
+    assert not (queries if function == "edge" else edge).events
 
 
 def test_authorizer_gets_a_request_event_and_its_context_reaches_the_function() -> None:

@@ -111,7 +111,7 @@ def test_answering_a_query_never_loads_the_pyarrow_compute_wrappers(tmp_path: Pa
     assert "pyarrow.compute" not in modules
 
 
-@pytest.mark.parametrize(("handler", "part"), [("ingest/edge.py", "writes"), ("authorizer/handler.py", "runtime")])
+@pytest.mark.parametrize(("handler", "part"), [("ingest/edge.py", "edge"), ("authorizer/handler.py", "runtime")])
 def test_the_edge_and_the_authorizer_never_load_duckdb(handler: str, part: str, tmp_path: Path) -> None:
     modules = loaded_modules(handler, part, tmp_path)
     assert not {"duckdb", "arcs.query.engine", "arcs.query.service", "arcs.http.routes.queries"} & modules

@@ -61,9 +61,9 @@ def test_every_route_of_each_function_has_its_entry_and_no_entry_lacks_its_route
     assert all(spec["paths"][METRICS_PATH][method]["security"] == [] for method, _ in standalone)
     assert len(everything) >= 60
     # What API Gateway sends each function is exactly what that function's app serves.
-    assert openapi.operations("writes") == _operations(spec, "writes")
+    assert openapi.operations("edge") == _operations(spec, "edge")
     assert openapi.operations("query") == _operations(spec, "query") | _operations(spec, "api-gateway")
-    assert ("post", "/api/v1/write/msgpack") in _operations(spec, "writes")
+    assert ("post", "/api/v1/write/msgpack") in _operations(spec, "edge")
     assert ("get", route_docs.SPEC_PATH) in _operations(spec, "query")
 
 

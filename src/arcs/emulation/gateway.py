@@ -98,7 +98,7 @@ class ApiGateway:
     def __init__(
         self,
         authorizer: LambdaFunction,
-        writes: LambdaFunction,
+        edge: LambdaFunction,
         queries: LambdaFunction,
         *,
         cache_ttl_s: float = 0.0,
@@ -116,7 +116,7 @@ class ApiGateway:
         self.stream_max_s = stream_max_s
         self.stream_idle_s = stream_idle_s
         self.authorizer = authorizer
-        self.writes = writes
+        self.edge = edge
         self.queries = queries
         if cache_ttl_s > 0 and not identity_sources:
             raise ValueError("authorizer caching needs identity sources, as in API Gateway")
@@ -159,7 +159,7 @@ class ApiGateway:
         refused = self._authorize(event)
         if refused is not None:
             return refused
-        function = self.writes if is_write_path(path) else self.queries
+        function = self.edge if is_write_path(path) else self.queries
         try:
             if function is self.queries and self.stream_queries:
                 return self._streamed(function, event)

@@ -53,7 +53,9 @@ _RESOURCE_PREFIX = re.compile(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")
 #: Dummy credentials: moto accepts any, and real ones must never be needed (or sent) here.
 DUMMY_KEY = "testing"
 API_TIMEOUT_S = API_GATEWAY_TIMEOUT_S  # the stack's timeout of the edge function (buffered)
-COMPACT_FUNCTION = "arcs-compact"
+#: The functions' names, as ``arcs local`` runs them (the stack's construct ids, lower case).
+EDGE_FUNCTION = "arcs-edge"
+TASKS_FUNCTION = "arcs-tasks"
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +144,7 @@ class Emulation:
     settings: Settings
     gateway: ApiGateway
     poller: SqsPoller
-    compact: AsyncInvoker  # the compact function's asynchronous queue: the trigger route and the rules
+    tasks: AsyncInvoker  # the tasks function's asynchronous queue: the trigger route and the rules
     rules: list[EventBridgeRule]
     clients: AwsClients
     work_dir: str
@@ -160,7 +162,7 @@ class Emulation:
             rule.stop(timeout=grace_s)
         self.poller.stop(timeout=grace_s)
         queues = {id(rule.target): rule.target for rule in self.rules}
-        queues[id(self.compact)] = self.compact
+        queues[id(self.tasks)] = self.tasks
         for queue in queues.values():
             queue.stop(timeout=grace_s)
         self.clients.close()
@@ -238,8 +240,8 @@ def start_emulation(config: EmulationConfig, set_env: Callable[[str, str], Any] 
         if config.dynamodb_endpoint_url:
             set_env(envvars.AWS_ENDPOINT_URL_DYNAMODB, config.dynamodb_endpoint_url)
         if config.express_bucket:
-            set_env(envvars.EXPRESS_BUCKET, config.express_bucket)  # as the stack sets it on query, ingest, compact
-        set_env(envvars.COMPACT_FUNCTION, COMPACT_FUNCTION)
+            set_env(envvars.EXPRESS_BUCKET, config.express_bucket)  # as the stack sets it on query, ingest, tasks
+        set_env(envvars.TASKS_FUNCTION, TASKS_FUNCTION)
         if not os.environ.get(envvars.QUERY_TIMEOUT_S):
             # As the stack sets it: a query stops with its own clear 503 before the stream idles out.
             set_env(envvars.QUERY_TIMEOUT_S, str(QUERY_BUDGET_S))
@@ -250,8 +252,8 @@ def start_emulation(config: EmulationConfig, set_env: Callable[[str, str], Any] 
         authorizer = LambdaFunction("arcs-authorizer", load_handler("authorizer"), timeout_s=10, region=config.region)
         # Each function has a container of its own, as on AWS: a query streaming for minutes holds
         # the query function only (each resolver keeps its requests apart: arcs.http.api).
-        writes = LambdaFunction(
-            "arcs-write", load_handler("ingest", "edge.py"), timeout_s=API_TIMEOUT_S, region=config.region
+        edge = LambdaFunction(
+            EDGE_FUNCTION, load_handler("ingest", "edge.py"), timeout_s=API_TIMEOUT_S, region=config.region
         )
         # Invoked with a response stream, as the stack's STREAM integration invokes it.
         queries = LambdaFunction(
@@ -269,7 +271,7 @@ def start_emulation(config: EmulationConfig, set_env: Callable[[str, str], Any] 
         )
         gateway = ApiGateway(
             authorizer,
-            writes,
+            edge,
             queries,
             cache_ttl_s=config.authorizer_cache_ttl_s,
             identity_sources=("header:Authorization",),
@@ -284,9 +286,9 @@ def start_emulation(config: EmulationConfig, set_env: Callable[[str, str], Any] 
             batching_window_s=settings.ingest_batch_window_s,
             region=config.region,
         )
-        compact = AsyncInvoker(
+        tasks = AsyncInvoker(
             LambdaFunction(
-                COMPACT_FUNCTION,
+                TASKS_FUNCTION,
                 load_handler("compact"),
                 timeout_s=900,
                 memory_mb=3008,  # the stack's default (infra/params.py)
@@ -294,9 +296,9 @@ def start_emulation(config: EmulationConfig, set_env: Callable[[str, str], Any] 
                 region=config.region,
             )
         )
-        rules = scheduled_rules(config, settings, compact)
+        rules = scheduled_rules(config, settings, tasks)
         runtime = lambda_runtime()
-        runtime.use_invoker(compact.invoke_async)  # the Lambda service, for the trigger route
+        runtime.use_invoker(tasks.invoke_async)  # the Lambda service, for the trigger route
         token = runtime.tokens.bootstrap(settings.bootstrap_token)
     except BaseException:
         if moto is not None:
@@ -304,25 +306,25 @@ def start_emulation(config: EmulationConfig, set_env: Callable[[str, str], Any] 
         shutil.rmtree(work_dir, ignore_errors=True)
         raise
     emulation = Emulation(
-        config, endpoint, resources, settings, gateway, poller, compact, rules, clients, work_dir, moto, token
+        config, endpoint, resources, settings, gateway, poller, tasks, rules, clients, work_dir, moto, token
     )
     poller.start()
-    compact.start()
+    tasks.start()
     for rule in rules:
         rule.start()
     return emulation
 
 
-def scheduled_rules(config: EmulationConfig, settings: Settings, compact: AsyncInvoker) -> list[EventBridgeRule]:
-    """The stack's EventBridge rules (``infra/compact.py``): each sends the compact function
+def scheduled_rules(config: EmulationConfig, settings: Settings, tasks: AsyncInvoker) -> list[EventBridgeRule]:
+    """The stack's EventBridge rules (``infra/compact.py``): each sends the tasks function
     ``{"task": <task>}``, asynchronously. Lambda runs concurrent invocations in environments of
     their own, so each rule here has its own queue and container besides the trigger route's,
     and a long compaction does not hold continuous queries back."""
     every_s = settings.compaction.interval_s
-    rules = [EventBridgeRule("arcs-compaction-schedule", compact, every_s, {"task": "compaction"})]
+    rules = [EventBridgeRule("arcs-compaction-schedule", tasks, every_s, {"task": "compaction"})]
     for task, every_s in (("continuous_queries", config.cq_schedule_s), ("retention", config.retention_schedule_s)):
         if every_s > 0:
-            name = f"{COMPACT_FUNCTION}-{task.replace('_', '-')}"
+            name = f"{TASKS_FUNCTION}-{task.replace('_', '-')}"
             target = AsyncInvoker(LambdaFunction(name, load_handler("compact"), timeout_s=900, region=config.region))
             target.start()
             rules.append(EventBridgeRule(f"arcs-{task.replace('_', '-')}-schedule", target, every_s, {"task": task}))

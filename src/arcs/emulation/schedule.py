@@ -1,4 +1,4 @@
-"""EventBridge's schedule rules and Lambda's asynchronous invoke, for the compact function.
+"""EventBridge's schedule rules and Lambda's asynchronous invoke, for the tasks function.
 
 EventBridge delivers a rule's event by invoking the function asynchronously: its delivery succeeds
 once Lambda has queued the event, and what the function does with it is Lambda's business. So is

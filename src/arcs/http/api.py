@@ -40,19 +40,19 @@ __all__ = [
 logger = logging.getLogger(__name__)
 RouterFactory = Callable[["Runtime"], "Router"]
 #: The whole API (the standalone server), or what one Lambda function is sent of it.
-ApiPart = Literal["all", "query", "writes"]
+ApiPart = Literal["all", "query", "edge"]
 
 
 def routers(part: ApiPart = "all") -> list[RouterFactory]:
     """The routers of ``part``, imported here so that a function loads only its own routes: the
     edge function never loads DuckDB, the query function never loads the write decoders."""
-    found: list[RouterFactory] = [health_router, spec_router] if part != "writes" else []
+    found: list[RouterFactory] = [health_router, spec_router] if part != "edge" else []
     if part != "query":
         from arcs.http.routes.imports import imports_router
         from arcs.http.routes.writes import writes_router
 
         found += [writes_router, imports_router]
-    if part != "writes":
+    if part != "edge":
         from arcs.http.routes.auth import auth_router
         from arcs.http.routes.compaction import compaction_router
         from arcs.http.routes.continuous_queries import continuous_queries_router
@@ -102,7 +102,7 @@ def build_app(runtime: Runtime, part: ApiPart = "all") -> RequestScopedResolver:
 
 @functools.cache
 def lambda_app(part: ApiPart) -> RequestScopedResolver:
-    """The part of the HTTP API one Lambda function serves: ``"writes"`` for the edge function,
+    """The part of the HTTP API one Lambda function serves: ``"edge"`` for the edge function,
     ``"query"`` (everything else) for the query function; each loads only its own routes."""
     runtime = lambda_runtime()
     if part == "query":

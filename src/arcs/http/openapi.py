@@ -171,7 +171,7 @@ def document() -> JsonSchema:
 
     app = resolver("all")
     # On AWS, API Gateway sends the writes to the edge function and the rest to the query function.
-    parts = {"writes": operations("writes"), "query": operations("query")}
+    parts = {"edge": operations("edge"), "query": operations("query")}
     paths: dict[str, JsonSchema] = {}
     for route in sorted(routes(app), key=lambda r: (r.openapi_path, _METHOD_ORDER.index(r.method.lower()))):
         method = route.method.lower()

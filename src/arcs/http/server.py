@@ -3,7 +3,7 @@
 Its gateway (``arcs.http.gateway``) answers behind the HTTP front (``arcs.http.asgi``, bounded by
 ``arcs.http.limits``). A background thread drains the disk spool into Parquet through
 ``arcs.write.ingest``, as the ingest function drains SQS; another runs compaction on a timer
-(``ARCS_COMPACTION_INTERVAL_S``; 0: only when triggered), as EventBridge runs the compact function.
+(``ARCS_COMPACTION_INTERVAL_S``; 0: only when triggered), as EventBridge runs the tasks function.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The schedule port: what runs compaction and continuous queries on a schedule.
 
-In AWS EventBridge rules invoke the compact function, and the compaction trigger route invokes it
+In AWS EventBridge rules invoke the tasks function, and the compaction trigger route invokes it
 asynchronously (the query function that answers the route has neither the time nor the memory
 to compact). In the standalone server threads do it: a compaction timer every ``interval_s``
 (0: off) that also runs at once when triggered, and a periodic task for continuous queries; each
@@ -106,7 +106,7 @@ class CompactionTimer(threading.Thread):
 
 
 class LambdaCompactionTrigger:
-    """AWS: the trigger invokes the compact function asynchronously (``InvocationType=Event``)."""
+    """AWS: the trigger invokes the tasks function asynchronously (``InvocationType=Event``)."""
 
     def __init__(self, invoke: Callable[[str, bytes], None], function_name: str) -> None:
         self._invoke = invoke
@@ -114,12 +114,12 @@ class LambdaCompactionTrigger:
 
     def trigger(self, database: str | None, measurement: str | None) -> dict[str, Any]:
         if not self.function_name:
-            raise ServiceUnavailable("no compact function is configured for this deployment")
+            raise ServiceUnavailable("no tasks function is configured for this deployment")
         payload = {"source": "arcs.trigger", "database": database, "measurement": measurement}
         try:
             self._invoke(self.function_name, json.dumps(payload).encode())
         except Exception as exc:
-            raise StorageFault(f"could not start the compact function: {exc}") from exc
+            raise StorageFault(f"could not start the tasks function: {exc}") from exc
         return {"triggered": True, "database": database, "measurement": measurement}
 
     def status(self) -> dict[str, Any]:

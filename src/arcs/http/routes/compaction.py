@@ -3,7 +3,7 @@
 Permissions: the reads need ``read`` and show only databases in the caller's scopes (jobs and
 candidates of other databases are never listed); the trigger needs ``admin``, because a run
 rewrites data of every database it reaches. A trigger answers 202 at once: the run happens in
-the background (the server's timer thread, or the compact function in AWS).
+the background (the server's timer thread, or the tasks function in AWS).
 """
 
 from __future__ import annotations

@@ -267,7 +267,7 @@ S3_MAX_PARTS = 10_000
 
 def import_uploads_router(runtime: Runtime) -> Router:
     """AWS: the file goes to the bucket through presigned URLs, never through Lambda's payload; the
-    client then says it is complete, and the compact function imports it (docs/import.md)."""
+    client then says it is complete, and the tasks function imports it (docs/import.md)."""
     router = Router()
     request = RequestView(router)
 

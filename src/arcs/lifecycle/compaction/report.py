@@ -1,4 +1,4 @@
-"""What compaction reports: candidates, runs and jobs, as the API and the compact function show them."""
+"""What compaction reports: candidates, runs and jobs, as the API and the tasks function show them."""
 
 from __future__ import annotations
 

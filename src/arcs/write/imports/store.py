@@ -44,7 +44,7 @@ ChunkSink = Callable[[list[QueuedWrite]], None]
 
 class IngestSink:
     """Chunks stored through the ingest protocol, here and now: the standalone server, and the
-    compact function on AWS. The import's answer comes once every row is queryable."""
+    tasks function on AWS. The import's answer comes once every row is queryable."""
 
     def __init__(self, ingestor: Ingestor) -> None:
         self.ingestor = ingestor
@@ -221,7 +221,7 @@ def _no_envelope() -> bytes:
 
 
 def run_uploaded(runtime: Runtime, database: str, import_id: str) -> ImportStatus | None:
-    """Import a file a client uploaded to the bucket (the compact function's ``import`` task).
+    """Import a file a client uploaded to the bucket (the tasks function's ``import`` task).
 
     Runs again after a failed or cut-short invocation (Lambda retries an event invocation twice):
     the chunks an earlier run stored are stored once. A file refused for what it holds is not
