@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from arcs.emulation.functions import LAMBDA_PAYLOAD_LIMIT
+from arcs.errors import StorageFault
 from arcs.settings import AWS_MAX_REQUEST_BYTES
 from tests.functional.lambdas import EVENTS, Lambda, context
 
@@ -110,3 +111,15 @@ def test_the_edge_refuses_a_body_over_the_aws_limit_that_still_fits_the_invoke(f
     response = fn.handlers.edge(event, context("arcs-edge"))
     assert response["statusCode"] == 413
     assert json.loads(response["body"])["error"] == f"body is {limit + 1} bytes; the limit is {limit}"
+
+
+def test_a_token_that_could_not_be_checked_is_an_authorizer_error_not_a_401(
+    fn: Lambda, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def tokens_table_failing(token: str) -> Any:
+        raise StorageFault("the tokens table did not answer")
+
+    monkeypatch.setattr(fn.runtime.tokens, "verify", tokens_table_failing)
+    # Raised as itself: API Gateway answers an authorizer's error 500, which a client retries.
+    with pytest.raises(StorageFault):
+        fn.handlers.authorizer(authorizer_event(Authorization=f"Bearer {fn.token}"), context("arcs-authorizer"))

@@ -157,3 +157,58 @@ def test_an_uploaded_import_cut_short_is_finished_by_lambdas_retry_and_stored_on
         fn.runtime.uploads is not None
         and fn.runtime.uploads.uploaded(str(fn.runtime.import_ledger.upload_key("default", "upload-1"))) is None
     )
+
+
+def _completed_upload(fn: Lambda, import_id: str, data: bytes) -> tuple[str, dict[str, Any]]:
+    """An upload put and completed; its URL (still valid) and the task event completion queued."""
+    query = {"format": "lp", "import_id": import_id, "db": "default"}
+    created = fn.handlers.query(fn.api_event("POST", "/api/v1/import/uploads", query=query), context("arcs-query"))
+    url = json.loads(created["body"])["upload"]["url"]
+    assert httpx.put(url, content=data).status_code == 200
+    invoked: list[dict[str, Any]] = []
+    fn.runtime._invoke = lambda function, payload: invoked.append(json.loads(payload))
+    path = f"/api/v1/import/uploads/{import_id}/complete"
+    done = fn.handlers.query(fn.api_event("POST", path, query={"db": "default"}), context("arcs-query"))
+    assert done["statusCode"] == 202, done
+    return url, invoked[0]
+
+
+def test_an_upload_put_again_after_its_completion_is_not_imported(fn: Lambda) -> None:
+    m = name("cpu")
+    url, task = _completed_upload(fn, "replaced-1", (lp(m, 100) + "\n").encode())
+    # The URL stays valid for its hour: another file put before the import reads it.
+    assert httpx.put(url, content=(lp(m, 50) + "\nnot line protocol\n").encode()).status_code == 200
+    assert fn.handlers.tasks(task, context("arcs-tasks"))["state"] == "failed"
+    answer = fn.handlers.query(
+        fn.api_event("GET", "/api/v1/import/status/replaced-1", query={"db": "default"}), context("arcs-query")
+    )
+    status = json.loads(answer["body"])["import"]
+    assert status["error_status"] == 409 and "changed" in status["error"], status
+    assert fn.count(m) == 0
+
+
+def test_an_upload_put_again_while_it_is_imported_changes_nothing_imported(
+    fn: Lambda, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from arcs.adapters.aws import objects
+    from arcs.write.imports import chunks, decompress, store
+
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 4096)  # about 100 lines a chunk
+    # Each chunk read from the bucket as it is needed, not the whole file at once.
+    monkeypatch.setattr(objects, "_RANGE_BYTES", 4096)
+    monkeypatch.setattr(decompress, "_READ", 4096)
+    m = name("cpu")
+    url, task = _completed_upload(fn, "replaced-2", (lp(m, 20000) + "\n").encode())
+    sink = store.IngestSink.__call__
+    calls = {"n": 0}
+
+    def replaced_midway(self: store.IngestSink, writes: list[Any]) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:  # the first chunks are stored: the rest must come from the same file
+            assert httpx.put(url, content=b"bad line\n" * 5000).status_code == 200
+        sink(self, writes)
+
+    monkeypatch.setattr(store.IngestSink, "__call__", replaced_midway)
+    fn.runtime.importer.group_bytes = 1  # every chunk an ingest attempt of its own
+    assert fn.handlers.tasks(task, context("arcs-tasks"))["state"] == "done"
+    assert calls["n"] > 2 and fn.count(m) == 20000
