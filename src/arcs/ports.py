@@ -19,6 +19,7 @@ from arcs.layout import Tier
 
 if TYPE_CHECKING:
     from arcs.write.batch import WriteBatch
+    from arcs.write.ingest import IngestResult, QueuedWrite
 
 CommitStatus = Literal["committed", "aborted"]
 #: running: picked inputs, writing outputs; committed: the swap is stored, records not yet moved;
@@ -102,6 +103,23 @@ class UploadStore(Protocol):
 
     def open_ranges(self, key: str, size: int) -> IO[bytes]:
         """The object as a seekable file, read in ranges."""
+        ...
+
+
+class QueueDelivery(Protocol):
+    """The reading side of the write queue: a batch of queued writes as the queue delivered it,
+    and where each one's outcome goes back. The standalone server takes batches from its spool;
+    on AWS Lambda's event source hands the ingest function a batch of SQS records, and the
+    function's answer says which to deliver again. Ingest sees only this."""
+
+    def writes(self) -> list[QueuedWrite]:
+        """The batch, each write under its queue handle (a record that cannot be read is settled
+        as failed by the delivery itself)."""
+        ...
+
+    def settle(self, result: IngestResult) -> None:
+        """Acknowledge what ``result`` stored, keep what failed for redelivery (a dead letter past
+        its attempts), and dead-letter the poison at once."""
         ...
 
 

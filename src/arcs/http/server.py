@@ -15,18 +15,18 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from arcs import metrics
+from arcs.adapters.local.queue import SpoolDelivery
 from arcs.http.asgi import AsgiApp, Uploads
 from arcs.http.gateway import Gateway
 from arcs.http.limits import HttpLimits, head_timed_protocol
 from arcs.lifecycle.schedule import CompactionTimer, PeriodicTask
 from arcs.runtime import LocalRuntime
-from arcs.write.ingest import QueuedWrite
+from arcs.write.ingest import ingest_delivery
 
 logger = logging.getLogger(__name__)
 
@@ -65,26 +65,7 @@ class IngestLoop(threading.Thread):
                 self._stop_event.wait(1.0)
 
     def drain_once(self, entries: list[Any]) -> None:
-        spool = self.runtime.spool
-        by_handle = {entry.handle: entry for entry in entries}
-        writes = [
-            QueuedWrite(
-                entry.handle, entry.write_id, partial(spool.read, entry), batch=entry.batch, queued_at=entry.queued_at
-            )
-            for entry in entries
-        ]
-        result = self.ingestor.ingest(writes)
-        spool.done([by_handle[h] for h in (*result.committed, *result.already_done)])
-        for handle, reason in result.poison.items():
-            logger.error("write %s can never be ingested (%s); moved to the dead-letter folder", handle, reason)
-            spool.dead_letter(by_handle[handle])
-        for handle, reason in result.failed.items():
-            if spool.failed(by_handle[handle]):
-                logger.error(
-                    "write %s failed %d times (%s); moved to the dead-letter folder", handle, spool.max_attempts, reason
-                )
-            else:
-                logger.warning("write %s not ingested yet: %s", handle, reason)
+        ingest_delivery(self.ingestor, SpoolDelivery(self.runtime.spool, entries))
 
 
 def banner(url: str, token: str | None, configured: bool = False) -> str:

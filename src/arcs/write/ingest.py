@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from arcs import layout, metrics, tracing
 from arcs.errors import ArcsError, BadRequest
 from arcs.names import TIME_COLUMN
-from arcs.ports import CommitRecord, FileRecord, IngestCatalog, ObjectStore
+from arcs.ports import CommitRecord, FileRecord, IngestCatalog, ObjectStore, QueueDelivery
 from arcs.write.batch import ColumnarBody, MeasurementRows, WriteBatch, time_order, type_name
 from arcs.write.decoders import columnar_lane
 from arcs.write.parquet_encoding import column_encodings, for_parquet, tags_in_one_form
@@ -457,3 +457,10 @@ def _runs(values: pa.Array) -> list[tuple[int, int]]:
         changes = changes.fill_null(True)
     starts = [0, *(i + 1 for i in pc.indices_nonzero(changes).to_pylist())]
     return list(zip(starts, [*starts[1:], count], strict=True))
+
+
+def ingest_delivery(ingestor: Ingestor, delivery: QueueDelivery) -> IngestResult:
+    """Store a batch the write queue delivered and tell the queue what became of each write."""
+    result = ingestor.ingest(delivery.writes())
+    delivery.settle(result)
+    return result

@@ -11,8 +11,9 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -21,10 +22,13 @@ from arcs.layout import SYSTEM_DIR, system_key
 from arcs.ports import ObjectStore
 
 if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from mypy_boto3_sqs import SQSClient
 
     from arcs.write.batch import WriteBatch
-    from arcs.write.ingest import QueuedWrite
+    from arcs.write.ingest import IngestResult, QueuedWrite
+
+logger = logging.getLogger(__name__)
 
 CLAIMS_DIR = "claims"
 # SQS's hard cap on a message; the JSON wrapper around the base64 text needs a little room.
@@ -125,3 +129,38 @@ def queued_write_from_sqs(
     cleanup = (lambda: store.delete(claim)) if claim else None
     queued_at = int(sent_timestamp_ms) / 1000 if sent_timestamp_ms and sent_timestamp_ms.isdigit() else None
     return QueuedWrite(message_id, write_id, load, cleanup, queued_at=queued_at)
+
+
+class SqsDelivery:
+    """A batch of SQS records as Lambda's event source hands it to the ingest function
+    (``ports.QueueDelivery``). ``response()`` is the function's answer: the records SQS delivers
+    again (``ReportBatchItemFailures``), and after ``maxReceiveCount`` moves to the dead-letter queue."""
+
+    def __init__(self, records: list[dict[str, Any]], store: ObjectStore) -> None:
+        from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
+
+        self.records = records
+        self.store = store
+        # Powertools' processor: a record that cannot even be read is failed back on its own.
+        self.processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+        self.failed: list[str] = []
+
+    def writes(self) -> list[QueuedWrite]:
+        staged: list[QueuedWrite] = []
+
+        def stage(record: SQSRecord) -> None:
+            sent = record.raw_event.get("attributes", {}).get("SentTimestamp")
+            staged.append(queued_write_from_sqs(record.message_id, record.body, self.store, sent))
+
+        with self.processor(records=self.records, handler=stage):
+            self.processor.process()
+        self.failed = [str(item["itemIdentifier"]) for item in self.processor.response()["batchItemFailures"]]
+        return staged
+
+    def settle(self, result: IngestResult) -> None:
+        for handle, reason in result.poison.items():
+            logger.error("poison message %s (%s); it goes to the DLQ after its retries", handle, reason)
+        self.failed += [*result.failed, *result.poison]
+
+    def response(self) -> dict[str, list[dict[str, str]]]:
+        return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in self.failed]}

@@ -28,6 +28,7 @@ import threading
 import time
 import zlib
 from dataclasses import dataclass, field, replace
+from functools import partial
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,6 +40,7 @@ from arcs.errors import DISK_FULL_RETRY_S, StorageFault
 
 if TYPE_CHECKING:
     from arcs.write.batch import WriteBatch
+    from arcs.write.ingest import IngestResult, QueuedWrite
 
 logger = logging.getLogger(__name__)
 
@@ -486,3 +488,37 @@ def _write_at(fd: int, pieces: tuple[bytes, ...], offset: int) -> None:
     while rest:
         written = os.pwrite(fd, rest, offset)
         rest, offset = rest[written:], offset + written
+
+
+class SpoolDelivery:
+    """A batch taken from the spool, as the ingest use case reads it (``ports.QueueDelivery``)."""
+
+    def __init__(self, spool: Spool, entries: list[SpoolEntry]) -> None:
+        self.spool = spool
+        self.entries = {entry.handle: entry for entry in entries}
+
+    def writes(self) -> list[QueuedWrite]:
+        from arcs.write.ingest import QueuedWrite  # lazy: it loads pyarrow.parquet
+
+        return [
+            QueuedWrite(
+                handle, entry.write_id, partial(self.spool.read, entry), batch=entry.batch, queued_at=entry.queued_at
+            )
+            for handle, entry in self.entries.items()
+        ]
+
+    def settle(self, result: IngestResult) -> None:
+        self.spool.done([self.entries[h] for h in (*result.committed, *result.already_done)])
+        for handle, reason in result.poison.items():
+            logger.error("write %s can never be ingested (%s); moved to the dead-letter folder", handle, reason)
+            self.spool.dead_letter(self.entries[handle])
+        for handle, reason in result.failed.items():
+            if self.spool.failed(self.entries[handle]):
+                logger.error(
+                    "write %s failed %d times (%s); moved to the dead-letter folder",
+                    handle,
+                    self.spool.max_attempts,
+                    reason,
+                )
+            else:
+                logger.warning("write %s not ingested yet: %s", handle, reason)
