@@ -15,7 +15,7 @@ from arcs.settings import Settings
 #: What ``arcs serve`` needs beyond the base install (which is what the Lambda functions run):
 #: the ``server`` extra. ``arcs local`` needs moto too, unless it is pointed at another emulator.
 SERVER_MODULES = ("uvicorn", "google_crc32c")
-EXTRA_HINT = "pip install 'arc-serverless[server]'"
+EXTRA_HINT = "install it with pip install '.[server]' in a clone of the repository"
 
 
 def _importable(name: str) -> bool:

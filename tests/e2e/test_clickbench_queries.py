@@ -30,14 +30,12 @@ pytestmark = pytest.mark.e2e
 
 ROWS = 3_000
 ROWS_PER_REQUEST = 500
-QUERIES_FILE = Path(__file__).resolve().parents[2].parent / "shared" / "clickbench" / "queries.sql"
+QUERIES_FILE = Path(__file__).resolve().parents[2] / "clickbench" / "queries.sql"
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 LOAD_TIME_S = 1_373_846_400  # 2013-07-15T00:00:00Z
 
 
 def _queries() -> list[str]:
-    if not QUERIES_FILE.is_file():
-        pytest.skip(f"{QUERIES_FILE} not found")
     return [line.strip() for line in QUERIES_FILE.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 

@@ -4,8 +4,8 @@ every result handed off (303 to a presigned URL), which the examples' ``curl -L`
 
 Only the URL changes (the servers listen on a free port). Each curl answers a 2xx or the block
 fails (``--fail-with-body``, ``set -euo pipefail``). ``uv run python`` is the checkout's
-interpreter, as ``uv run`` gives it in the repository; ``<id>`` is the id of the token the block
-just created.
+interpreter, as ``uv run`` gives it in the repository; ``TOKEN_ID`` is set to the id of the
+token the block just created.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.e2e
 README = Path(__file__).resolve().parents[2] / "README.md"
 DOC_URL = "http://127.0.0.1:8000"
 
-# A curl that fails on an HTTP error and keeps each answer, for ``<id>``.
+# A curl that fails on an HTTP error and keeps each answer, for the token's id.
 PRELUDE = r"""
 set -euo pipefail
 n=0
@@ -81,7 +81,7 @@ def shell(tmp_path: Path) -> dict[str, str]:
 
 
 def run(block: str, url: str, env: dict[str, str]) -> str:
-    script = PRELUDE + block.replace(DOC_URL, url).replace("<id>", "$(created_id)")
+    script = PRELUDE + block.replace(DOC_URL, url).replace("TOKEN_ID=3571424023780510", "TOKEN_ID=$(created_id)")
     done = subprocess.run(
         ["bash", "-c", script], env=env, cwd=env["WORK"], capture_output=True, text=True, timeout=120, check=False
     )

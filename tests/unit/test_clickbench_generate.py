@@ -27,15 +27,12 @@ from arcs.query.exact_rewrites import apply_exact_rewrites
 
 ROWS = 20_000
 REPO = Path(__file__).resolve().parents[2]
-# The reference files: a copy in clickbench/ if there is one, else the shared folder next to the repository.
-REFERENCE_DIRS = [REPO / "clickbench", REPO.parent / "shared" / "clickbench"]
+# ClickBench's own files (its schema, the DuckDB view, the 43 queries), kept in clickbench/.
+REFERENCE_DIR = REPO / "clickbench"
 
 
 def reference(name: str) -> str:
-    for folder in REFERENCE_DIRS:
-        if (folder / name).is_file():
-            return (folder / name).read_text(encoding="utf-8")
-    pytest.skip(f"{name} not found in {', '.join(map(str, REFERENCE_DIRS))}")
+    return (REFERENCE_DIR / name).read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
