@@ -512,3 +512,23 @@ def test_queries_merge_a_merged_file_with_a_late_write_and_find_it_from_mid_span
         mid = f"time >= '{low.isoformat()}' AND time < '{high.isoformat()}'"
         count = service.run(f"SELECT count(*) FROM cpu WHERE {mid}", "db", admin).table.column(0)[0].as_py()
         assert count == sum(1 for r in after if at(hour) <= int(str(r[0])) < at(hour + 1))
+
+
+def test_the_backlog_gauges_count_every_tier_s_candidates(
+    env: Env, tier: Tier, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from arcs import metrics
+
+    fill(env, tier)
+    below(env, tier).run()  # the hours merged: what waits now is the span alone
+    recorded: list[dict[str, float]] = []
+
+    class Capture:
+        def record(self, values: dict[metrics.Measure, float], labels: dict[str, str]) -> None:
+            recorded.append({measure.name: value for measure, value in values.items()})
+
+    monkeypatch.setattr(metrics, "_recorder", Capture())
+    tiers(env, tier).run()
+    (gauges,) = [r for r in recorded if metrics.COMPACTION_WAITING.name in r]
+    assert gauges[metrics.COMPACTION_WAITING.name] >= 1
+    assert gauges[metrics.COMPACTION_FILES_PER_PARTITION.name] >= 2

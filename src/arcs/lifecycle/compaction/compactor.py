@@ -145,13 +145,7 @@ class Compactor:
             started = time.monotonic()
             report.recovered = self.recover()
             waiting = self.candidates(database, measurement)
-            if database is None and measurement is None:  # the whole backlog, not one measurement's
-                metrics.record(
-                    {
-                        metrics.COMPACTION_WAITING: len(waiting),
-                        metrics.COMPACTION_FILES_PER_PARTITION: max((c.files for c in waiting), default=0),
-                    }
-                )
+            found = list(waiting)  # every tier's, for the backlog gauges
             for candidate in waiting:
                 budget = self.config.time_budget_s
                 if budget and time.monotonic() - started > budget:
@@ -162,7 +156,9 @@ class Compactor:
                 else:
                     report.jobs.append(job)
             for tier in self.upper_tiers():
-                for candidate in tier.candidates(database, measurement):
+                upper = tier.candidates(database, measurement)
+                found += upper
+                for candidate in upper:
                     budget = self.config.time_budget_s
                     if budget and time.monotonic() - started > budget:
                         break
@@ -171,6 +167,13 @@ class Compactor:
                         report.skipped.append(candidate.partition.name)
                     else:
                         report.jobs.append(job)
+            if database is None and measurement is None:  # the whole backlog, not one measurement's
+                metrics.record(
+                    {
+                        metrics.COMPACTION_WAITING: len(found),
+                        metrics.COMPACTION_FILES_PER_PARTITION: max((c.files for c in found), default=0),
+                    }
+                )
             report.inputs_deleted = self.sweep()
             report.finished_at = self._now()
             return report
