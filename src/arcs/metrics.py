@@ -119,7 +119,12 @@ CQ_RUNS = Measure("arcs_continuous_query_runs", Kind.COUNTER, "Count", "Continuo
 CQ_FAILURES = Measure(
     "arcs_continuous_query_failures", Kind.COUNTER, "Count", "Continuous queries whose window failed in a run."
 )
-AUTH_FAILURES = Measure("arcs_auth_failures", Kind.COUNTER, "Count", "Tokens refused (unknown, revoked or expired).")
+AUTH_FAILURES = Measure(
+    "arcs_auth_failures",
+    Kind.COUNTER,
+    "Count",
+    "Tokens refused (unknown, revoked or expired), or not checked while the caller is locked out (429).",
+)
 
 MEASURES: tuple[Measure, ...] = (
     WRITE_REQUESTS,

@@ -503,3 +503,25 @@ def test_a_new_token_never_shares_an_integer_id(service: TokenService, monkeypat
     second, _ = service.create("second")
     assert second.token_id == "0123456789abcdef"
     assert numeric_id(second.token_id) != numeric_id(first.token_id)
+
+
+def test_a_caller_locked_out_keeps_counting_as_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from arcs import metrics
+    from arcs.auth.failures import AuthFailures
+    from arcs.errors import TooManyRequests
+
+    refused: list[float] = []
+
+    class Capture:
+        def record(self, values: dict[metrics.Measure, float], labels: dict[str, str]) -> None:
+            refused.extend(v for m, v in values.items() if m is metrics.AUTH_FAILURES)
+
+    monkeypatch.setattr(metrics, "_recorder", Capture())
+    service = TokenService(SqliteTokenStore(SqliteDatabase(tmp_path / "t.sqlite")), 60, AuthFailures(per_minute=3))
+    for attempt in range(3):
+        with pytest.raises(Unauthorized):
+            service.verify(f"guess-{attempt}", "10.0.0.2")
+    for attempt in range(5):  # the attack goes on, answered 429: an operator must still see it
+        with pytest.raises(TooManyRequests):
+            service.verify(f"guess-more-{attempt}", "10.0.0.2")
+    assert sum(refused) == 8

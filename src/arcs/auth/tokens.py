@@ -49,7 +49,7 @@ from enum import Enum
 from arcs import metrics
 from arcs.auth.failures import AuthFailures
 from arcs.auth.numeric_ids import numeric_id
-from arcs.errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
+from arcs.errors import BadRequest, Conflict, Forbidden, NotFound, TooManyRequests, Unauthorized
 from arcs.ports import TokenRecord, TokenStore
 
 PERMISSIONS = ("read", "write", "delete", "admin")
@@ -332,7 +332,12 @@ class TokenService:
             generation = self._generation
         if cached is not None and cached[0] > now:
             return cached[1]
-        self.failures.check(client)
+        try:
+            self.failures.check(client)
+        except TooManyRequests:
+            # Counted too: a caller locked out for failing keeps trying, which is what to see.
+            metrics.record({metrics.AUTH_FAILURES: 1})
+            raise
         if refused is not None and refused[0] > now:
             self.failures.failed(client)
             metrics.record({metrics.AUTH_FAILURES: 1})
