@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from benchmarks import cost, cost_prices
+from benchmarks import cost, cost_metering, cost_prices
 from benchmarks.cost_prices import Usage
 
 
@@ -73,27 +73,27 @@ def test_schedules_storage_and_fixed_costs() -> None:
 def test_storage_requests_become_billing_units() -> None:
     transaction = json.dumps({"TransactItems": [{}, {}, {}]}).encode()
     requests = [
-        cost.Request("s3", "PUT", 10_000),
-        cost.Request("s3", "LIST", 0),
-        cost.Request("s3", "GET", 0, received=9000),
-        cost.Request("s3", "HEAD", 0),
-        cost.Request("s3", "DELETE", 0),  # free
-        cost.Request("sqs", "SendMessage", 70 * 1024),  # two chunks
-        cost.Request("sqs", "ReceiveMessage", 100, received=50),  # empty: idle polling, not the workload's
-        cost.Request("sqs", "ReceiveMessage", 100, received=5000, items=2),
-        cost.Request("dynamodb", "Query", 100, received=9000),  # 3 read units
-        cost.Request(
-            "dynamodb", "TransactWriteItems", 500, items=cost._write_items("X.TransactWriteItems", transaction)
+        cost_metering.Request("s3", "PUT", 10_000),
+        cost_metering.Request("s3", "LIST", 0),
+        cost_metering.Request("s3", "GET", 0, received=9000),
+        cost_metering.Request("s3", "HEAD", 0),
+        cost_metering.Request("s3", "DELETE", 0),  # free
+        cost_metering.Request("sqs", "SendMessage", 70 * 1024),  # two chunks
+        cost_metering.Request("sqs", "ReceiveMessage", 100, received=50),  # empty: idle polling, not the workload's
+        cost_metering.Request("sqs", "ReceiveMessage", 100, received=5000, items=2),
+        cost_metering.Request("dynamodb", "Query", 100, received=9000),  # 3 read units
+        cost_metering.Request(
+            "dynamodb", "TransactWriteItems", 500, items=cost_metering._write_items("X.TransactWriteItems", transaction)
         ),
-        cost.Request("dynamodb", "PutItem", 2500),  # 3 write units
+        cost_metering.Request("dynamodb", "PutItem", 2500),  # 3 write units
     ]
     usage = Usage()
-    cost.storage_usage(requests, usage)
+    cost_metering.storage_usage(requests, usage)
     assert (usage.s3_put, usage.s3_get) == (2, 2)
     assert usage.sqs_requests == 3
     assert usage.ddb_read_units == 3
     assert usage.ddb_write_units == 3 * 2 + 3
-    assert cost.s3_bytes_read(requests) == 9000
+    assert cost_metering.s3_bytes_read(requests) == 9000
 
 
 def test_the_stack_figures_match_the_stack() -> None:
