@@ -137,7 +137,11 @@ class Runtime:
     def importer(self) -> Importer:
         from arcs.write.imports.store import Importer, IngestSink  # lazy: with the decoders, for the routes that import
 
-        sink = IngestSink(self.ingestor())
+        # One file at a time: an import's chunks follow the file's order, a few hours each, so side
+        # by side writers gain little there, and each writer thread's heap adds to the memory an
+        # import must keep bounded (a 200 MB file peaked 167 MiB above the start with two or more
+        # writers, under 150 MiB with one).
+        sink = IngestSink(self.ingestor(file_writers=1))
         return Importer(self.writes.schemas, sink, self.import_ledger, self.settings.import_max_bytes)
 
     @functools.cached_property
@@ -158,7 +162,7 @@ class Runtime:
 
         return ImportLedger(self.store, self.settings.prefix)
 
-    def ingestor(self) -> Ingestor:
+    def ingestor(self, file_writers: int | None = None) -> Ingestor:
         from arcs.write.ingest import Ingestor  # lazy: Parquet writing is the ingest function's alone
 
         # The spool keeps a deferred write queued as it is; SQS would count it a failed delivery.
@@ -170,7 +174,7 @@ class Runtime:
             self.settings.row_group_rows,
             tables_per_database=share,
             group_bytes=self.settings.ingest_group_bytes,
-            file_writers=self.settings.ingest_file_writers,
+            file_writers=self.settings.ingest_file_writers if file_writers is None else file_writers,
         )
 
     @functools.cached_property
