@@ -115,18 +115,8 @@ def test_an_uploaded_import_cut_short_is_finished_by_lambdas_retry_and_stored_on
 
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 4096)  # about 100 lines a chunk
     m = name("cpu")
-    data = (lp(m, 2000) + "\n").encode()
-    query = {"format": "lp", "import_id": "upload-1", "db": "default"}
-    created = fn.handlers.query(fn.api_event("POST", "/api/v1/import/uploads", query=query), context("arcs-query"))
-    assert created["statusCode"] == 200, created
-    url = json.loads(created["body"])["upload"]["url"]
-    assert httpx.put(url, content=data).status_code == 200
-    invoked: list[dict[str, Any]] = []
-    fn.runtime._invoke = lambda function, payload: invoked.append(json.loads(payload))
-    path = "/api/v1/import/uploads/upload-1/complete"
-    done = fn.handlers.query(fn.api_event("POST", path, query={"db": "default"}), context("arcs-query"))
-    assert done["statusCode"] == 202, done
-    assert invoked == [{"task": "import", "database": "default", "import_id": "upload-1"}]
+    _url, task = _completed_upload(fn, "upload-1", (lp(m, 2000) + "\n").encode())
+    assert task == {"task": "import", "database": "default", "import_id": "upload-1"}
 
     class Timeout(BaseException):
         """The function's timeout: the invocation ends where it is."""
@@ -143,11 +133,11 @@ def test_an_uploaded_import_cut_short_is_finished_by_lambdas_retry_and_stored_on
     monkeypatch.setattr(store.IngestSink, "__call__", cut_short)
     fn.runtime.importer.group_bytes = 1  # every chunk an ingest attempt of its own
     with pytest.raises(Timeout):
-        fn.handlers.tasks(invoked[0], context("arcs-tasks"))
+        fn.handlers.tasks(task, context("arcs-tasks"))
     assert 0 < fn.count(m) < 2000
     # Lambda retries the event; a duplicate delivery of it changes nothing.
-    assert fn.handlers.tasks(invoked[0], context("arcs-tasks"))["state"] == "done"
-    assert fn.handlers.tasks(invoked[0], context("arcs-tasks"))["state"] == "done"
+    assert fn.handlers.tasks(task, context("arcs-tasks"))["state"] == "done"
+    assert fn.handlers.tasks(task, context("arcs-tasks"))["state"] == "done"
     assert fn.count(m) == 2000
     status = fn.handlers.query(
         fn.api_event("GET", "/api/v1/import/status/upload-1", query={"db": "default"}), context("arcs-query")
@@ -163,6 +153,7 @@ def _completed_upload(fn: Lambda, import_id: str, data: bytes) -> tuple[str, dic
     """An upload put and completed; its URL (still valid) and the task event completion queued."""
     query = {"format": "lp", "import_id": import_id, "db": "default"}
     created = fn.handlers.query(fn.api_event("POST", "/api/v1/import/uploads", query=query), context("arcs-query"))
+    assert created["statusCode"] == 200, created
     url = json.loads(created["body"])["upload"]["url"]
     assert httpx.put(url, content=data).status_code == 200
     invoked: list[dict[str, Any]] = []

@@ -249,7 +249,8 @@ def run_uploaded(runtime: Runtime, database: str, import_id: str) -> ImportStatu
             raise
         logger.warning("import %s of database %s refused: %s", import_id, database, exc.message)
     runtime.store.delete(key)
-    runtime.store.delete(key.removesuffix(CLAIMED_SUFFIX))  # the client's copy, if a crash left it
+    if (uploaded := key.removesuffix(CLAIMED_SUFFIX)) != key:
+        runtime.store.delete(uploaded)  # the client's upload, never read once claimed
     return status
 
 
@@ -269,5 +270,4 @@ def _claim(runtime: Runtime, uploads: UploadStore, status: ImportStatus, upload:
         return False
     status.upload = claimed
     runtime.import_ledger.put(status)
-    runtime.store.delete(upload)
     return True
