@@ -79,7 +79,7 @@ class Gateway:
                 context = self._principal(dict(parse_qsl(query, keep_blank_values=True)), headers, client).to_context()
             except ArcsError as exc:
                 return error_http_response(exc)
-        event = proxy_event(method, path, query, headers, body, context)
+        event = proxy_event(method, path, query, headers, body, context, body_as_bytes=True)
         return http_response(self.app.resolve(event, _LambdaContext()))
 
     def scrape(self, method: str) -> HttpResponse:

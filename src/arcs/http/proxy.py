@@ -10,6 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
+#: Where a runtime that builds its own events hands the routes the request body as bytes
+#: (``requestContext``): API Gateway carries a binary body in base64, which within one process is a
+#: copy each way, held under the interpreter's lock (about 3 ms for a 500 KB write).
+BODY_BYTES_CONTEXT = "arcsBodyBytes"
+
 
 @dataclass(frozen=True, slots=True)
 class HttpResponse:
@@ -39,8 +44,10 @@ def proxy_event(
     body: bytes,
     authorizer_context: Mapping[str, str] | None = None,
     source_ip: str = "127.0.0.1",
+    body_as_bytes: bool = False,
 ) -> dict[str, Any]:
-    """The event API Gateway would send for this request (binary media types: ``*/*``)."""
+    """The event API Gateway would send for this request (binary media types: ``*/*``); with
+    ``body_as_bytes``, the body is in ``requestContext`` as it came instead (``BODY_BYTES_CONTEXT``)."""
     pairs = parse_qsl(query_string, keep_blank_values=True)
     single: dict[str, str] = {}
     multi: dict[str, list[str]] = {}
@@ -48,6 +55,18 @@ def proxy_event(
         single[key] = value
         multi.setdefault(key, []).append(value)
     header_map = dict(headers)
+    context: dict[str, Any] = {
+        "resourcePath": path,
+        "httpMethod": method.upper(),
+        "path": path,
+        "stage": "local",
+        "requestId": str(uuid.uuid4()),
+        "requestTimeEpoch": int(time.time() * 1000),
+        "identity": {"sourceIp": source_ip},
+        "authorizer": dict(authorizer_context) if authorizer_context else None,
+    }
+    if body_as_bytes:
+        context[BODY_BYTES_CONTEXT] = body
     return {
         "resource": path,
         "path": path,
@@ -58,18 +77,9 @@ def proxy_event(
         "multiValueQueryStringParameters": multi or None,
         "pathParameters": None,
         "stageVariables": None,
-        "requestContext": {
-            "resourcePath": path,
-            "httpMethod": method.upper(),
-            "path": path,
-            "stage": "local",
-            "requestId": str(uuid.uuid4()),
-            "requestTimeEpoch": int(time.time() * 1000),
-            "identity": {"sourceIp": source_ip},
-            "authorizer": dict(authorizer_context) if authorizer_context else None,
-        },
-        "body": base64.b64encode(body).decode("ascii") if body else None,
-        "isBase64Encoded": bool(body),
+        "requestContext": context,
+        "body": base64.b64encode(body).decode("ascii") if body and not body_as_bytes else None,
+        "isBase64Encoded": bool(body) and not body_as_bytes,
     }
 
 

@@ -11,6 +11,7 @@ from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
 
 from arcs.auth.tokens import Principal
 from arcs.errors import BadRequest, Unauthorized
+from arcs.http.proxy import BODY_BYTES_CONTEXT
 from arcs.names import DEFAULT_DATABASE
 
 
@@ -46,6 +47,9 @@ class RequestView:
 
     def body(self) -> bytes:
         event = self.router.current_event
+        given = (event.raw_event.get("requestContext") or {}).get(BODY_BYTES_CONTEXT)
+        if given is not None:
+            return bytes(given)
         body = event.body or ""
         if event.is_base64_encoded:
             try:
