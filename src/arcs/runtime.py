@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import tempfile
 import threading
 from collections.abc import Callable
@@ -45,6 +46,21 @@ logger = logging.getLogger(__name__)
 #: The standalone server's ingest: a database's share of one attempt, in measurement tables
 #: (``Ingestor.tables_per_database``): a few seconds of Parquet files written and synced at most.
 INGEST_TABLES_PER_DATABASE = 1_000
+
+
+def ingest_file_writers(settings: Settings) -> int:
+    """How many files one ingest attempt stores at once: ``ARCS_INGEST_FILE_WRITERS``, else by the
+    store. An S3 PUT waits tens of milliseconds on the network, so eight overlap well; a local
+    disk writes and syncs a file in under a millisecond, and beyond two writers a core the
+    threads only contend for the interpreter's lock (5 M line-protocol points on two cores:
+    about 850,000 rows/s queryable with four writers, 750,000 to 830,000 with eight)."""
+    from arcs.write.ingest import DEFAULT_FILE_WRITERS
+
+    if settings.ingest_file_writers is not None:
+        return settings.ingest_file_writers
+    if settings.backend == "local":
+        return min(DEFAULT_FILE_WRITERS, 2 * (os.cpu_count() or 1))
+    return DEFAULT_FILE_WRITERS
 
 
 class Runtime:
@@ -174,7 +190,7 @@ class Runtime:
             self.settings.row_group_rows,
             tables_per_database=share,
             group_bytes=self.settings.ingest_group_bytes,
-            file_writers=self.settings.ingest_file_writers if file_writers is None else file_writers,
+            file_writers=ingest_file_writers(self.settings) if file_writers is None else file_writers,
         )
 
     @functools.cached_property

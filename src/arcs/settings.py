@@ -233,7 +233,7 @@ class Settings:
     ingest_batch_messages: int = 100
     ingest_batch_window_s: float = 0.2
     ingest_group_bytes: int = 256 * 1024 * 1024  # from_env derives it from the memory
-    ingest_file_writers: int = 8
+    ingest_file_writers: int | None = None  # None: by the store (Runtime.ingestor)
     duckdb_threads: int | None = None
     duckdb_memory_limit: str | None = None
     # How much DuckDB may spill into its temp directory; None: DuckDB's default (90 % of the free disk).
@@ -324,9 +324,7 @@ class Settings:
         ingest_group_bytes = int(number(envvars.INGEST_GROUP_BYTES, default_ingest_group_bytes(memory)))
         if ingest_group_bytes < 1:
             raise ConfigError(f"{envvars.INGEST_GROUP_BYTES} must be 1 or more, got {ingest_group_bytes}")
-        ingest_file_writers = int(number(envvars.INGEST_FILE_WRITERS, base.ingest_file_writers))
-        if not 1 <= ingest_file_writers <= 64:
-            raise ConfigError(f"{envvars.INGEST_FILE_WRITERS} must be 1 to 64, got {ingest_file_writers}")
+        ingest_file_writers = _file_writers(env.get(envvars.INGEST_FILE_WRITERS))
         if max_result_bytes < 1:
             raise ConfigError(f"{envvars.QUERY_MAX_RESULT_BYTES} must be 1 or more, got {max_result_bytes}")
         return cls(
@@ -390,3 +388,12 @@ class Settings:
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _file_writers(raw: str | None) -> int | None:
+    """``ARCS_INGEST_FILE_WRITERS``: 1 to 64, or None when unset (the runtime chooses by its store)."""
+    if not raw:
+        return None
+    if not raw.isdigit() or not 1 <= int(raw) <= 64:
+        raise ConfigError(f"{envvars.INGEST_FILE_WRITERS} must be 1 to 64, got {raw!r}")
+    return int(raw)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from arcs import envvars
+from arcs.runtime import ingest_file_writers
 from arcs.settings import LAMBDA_MEMORY_MB, MAX_DEFAULT_RESULT_BYTES, ConfigError, Settings, memory_bytes
 
 MB = 1024 * 1024
@@ -45,8 +48,20 @@ def test_an_ingest_attempt_holds_an_eighth_of_the_function_memory(function_mb: i
 
 
 def test_ingest_file_writers_is_a_setting_within_bounds() -> None:
-    assert Settings.from_env({}).ingest_file_writers == 8
+    assert Settings.from_env({}).ingest_file_writers is None
     assert Settings.from_env({envvars.INGEST_FILE_WRITERS: "2"}).ingest_file_writers == 2
-    for refused in ("0", "65"):
+    for refused in ("0", "65", "x"):
         with pytest.raises(ConfigError, match=envvars.INGEST_FILE_WRITERS):
             Settings.from_env({envvars.INGEST_FILE_WRITERS: refused})
+
+
+@pytest.mark.parametrize(
+    ("backend", "cpus", "configured", "writers"),
+    [("local", 2, None, 4), ("local", 1, None, 2), ("local", 16, None, 8), ("aws", 2, None, 8), ("local", 2, 3, 3)],
+)
+def test_ingest_file_writers_default_by_the_store(
+    monkeypatch: pytest.MonkeyPatch, backend: str, cpus: int, configured: int | None, writers: int
+) -> None:
+    """A local disk gets two writers a core (at most eight); S3's network waits get eight."""
+    monkeypatch.setattr(os, "cpu_count", lambda: cpus)
+    assert ingest_file_writers(Settings(backend=backend, ingest_file_writers=configured)) == writers
