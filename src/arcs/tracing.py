@@ -10,9 +10,10 @@ segment per invocation. This adds what only the code knows:
   and writes, SQS) and named ones for the steps those do not show, such as DuckDB's run of a
   query, whose S3 reads go through httpfs rather than botocore.
 
-Tracer disables itself outside Lambda (no ``LAMBDA_TASK_ROOT``), so the standalone server and
-``arcs local`` never look for an X-Ray daemon: every function here is then a no-op. It is made on
-first use, not on import: importing X-Ray's SDK and patching botocore is no part of loading a
+Outside Lambda (no ``LAMBDA_TASK_ROOT``) there is no Tracer at all, so the standalone server and
+``arcs local`` never look for an X-Ray daemon nor import its SDK (a fifth of a second of the
+interpreter, on the first write's path): every function here is then a no-op. Inside, it is made
+on first use, not on import: importing X-Ray's SDK and patching botocore is no part of loading a
 handler (tests/unit/test_lazy_imports.py).
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import numbers
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -29,7 +31,10 @@ if TYPE_CHECKING:
 
 
 @functools.cache
-def tracer() -> Tracer:
+def tracer() -> Tracer | None:
+    """The process's Tracer; None outside Lambda, where Tracer would only disable itself."""
+    if "LAMBDA_TASK_ROOT" not in os.environ:
+        return None
     from aws_lambda_powertools import Tracer
 
     # botocore only: the core makes no other call X-Ray's SDK knows how to trace.
@@ -54,7 +59,7 @@ def subsegment(name: str) -> Iterator[Annotate]:
     that one, and X-Ray's SDK refuses to change it.
     """
     traced = tracer()
-    if traced.disabled:
+    if traced is None or traced.disabled:
         yield _ignore
         return
     with traced.provider.in_subsegment(name) as segment:
@@ -78,7 +83,8 @@ def traced_handler(handler: Handler) -> Handler:
     def traced(event: Any, context: Any) -> Any:
         nonlocal wrapped
         if wrapped is None:
-            wrapped = tracer().capture_lambda_handler(handler, capture_response=False)
+            recorder = tracer()
+            wrapped = handler if recorder is None else recorder.capture_lambda_handler(handler, capture_response=False)
         return wrapped(event, context)
 
     return traced  # type: ignore[return-value]

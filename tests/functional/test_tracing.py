@@ -144,8 +144,9 @@ def test_a_handler_is_a_subsegment_without_its_response(recorded: RecordingProvi
 
 
 def test_outside_lambda_the_tracer_is_off_and_every_call_a_no_op(runtime: LocalRuntime) -> None:
-    """No LAMBDA_TASK_ROOT (the standalone server, ``arcs local``, tests): nothing reaches for a daemon."""
-    assert tracing.tracer().disabled
+    """No LAMBDA_TASK_ROOT (the standalone server, ``arcs local``, tests): no Tracer, so nothing
+    reaches for a daemon or imports X-Ray's SDK."""
+    assert tracing.tracer() is None
     with tracing.subsegment("## anything") as annotate:
         annotate(database="default")
     ingest(runtime)  # the use cases run as ever
@@ -191,3 +192,35 @@ def test_inside_lambda_the_real_sdk_takes_the_annotations_on_our_subsegments(tmp
         ["## query", {"database": "metrics", "status": "200", "files": 3}],
         ["## handler", {"ColdStart": True, "Service": "arcs"}],
     ]
+
+
+OUTSIDE_PROBE = """
+import sys
+from pathlib import Path
+from arcs import tracing
+from arcs.http.server import IngestLoop
+from arcs.runtime import local_runtime
+from arcs.settings import Settings
+from arcs.write.decoders import WireFormat
+from arcs.write.edge import WriteRequest
+runtime = local_runtime(Settings(data_dir=Path(sys.argv[1])))
+runtime.writes.accept(WriteRequest(WireFormat.LINE_PROTOCOL, b"cpu,host=a v=1i 1700000000000000000", "default"))
+IngestLoop(runtime).drain_once(runtime.spool.take(10))
+@tracing.traced_handler
+def handler(event, context):
+    with tracing.subsegment("## query") as annotate:
+        annotate(database="metrics")
+    return "ok"
+assert handler({}, None) == "ok"
+print(sorted(name for name in sys.modules if name.startswith("aws_xray_sdk")))
+"""
+
+
+def test_outside_lambda_x_ray_s_sdk_is_never_imported(tmp_path: Path) -> None:
+    """Its import costs the standalone server a fifth of a second of the interpreter on the first write."""
+    env = {key: value for key, value in os.environ.items() if key != "LAMBDA_TASK_ROOT"}
+    done = subprocess.run(
+        [sys.executable, "-c", OUTSIDE_PROBE, str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[-1] == "[]"
