@@ -39,10 +39,26 @@ def _free_port() -> int:
 
 
 def _cpu_seconds(pid: int) -> float:
-    """User and system CPU of a process and its waited-for children, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = sum(int(value) for value in fields[11:15])
-    return ticks / os.sysconf("SC_CLK_TCK")
+    """User and system CPU of a process and all its descendants, live (a server's worker processes)
+    or waited for, from /proc."""
+    parents: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        parents[int(entry.name)] = int(fields[1])
+        ticks[int(entry.name)] = sum(int(value) for value in fields[11:15])
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [child for child, of in parents.items() if of == parent and child not in tree]
+        tree.update(children)
+        frontier.extend(children)
+    return sum(ticks.get(member, 0) for member in tree) / os.sysconf("SC_CLK_TCK")
 
 
 class Server:

@@ -53,7 +53,8 @@ from arcs.settings import Settings
 from arcs.write.batch import ColumnarBody, MeasurementRows, WriteBatch
 from arcs.write.decoders import WireFormat, columnar_lane, decode
 from arcs.write.edge import WriteRequest, WriteService
-from arcs.write.ingest import Ingestor, IngestResult, QueuedWrite, parquet_options
+from arcs.write.file_writers import parquet_options
+from arcs.write.ingest import Ingestor, IngestResult, QueuedWrite
 from arcs.write.parquet_encoding import for_parquet
 from arcs.write.schema import SchemaRegistry
 from benchmarks.launch import ArcsProcess

@@ -52,7 +52,7 @@ from arcs import layout
 from arcs.names import TIME_COLUMN
 from arcs.ports import Catalog, FileRecord, MeasurementSchema, ObjectStore
 from arcs.write.batch import type_name
-from arcs.write.ingest import MIN_ROW_GROUP_ROWS, TARGET_ROW_GROUPS_PER_FILE
+from arcs.write.file_writers import MIN_ROW_GROUP_ROWS, TARGET_ROW_GROUPS_PER_FILE
 
 if TYPE_CHECKING:
     from clickbench.server import ArcsServer

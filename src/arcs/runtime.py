@@ -48,18 +48,22 @@ logger = logging.getLogger(__name__)
 INGEST_TABLES_PER_DATABASE = 1_000
 
 
-def ingest_file_writers(settings: Settings) -> int:
+def ingest_file_writers(settings: Settings, processes: bool = False) -> int:
     """How many files one ingest attempt stores at once: ``ARCS_INGEST_FILE_WRITERS``, else by the
-    store. An S3 PUT waits tens of milliseconds on the network, so eight overlap well; a local
-    disk writes and syncs a file in under a millisecond, and beyond two writers a core the
-    threads only contend for the interpreter's lock (5 M line-protocol points on two cores:
-    about 850,000 rows/s queryable with four writers, 750,000 to 830,000 with eight)."""
+    store and the writers' kind. An S3 PUT waits tens of milliseconds on the network, so eight
+    threads overlap well; a local disk writes and syncs a file in under a millisecond, so beyond
+    two threads a core they only contend for the interpreter's lock (5 M line-protocol points on
+    two cores: about 850,000 rows/s queryable with four, 750,000 to 830,000 with eight), and worker
+    processes, which encode without it, are one a core."""
     from arcs.write.ingest import DEFAULT_FILE_WRITERS
 
     if settings.ingest_file_writers is not None:
         return settings.ingest_file_writers
+    cores = os.cpu_count() or 1
+    if processes:
+        return min(DEFAULT_FILE_WRITERS, cores)
     if settings.backend == "local":
-        return min(DEFAULT_FILE_WRITERS, 2 * (os.cpu_count() or 1))
+        return min(DEFAULT_FILE_WRITERS, 2 * cores)
     return DEFAULT_FILE_WRITERS
 
 
@@ -178,7 +182,9 @@ class Runtime:
 
         return ImportLedger(self.store, self.settings.prefix)
 
-    def ingestor(self, file_writers: int | None = None) -> Ingestor:
+    def ingestor(self, file_writers: int | None = None, file_processes: bool = False) -> Ingestor:
+        """An ``Ingestor`` on this runtime's store; ``file_processes``: its file writers are worker
+        processes (the standalone server's, on a local disk; see ``arcs.write.file_writers``)."""
         from arcs.write.ingest import Ingestor  # lazy: Parquet writing is the ingest function's alone
 
         # The spool keeps a deferred write queued as it is; SQS would count it a failed delivery.
@@ -190,7 +196,8 @@ class Runtime:
             self.settings.row_group_rows,
             tables_per_database=share,
             group_bytes=self.settings.ingest_group_bytes,
-            file_writers=ingest_file_writers(self.settings) if file_writers is None else file_writers,
+            file_writers=ingest_file_writers(self.settings, file_processes) if file_writers is None else file_writers,
+            file_processes=file_processes,
         )
 
     @functools.cached_property

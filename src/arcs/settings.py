@@ -233,7 +233,9 @@ class Settings:
     ingest_batch_messages: int = 100
     ingest_batch_window_s: float = 0.2
     ingest_group_bytes: int = 256 * 1024 * 1024  # from_env derives it from the memory
-    ingest_file_writers: int | None = None  # None: by the store (Runtime.ingestor)
+    ingest_file_writers: int | None = None  # None: by the store (runtime.ingest_file_writers)
+    # The standalone server's file writers are worker processes (arcs.write.file_writers).
+    ingest_file_processes: bool = True
     duckdb_threads: int | None = None
     duckdb_memory_limit: str | None = None
     # How much DuckDB may spill into its temp directory; None: DuckDB's default (90 % of the free disk).
@@ -354,6 +356,7 @@ class Settings:
             ingest_batch_window_s=number(envvars.INGEST_BATCH_WINDOW_S, base.ingest_batch_window_s),
             ingest_group_bytes=ingest_group_bytes,
             ingest_file_writers=ingest_file_writers,
+            ingest_file_processes=_flag(envvars.INGEST_FILE_PROCESSES, env.get(envvars.INGEST_FILE_PROCESSES), True),
             duckdb_threads=int(threads) if threads else None,
             duckdb_memory_limit=env.get(envvars.DUCKDB_MEMORY_LIMIT) or default_duckdb_memory_limit(memory),
             duckdb_max_temp_size=env.get(envvars.DUCKDB_MAX_TEMP_SIZE) or None,
@@ -397,3 +400,13 @@ def _file_writers(raw: str | None) -> int | None:
     if not raw.isdigit() or not 1 <= int(raw) <= 64:
         raise ConfigError(f"{envvars.INGEST_FILE_WRITERS} must be 1 to 64, got {raw!r}")
     return int(raw)
+
+
+def _flag(name: str, raw: str | None, default: bool) -> bool:
+    """A true/false setting (``1`` and ``0`` too); unset or empty: ``default``."""
+    value = (raw or "").strip().lower()
+    if not value:
+        return default
+    if value not in ("true", "false", "1", "0"):
+        raise ConfigError(f"{name} must be 'true' or 'false', got {raw!r}")
+    return value in ("true", "1")

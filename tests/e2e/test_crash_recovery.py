@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import sqlite3
 import time
 from pathlib import Path
@@ -133,3 +135,66 @@ def test_a_second_server_on_the_same_data_directory_is_refused(tmp_path: Path) -
         second.process.stdout.close()
     finally:
         server.stop()
+
+
+def _workers(server_pid: int) -> list[int]:
+    """The server's ingest worker processes (``arcs.write.file_writers``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == server_pid and b"spawn_main" in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+    return found
+
+
+def _gone(pids: list[int], timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not [pid for pid in pids if Path(f"/proc/{pid}").exists()]:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_an_ingest_worker_killed_while_writes_arrive_loses_and_repeats_nothing(tmp_path: Path) -> None:
+    """Files are encoded on worker processes: one killed mid-run costs a retry, never a row."""
+    server = standalone(tmp_path / "data").start()
+    assert server.process is not None
+    client = Client(server.url)
+    accepted = 0
+    try:
+        deadline = time.monotonic() + 30
+        while len(_workers(server.process.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        victims = _workers(server.process.pid)
+        assert victims, "no worker processes"
+        for batch in range(30):
+            # each body spans 40 hours: many files per ingest attempt
+            body = "\n".join(
+                f"workers,host=h{i % 5} v={i}i {1_700_000_000_000_000_000 + (batch * 2000 + i) * 72_000_000_000}"
+                for i in range(2000)
+            )
+            assert client.write("/api/v1/write/line-protocol", body.encode()).status_code == 204
+            accepted += 2000
+            if batch == 10:
+                os.kill(victims[0], signal.SIGKILL)
+        assert client.wait_count("workers", accepted) == accepted
+        assert client.rows("SELECT count(DISTINCT time) FROM workers") == [[accepted]]
+    finally:
+        client.http.close()
+        server.stop()
+
+
+def test_kill_9_of_the_server_ends_its_ingest_workers(tmp_path: Path) -> None:
+    server = standalone(tmp_path / "data").start()
+    assert server.process is not None
+    deadline = time.monotonic() + 30
+    while len(_workers(server.process.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    workers = _workers(server.process.pid)
+    assert workers
+    server.kill()
+    assert _gone(workers), "ingest workers outlived their server"

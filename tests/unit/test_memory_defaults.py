@@ -56,12 +56,32 @@ def test_ingest_file_writers_is_a_setting_within_bounds() -> None:
 
 
 @pytest.mark.parametrize(
-    ("backend", "cpus", "configured", "writers"),
-    [("local", 2, None, 4), ("local", 1, None, 2), ("local", 16, None, 8), ("aws", 2, None, 8), ("local", 2, 3, 3)],
+    ("backend", "cpus", "configured", "processes", "writers"),
+    [
+        ("local", 2, None, False, 4),
+        ("local", 1, None, False, 2),
+        ("local", 16, None, False, 8),
+        ("aws", 2, None, False, 8),
+        ("local", 2, 3, False, 3),
+        ("local", 2, None, True, 2),
+        ("local", 16, None, True, 8),
+        ("local", 2, 3, True, 3),
+    ],
 )
 def test_ingest_file_writers_default_by_the_store(
-    monkeypatch: pytest.MonkeyPatch, backend: str, cpus: int, configured: int | None, writers: int
+    monkeypatch: pytest.MonkeyPatch, backend: str, cpus: int, configured: int | None, processes: bool, writers: int
 ) -> None:
-    """A local disk gets two writers a core (at most eight); S3's network waits get eight."""
+    """A local disk gets two threads a core or a worker process a core (at most eight); S3's
+    network waits get eight threads."""
     monkeypatch.setattr(os, "cpu_count", lambda: cpus)
-    assert ingest_file_writers(Settings(backend=backend, ingest_file_writers=configured)) == writers
+    settings = Settings(backend=backend, ingest_file_writers=configured)
+    assert ingest_file_writers(settings, processes) == writers
+
+
+def test_the_standalone_server_writes_files_on_processes_unless_told_not_to() -> None:
+    assert Settings.from_env({}).ingest_file_processes
+    for off in ("false", "0", "FALSE"):
+        assert not Settings.from_env({envvars.INGEST_FILE_PROCESSES: off}).ingest_file_processes
+    assert Settings.from_env({envvars.INGEST_FILE_PROCESSES: "true"}).ingest_file_processes
+    with pytest.raises(ConfigError, match=envvars.INGEST_FILE_PROCESSES):
+        Settings.from_env({envvars.INGEST_FILE_PROCESSES: "yes please"})

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arcs import native
-from arcs.write.ingest import parquet_options
+from arcs.write.file_writers import parquet_options
 from arcs.write.parquet_encoding import MAX_DICTIONARY_VALUES, dictionary_encoded, for_parquet, tags_in_one_form
 
 TAGS = ["host", "region"]

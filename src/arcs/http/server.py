@@ -34,10 +34,12 @@ logger = logging.getLogger(__name__)
 class IngestLoop(threading.Thread):
     """Drains the spool into Parquet, with the SQS event source's batching semantics."""
 
-    def __init__(self, runtime: LocalRuntime) -> None:
+    def __init__(self, runtime: LocalRuntime, file_processes: bool = False) -> None:
         super().__init__(name="arcs-ingest", daemon=True)
         self.runtime = runtime
-        self.ingestor = runtime.ingestor()
+        # The server's files are encoded on worker processes (``ARCS_INGEST_FILE_PROCESSES``): its
+        # HTTP front then keeps the interpreter's lock to itself (``arcs.write.file_writers``).
+        self.ingestor = runtime.ingestor(file_processes=file_processes)
         self._stop_event = threading.Event()
         self.idle = threading.Event()
 
@@ -47,6 +49,10 @@ class IngestLoop(threading.Thread):
     def run(self) -> None:
         spool = self.runtime.spool
         settings = self.runtime.settings
+        try:
+            self.ingestor.start_writers()
+        except Exception:
+            logger.exception("ingest's file writers could not start; each write starts them")
         while not self._stop_event.is_set():
             try:
                 entries = spool.take(settings.ingest_batch_messages)
@@ -166,7 +172,7 @@ def run_http(
 
 def serve(runtime: LocalRuntime, host: str, port: int, workers: int = 8) -> None:
     token = runtime.tokens.bootstrap(runtime.settings.bootstrap_token)
-    ingest = IngestLoop(runtime)
+    ingest = IngestLoop(runtime, file_processes=runtime.settings.ingest_file_processes)
     ingest.start()
     cq_timer = continuous_queries_timer(runtime)
     retention_timer = retention_schedule(runtime)
@@ -194,6 +200,7 @@ def serve(runtime: LocalRuntime, host: str, port: int, workers: int = 8) -> None
         if timer is not None:
             timer.stop()  # a job in progress finishes or is recovered by the next start
         ingest.join(timeout=10)
+        ingest.ingestor.close_writers()
 
 
 def resume_imports(runtime: LocalRuntime) -> threading.Thread | None:

@@ -16,55 +16,28 @@ Exactly-once visibility under at-least-once delivery (the argument is in docs/in
 
 from __future__ import annotations
 
-import functools
 import logging
-import math
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from arcs import layout, metrics, tracing
 from arcs.errors import ArcsError, BadRequest
 from arcs.names import TIME_COLUMN
 from arcs.ports import CommitRecord, FileRecord, IngestCatalog, ObjectStore, QueueDelivery
-from arcs.write.batch import ColumnarBody, MeasurementRows, WriteBatch, time_order, type_name
+from arcs.write.batch import ColumnarBody, MeasurementRows, WriteBatch, time_order
 from arcs.write.decoders import columnar_lane
-from arcs.write.parquet_encoding import column_encodings, for_parquet, tags_in_one_form
-from arcs.write.points import merge_points
+from arcs.write.file_writers import StoredFile, store_file
+from arcs.write.file_writers import file_writers as file_writers_of
+from arcs.write.parquet_encoding import tags_in_one_form
 from arcs.write.schema import SchemaRegistry
 
 logger = logging.getLogger(__name__)
 
 
-def parquet_options(schema: pa.Schema, tags: Sequence[str]) -> dict[str, object]:
-    """How ingest writes a data file of ``schema`` (``pq.write_table``'s options, row groups aside)."""
-    return {
-        # Ingest-time files are compacted later (to zstd): snappy, which every Parquet reader knows.
-        # With these encodings it costs the least for about the same size (measured on the ingest
-        # benchmark's batch, per 1,000 rows: snappy 66 us and 1.74 MB, lz4 67 us and 1.73 MB, zstd
-        # level 1 79 us and 1.69 MB, none 64 us and 1.90 MB).
-        "compression": "snappy",
-        # Tags repeat, so dictionaries pay; for fields (mostly distinct numbers) building one cost
-        # as much as the rest of the write and made the file bigger.
-        "use_dictionary": [tag for tag in tags if tag in schema.names],
-        "column_encoding": column_encodings(schema),
-        # Min and max of strings were a fifth of the write and prune nothing here: the rows are in
-        # time order, so each row group spans its tags' whole range. Time's (and the numbers',
-        # which cost little) are kept: queries prune by them, and compaction reads time's.
-        "write_statistics": [f.name for f in schema if type_name(f.type) != "string"],
-        "write_page_checksum": True,  # lets compaction tell a damaged file from a good one
-        "store_schema": False,  # the file's own types read back as ours (``for_parquet``)
-    }
-
-
-# Row groups: enough of them for DuckDB to scan a file on several threads, none tiny.
-MIN_ROW_GROUP_ROWS = 16_384
-TARGET_ROW_GROUPS_PER_FILE = 4
 #: Decoded bytes one ingest attempt holds at most (``Settings.ingest_group_bytes`` sets it).
 DEFAULT_GROUP_BYTES = 256 * 1024 * 1024
 #: Files of one attempt encoded and stored at once (``Settings.ingest_file_writers`` sets it).
@@ -122,13 +95,6 @@ def _no_fault(step: str) -> None:
     return None
 
 
-@functools.cache
-def _file_writer_pool(size: int) -> ThreadPoolExecutor:
-    """One pool per size for the process: a function builds an ``Ingestor`` per invocation, and a
-    pool each time would start its threads again on every call."""
-    return ThreadPoolExecutor(size, thread_name_prefix="arcs-ingest-file")
-
-
 class Ingestor:
     def __init__(
         self,
@@ -140,6 +106,7 @@ class Ingestor:
         tables_per_database: int | None = None,
         group_bytes: int = DEFAULT_GROUP_BYTES,
         file_writers: int = DEFAULT_FILE_WRITERS,
+        file_processes: bool = False,
     ) -> None:
         self.catalog = catalog
         self.store = store
@@ -155,12 +122,23 @@ class Ingestor:
         if file_writers < 1:
             raise ValueError(f"file_writers must be at least 1, got {file_writers}")
         # A write spanning many hours is a file per hour, each fsynced (or PUT) before the commit:
-        # one after the other, the attempt waits on the disk with a core idle. Parquet encoding
-        # and the fsync both release the GIL, so files written side by side use the cores and let
-        # the file system commit their fsyncs together.
-        self._writers = _file_writer_pool(file_writers) if file_writers > 1 else None
+        # one after the other, the attempt waits on the disk or the network with a core idle.
+        # Side by side on threads, or on worker processes (``file_processes``; a local store's
+        # only, see ``arcs.write.file_writers``).
+        self._writers = file_writers_of(file_writers, file_processes) if file_writers > 1 else None
         # Tests stop the protocol between any two steps through this hook.
         self._fault = fault
+
+    def start_writers(self) -> None:
+        """Start the file writers now rather than on the first file (worker processes import for
+        about half a second)."""
+        if self._writers is not None:
+            self._writers.start()
+
+    def close_writers(self) -> None:
+        """Stop the file writers (a later file starts them again)."""
+        if self._writers is not None:
+            self._writers.close()
 
     def ingest(self, writes: Sequence[QueuedWrite]) -> IngestResult:
         """Store ``writes`` in groups of at most ``group_bytes`` decoded bytes, in queue order.
@@ -343,42 +321,59 @@ class Ingestor:
         # Every file is durable before this returns (the commit record follows); a failure is
         # raised once all have finished, so none is still being written when the attempt fails.
         if self._writers is None or len(pieces) < 2:
-            return [self._write_piece(commit_id, index, *piece) for index, piece in enumerate(pieces)]
-        pending: list[Future[FileRecord]] = [
-            self._writers.submit(self._write_piece, commit_id, index, *piece) for index, piece in enumerate(pieces)
+            return [self._write_file(commit_id, index, *piece) for index, piece in enumerate(pieces)]
+        keys = [self._key(commit_id, index, *piece) for index, piece in enumerate(pieces)]
+        stored = self._writers.store(
+            self.store,
+            [(key, rows, tags) for key, (_d, _m, rows, tags) in zip(keys, pieces, strict=True)],
+            self.row_group_rows,
+        )
+        records = [
+            self._record(commit_id, key, *piece, done) for key, piece, done in zip(keys, pieces, stored, strict=True)
         ]
-        del pieces[:]
-        errors = [exc for f in pending if (exc := f.exception()) is not None]
+        errors: list[BaseException] = []
+        for _record in records:
+            try:
+                self._fault("file-written")
+            except BaseException as exc:  # each file's step is seen, as each writer saw its own; the first raised
+                errors.append(exc)
         if errors:
             raise errors[0]
-        return [f.result() for f in pending]
+        return records
 
-    def _write_piece(
-        self, commit_id: str, index: int, database: str, measurement: str, rows: pa.Table, tags: list[str]
-    ) -> FileRecord:
-        # A point written twice in the batch is stored once, merged (docs/compaction.md).
-        return self._write_file(commit_id, index, database, measurement, merge_points(rows, tags), tags)
+    def _key(self, commit_id: str, index: int, database: str, measurement: str, rows: pa.Table, _tags: object) -> str:
+        hour = layout.hour_from_nanos(rows.column(TIME_COLUMN)[0].value)
+        return layout.data_key(self.prefix, database, measurement, hour, f"{commit_id}-{index:04d}.parquet")
 
     def _write_file(
-        self, commit_id: str, index: int, database: str, measurement: str, table: pa.Table, tags: list[str]
+        self, commit_id: str, index: int, database: str, measurement: str, rows: pa.Table, tags: list[str]
     ) -> FileRecord:
-        times = table.column(TIME_COLUMN)
-        first, last = times[0].value, times[-1].value  # the rows are in time order (nanoseconds)
-        hour = layout.hour_from_nanos(first)
-        key = layout.data_key(self.prefix, database, measurement, hour, f"{commit_id}-{index:04d}.parquet")
-        rows = table.num_rows
-        row_group = max(MIN_ROW_GROUP_ROWS, math.ceil(rows / TARGET_ROW_GROUPS_PER_FILE))
-        sink = pa.BufferOutputStream()
-        options = parquet_options(table.schema, tags)
-        pq.write_table(for_parquet(table, tags), sink, row_group_size=min(row_group, self.row_group_rows), **options)
-        data = memoryview(sink.getvalue())  # the Arrow buffer itself, not a copy
-        if not self.store.put_if_absent(key, data):
-            # Keys hold this attempt's unique id, so an existing key is a retry of this very write.
-            logger.info("data file %s already present", key)
+        key = self._key(commit_id, index, database, measurement, rows, tags)
+        stored = store_file(self.store, key, rows, tags, self.row_group_rows)
+        record = self._record(commit_id, key, database, measurement, rows, tags, stored)
         self._fault("file-written")
+        return record
+
+    def _record(
+        self,
+        commit_id: str,
+        key: str,
+        database: str,
+        measurement: str,
+        rows: pa.Table,
+        _tags: object,
+        stored: StoredFile,
+    ) -> FileRecord:
+        """The catalog's record of a stored file (``rows``: its rows before points written twice were
+        merged, which keeps their first and last times)."""
+        if stored.existed:
+            logger.info("data file %s already present", key)
+        times = rows.column(TIME_COLUMN)
+        first, last = times[0].value, times[-1].value  # the rows are in time order (nanoseconds)
         # The catalog keeps whole microseconds, rounded outward: pruning by them never drops a row.
         low, high = first // 1000, -(-last // 1000)
-        return FileRecord(database, measurement, hour, key, rows, len(data), low, high, commit_id)
+        hour = layout.hour_from_nanos(first)
+        return FileRecord(database, measurement, hour, key, stored.rows, stored.size, low, high, commit_id)
 
     def _delete_quietly(self, keys: list[str]) -> None:
         for key in keys:
