@@ -178,7 +178,7 @@ def check_answers(answers: dict[str, Any], database: str) -> None:
     assert table.column("host").to_pylist() == ["a", "b", "a"] and table.column("usage").to_pylist() == [1.5, 2.5, 3.5]
     frame = answers["query_pandas"]
     assert isinstance(frame, pd.DataFrame) and list(frame["usage"]) == [1.5, 2.5, 3.5]
-    assert frame["time"].iloc[0] == pd.Timestamp(T0_US * 1000, unit="ns")
+    assert frame["time"].iloc[0] == pd.Timestamp(T0_US * 1000, unit="ns", tz="UTC")  # an instant, as in JSON
     polars_frame = answers["query_polars"]
     assert isinstance(polars_frame, pl.DataFrame) and polars_frame["host"].to_list() == ["a", "b", "a"]
     estimate = answers["estimate"]

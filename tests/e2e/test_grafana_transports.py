@@ -97,7 +97,7 @@ def test_three_transports_agree(server: ServerProcess, database: str, encoding: 
     assert document["success"] is True and document["row_count"] == 3
     assert document["columns"] == table.column_names == ["time", "host", "v", "n", "ok", "s"]
     assert document["types"] == ["timestamp[ns]", "utf8", "float64", "int64", "bool", "utf8"]
-    arrow_types = ["timestamp[ns]", "string", "double", "int64", "bool", "string"]
+    arrow_types = ["timestamp[ns, tz=UTC]", "string", "double", "int64", "bool", "string"]
     assert [str(field.type) for field in table.schema] == arrow_types
     times = document["data"][0]
     assert times[0] == msgpack.Timestamp(T0, 123) and times[1] == msgpack.Timestamp(T0 + 1, 0)

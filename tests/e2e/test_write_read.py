@@ -165,7 +165,9 @@ def test_arrow_endpoint_returns_an_ipc_stream(client: Client) -> None:
     assert response.headers["content-type"] == "application/vnd.apache.arrow.stream"
     table = pa.ipc.open_stream(response.content).read_all()
     assert table.column("v").to_pylist() == [1]
-    assert str(table.schema.field("time").type) == "timestamp[ns]"  # the UTC wall clock, as DuckDB holds it
+    # DuckDB holds the UTC wall clock; the answer carries the instant
+    assert str(table.schema.field("time").type) == "timestamp[ns, tz=UTC]"
+    assert table.column("time")[0].value == T0 * 1_000_000_000
 
 
 HOSTILE: list[tuple[str, str, bytes, dict[str, str], int, str]] = [

@@ -29,7 +29,7 @@ from arcs import native
 from arcs.envvars import NATIVE
 from arcs.errors import ResultTooLarge
 from arcs.query import results
-from arcs.query.results import to_arrow_stream, to_json_document
+from arcs.query.results import to_arrow_stream, to_json_document, utc_zoned
 from arcs.query.service import QueryResult
 
 
@@ -411,3 +411,25 @@ def test_a_document_over_the_byte_limit_is_refused_as_it_is_built() -> None:
     assert json.loads(document)["row_count"] == 200_000
     with pytest.raises(ResultTooLarge, match="larger than 1000000 bytes"):
         to_json_document(QueryResult(table, 1.0), max_bytes=1_000_000)
+
+
+def test_an_arrow_answer_s_timestamps_are_utc_instants() -> None:
+    """``time`` is a zone-less UTC wall clock in DuckDB; an Arrow client gets the UTC instants."""
+    naive = pa.table(
+        {
+            "time": pa.array([1_700_000_000_123_456_789, None], pa.timestamp("ns")),
+            "day": pa.array([1_700_000_000_000_000, 0], pa.timestamp("us")),
+            "zoned": pa.array([0, 1], pa.timestamp("ms", tz="Asia/Tokyo")),
+            "n": pa.array([1, 2]),
+        }
+    )
+    answered = pa.ipc.open_stream(to_arrow_stream(utc_zoned(naive))).read_all()
+    assert [str(f.type) for f in answered.schema] == [
+        "timestamp[ns, tz=UTC]",
+        "timestamp[us, tz=UTC]",
+        "timestamp[ms, tz=Asia/Tokyo]",
+        "int64",
+    ]
+    assert answered.column("time")[0].value == 1_700_000_000_123_456_789 and answered.column("time")[1].as_py() is None
+    assert answered.column("day")[0].as_py().isoformat() == "2023-11-14T22:13:20+00:00"
+    assert utc_zoned(answered) is answered  # nothing to change: the table itself

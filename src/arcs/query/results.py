@@ -208,6 +208,23 @@ def _text_column(text: pa.Array, before: str, after: str, escape: bool) -> TextC
     )
 
 
+def utc_zoned(table: pa.Table) -> pa.Table:
+    """Timestamps without a zone as UTC instants, for an Arrow answer: DuckDB keeps ``time`` (and
+    what is made of it) as the UTC wall clock in a ``TIMESTAMP``, and a client reading the stream
+    should get the instants, as JSON's ``Z`` and MessagePack's timestamps say. Only the schema
+    changes: Arrow's timestamps count from the epoch in UTC whatever their zone."""
+    fields = list(table.schema)
+    zoned = [
+        field.with_type(pa.timestamp(field.type.unit, tz="UTC"))
+        if pa.types.is_timestamp(field.type) and field.type.tz is None
+        else field
+        for field in fields
+    ]
+    if zoned == fields:
+        return table
+    return table.cast(pa.schema(zoned, metadata=table.schema.metadata))
+
+
 def arrow_stream_body(table: pa.Table) -> SizedBody:
     """The same bytes as :func:`to_arrow_stream`, sized first and then written one record batch at
     a time."""

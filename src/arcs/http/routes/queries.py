@@ -39,7 +39,14 @@ from arcs.names import DEFAULT_DATABASE, check_database, check_measurement
 from arcs.query import response_encoding
 from arcs.query.measurement_query import check_single_measurement_query, measurement_query_sql
 from arcs.query.response_encoding import Coding
-from arcs.query.results import SizedBody, arrow_stream_body, json_document_body, to_arrow_stream, to_json_document
+from arcs.query.results import (
+    SizedBody,
+    arrow_stream_body,
+    json_document_body,
+    to_arrow_stream,
+    to_json_document,
+    utc_zoned,
+)
 from arcs.query.service import QueryResult
 from arcs.query.show import estimate_query
 
@@ -303,9 +310,10 @@ def queries_router(runtime: Runtime) -> Router:
     def query_arrow() -> Response[Any]:
         result = answers.run_query()
         timing = {"X-Arc-Execution-Time-Ms": f"{result.execution_time_ms:.3f}"}
+        table = utc_zoned(result.table)
         if answer_streams():
-            return answers.answer_streamed(arrow_stream_body(result.table), ARROW_STREAM, "arrows", timing)
-        return answers.answer(to_arrow_stream(result.table), ARROW_STREAM, "arrows", timing)
+            return answers.answer_streamed(arrow_stream_body(table), ARROW_STREAM, "arrows", timing)
+        return answers.answer(to_arrow_stream(table), ARROW_STREAM, "arrows", timing)
 
     @router.post(
         "/api/v1/query/estimate",
