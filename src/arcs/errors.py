@@ -111,6 +111,14 @@ class StorageFault(ServiceUnavailable):
     and the answer says when (``Retry-After``)."""
 
 
+class DiskFull(StorageFault):
+    """The local disk has no room (``ENOSPC``, ``EDQUOT``): nothing the request or write did. Ingest
+    keeps such writes queued without counting the attempt against them (docs/ingest.md)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, DISK_FULL_RETRY_S)
+
+
 class TooManyRequests(ServiceUnavailable):
     """429: the caller should slow down; carries ``Retry-After`` as ``ServiceUnavailable`` does."""
 

@@ -26,7 +26,7 @@ from arcs.http.gateway import Gateway
 from arcs.http.limits import HttpLimits, head_timed_protocol
 from arcs.lifecycle.schedule import CompactionTimer, PeriodicTask
 from arcs.runtime import LocalRuntime
-from arcs.write.ingest import ingest_delivery
+from arcs.write.ingest import IngestResult, ingest_delivery
 
 logger = logging.getLogger(__name__)
 
@@ -65,13 +65,14 @@ class IngestLoop(threading.Thread):
                     # The batching window: a moment for more writes to join this batch.
                     self._stop_event.wait(settings.ingest_batch_window_s)
                     entries = spool.take(settings.ingest_batch_messages)
-                self.drain_once(entries)
+                if self.drain_once(entries).unavailable:
+                    self._stop_event.wait(1.0)  # the disk is full: room comes back, not in a moment
             except Exception:
                 logger.exception("ingest loop error; retrying")
                 self._stop_event.wait(1.0)
 
-    def drain_once(self, entries: list[Any]) -> None:
-        ingest_delivery(self.ingestor, SpoolDelivery(self.runtime.spool, entries))
+    def drain_once(self, entries: list[Any]) -> IngestResult:
+        return ingest_delivery(self.ingestor, SpoolDelivery(self.runtime.spool, entries))
 
 
 def banner(url: str, token: str | None, configured: bool = False) -> str:

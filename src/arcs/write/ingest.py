@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from arcs import layout, metrics, tracing
-from arcs.errors import ArcsError, BadRequest
+from arcs.errors import ArcsError, BadRequest, DiskFull
 from arcs.names import TIME_COLUMN
 from arcs.ports import CommitRecord, FileRecord, IngestCatalog, ObjectStore, QueueDelivery
 from arcs.write.batch import ColumnarBody, MeasurementRows, WriteBatch, time_order
@@ -60,6 +60,9 @@ class IngestResult:
     already_done: list[str] = field(default_factory=list)  # handles a previous attempt stored
     failed: dict[str, str] = field(default_factory=dict)  # handle -> reason
     poison: dict[str, str] = field(default_factory=dict)  # handle -> why it can never succeed
+    # Handles of ``failed`` whose attempt found no room on the disk: not the writes' fault, so a
+    # queue that counts failed deliveries towards its dead letters (the spool) does not count these.
+    unavailable: set[str] = field(default_factory=set)
     # Handles left for a later batch, untouched (no marker claimed): a database's share of this
     # attempt was spent. The queue keeps them as they are (the spool's pending records).
     deferred: list[str] = field(default_factory=list)
@@ -234,6 +237,8 @@ class Ingestor:
             logger.exception("ingest attempt %s failed before its commit", commit_id)
             for write, _batch in claimed:
                 result.failed[write.handle] = f"ingest failed: {exc}"
+                if isinstance(exc, DiskFull):
+                    result.unavailable.add(write.handle)
             return
         if not committed:
             # Another attempt aborted ours while we were slow: its redelivery owns these writes now.

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from arcs.errors import NotFound, StorageFault
+from arcs.errors import DiskFull, NotFound, StorageFault
 from arcs.ports import ObjectInfo
 
 
@@ -65,7 +66,7 @@ class DirectoryStore:
         try:
             replace_durably(path, data)
         except OSError as exc:
-            raise StorageFault(f"cannot write {key}: {exc}") from exc
+            raise _write_failed(key, exc) from exc
 
     def put_if_absent(self, key: str, data: bytes | memoryview) -> bool:
         path = self._path(key)
@@ -81,7 +82,7 @@ class DirectoryStore:
             fsync_dir(path.parent)
             return True
         except OSError as exc:
-            raise StorageFault(f"cannot write {key}: {exc}") from exc
+            raise _write_failed(key, exc) from exc
 
     def get(self, key: str) -> bytes:
         try:
@@ -117,3 +118,10 @@ class DirectoryStore:
         if relative.startswith("/") or any(part in ("", ".", "..") for part in relative.split("/")):
             raise ValueError(f"key escapes the store: {key!r}")
         return f"{self.root}/{relative}"
+
+
+def _write_failed(key: str, exc: OSError) -> StorageFault:
+    """The error a write of ``key`` the disk refused raises: ``DiskFull`` when it had no room."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DiskFull(f"cannot write {key}: {exc}")
+    return StorageFault(f"cannot write {key}: {exc}")

@@ -513,7 +513,10 @@ class SpoolDelivery:
             logger.error("write %s can never be ingested (%s); moved to the dead-letter folder", handle, reason)
             self.spool.dead_letter(self.entries[handle])
         for handle, reason in result.failed.items():
-            if self.spool.failed(self.entries[handle]):
+            if handle in result.unavailable:
+                # A full disk is no fault of the write's: it waits for room, uncounted, however long.
+                logger.warning("write %s not ingested yet, the disk is full: %s", handle, reason)
+            elif self.spool.failed(self.entries[handle]):
                 logger.error(
                     "write %s failed %d times (%s); moved to the dead-letter folder",
                     handle,
