@@ -176,7 +176,10 @@ class FileWriters:
         stream = sink.getvalue()
         try:
             return self._executor().submit(_store_sent, store, stream, described, row_group_rows)
-        except BrokenProcessPool:
+        except (BrokenProcessPool, OSError, ValueError):
+            # A pool whose worker died before it noticed fails the submit while it starts another
+            # worker ("OSError: handle is closed", "ValueError: bad value(s) in fds_to_keep"): it
+            # is as broken, and the share goes to new workers as a dead worker's does.
             self._replace_broken()
             return self._executor().submit(_store_sent, store, stream, described, row_group_rows)
 
