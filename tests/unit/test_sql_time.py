@@ -110,3 +110,13 @@ def test_zoned_readings_compare_with_stored_times(conn: duckdb.DuckDBPyConnectio
         " AND time_bucket(INTERVAL '1 day', time::TIMESTAMPTZ, 'Europe/Berlin') IS NOT NULL"
     )
     assert conn.execute(rewritten).fetchall() == [(1,)]
+
+
+@pytest.mark.parametrize("column", ["time", "old", "t.time"])
+def test_a_stored_time_bucketed_in_a_zone_is_bucketed_as_the_instant_it_is(
+    conn: duckdb.DuckDBPyConnection, column: str
+) -> None:
+    # 2020-01-01 00:00 UTC is 09:00 in Tokyo: its Tokyo day began 2019-12-31 15:00 UTC. A stored time
+    # (TIMESTAMP_NS) alone gives DuckDB no time_bucket with a zone to choose.
+    sql = f"SELECT CAST(time_bucket(INTERVAL '1 day', {column}, 'Asia/Tokyo') AS VARCHAR) FROM t"
+    assert conn.execute(utc_wall_clock(sql)).fetchall() == [("2019-12-31 15:00:00+00",)]

@@ -37,7 +37,7 @@ _WALL_CLOCK = "::TIMESTAMP"
 def utc_wall_clock(sql: str) -> str:
     """``sql`` with its ``TIMESTAMPTZ`` expressions taken to the UTC wall clock (see the module)."""
     lowered = sql.lower()
-    if "timestamp" not in lowered and "now" not in lowered:
+    if "timestamp" not in lowered and "now" not in lowered and "time_bucket" not in lowered:
         return sql  # the common case: no tokenizing at all
     try:
         tokens = tokenize(sql)
@@ -60,9 +60,18 @@ def _rewrite(tokens: list[Token], start: int, stop: int, kept: dict[int, int]) -
         opens = after < stop and tokens[after].text == "("
         if word in _ZONE_CALLS and opens and not _follows_dot(tokens, index):
             end = _close(tokens, after, stop)
-            if word == "timezone" or _has_zone_argument(tokens, after, end):
+            if word == "timezone":
                 # The zone is the point of these calls: their TIMESTAMPTZ stays one.
                 out += [t.text for t in tokens[index:end]]
+                index = end
+                continue
+            if _has_zone_argument(tokens, after, end):
+                # Its TIMESTAMPTZ stays one too; a stored time (TIMESTAMP_NS, the UTC wall clock)
+                # is made the instant it stands for, else DuckDB has no such call to choose.
+                first, second = _top_level_commas(tokens, after, end)[:2]
+                out += [t.text for t in tokens[index : first + 1]]
+                out += ["(", *(t.text for t in tokens[first + 1 : second]), ")::TIMESTAMPTZ"]
+                out += [t.text for t in tokens[second:end]]
                 index = end
                 continue
         if word in _CALLS and opens and not _follows_dot(tokens, index):
@@ -227,6 +236,21 @@ def _has_zone_argument(tokens: list[Token], opening: int, end: int) -> bool:
                 third = _significant(tokens, index + 1, end)
                 return third < end and tokens[third].kind == "string"
     return False
+
+
+def _top_level_commas(tokens: list[Token], opening: int, end: int) -> list[int]:
+    """The indexes of the commas that separate the arguments of the call opening at ``opening``."""
+    depth = 0
+    commas = []
+    for index in range(opening, end):
+        text = tokens[index].text if tokens[index].kind == "punct" else ""
+        if text == "(":
+            depth += 1
+        elif text == ")":
+            depth -= 1
+        elif text == "," and depth == 1:
+            commas.append(index)
+    return commas
 
 
 def _zoned_type(tokens: list[Token], index: int, stop: int) -> int:
