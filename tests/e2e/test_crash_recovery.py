@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -184,6 +185,45 @@ def test_an_ingest_worker_killed_while_writes_arrive_loses_and_repeats_nothing(t
         assert client.wait_count("workers", accepted) == accepted
         assert client.rows("SELECT count(DISTINCT time) FROM workers") == [[accepted]]
     finally:
+        client.http.close()
+        server.stop()
+
+
+def test_ingest_workers_killed_again_and_again_dead_letter_nothing(tmp_path: Path) -> None:
+    """A worker's death (the out-of-memory killer, say) is never the writes' fault: with workers
+    killed every 50 ms while writes of many hours arrive and are stored, no acknowledged write is
+    dead-lettered or lost."""
+    server = standalone(tmp_path / "data").start()
+    assert server.process is not None
+    server_pid = server.process.pid
+    client = Client(server.url)
+    stop = threading.Event()
+
+    def killer() -> None:
+        while not stop.wait(0.05):
+            for pid in _workers(server_pid):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+
+    accepted = 0
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    try:
+        for batch in range(40):
+            body = "\n".join(
+                f"doomed,host=h{i % 5} v={i}i {1_700_000_000_000_000_000 + (batch * 2000 + i) * 72_000_000_000}"
+                for i in range(2000)
+            )
+            assert client.write("/api/v1/write/line-protocol", body.encode()).status_code == 204
+            accepted += 2000
+        assert client.wait_count("doomed", accepted, timeout=20) == accepted  # killing all along
+        stop.set()
+        thread.join()
+        assert client.rows("SELECT count(DISTINCT time) FROM doomed") == [[accepted]]
+        dead = tmp_path / "data" / "spool" / "dead-letter"
+        assert not dead.exists() or not list(dead.iterdir())
+    finally:
+        stop.set()
         client.http.close()
         server.stop()
 

@@ -136,7 +136,9 @@ class FileWriters:
 
         A worker process that dies (killed, out of memory) takes its tasks with it: the shares it
         left are sent once more to new workers. Storing a piece again is harmless: its key is the
-        attempt's own, and a file the dead worker had stored is found there (``existed``)."""
+        attempt's own, and a file the dead worker had stored is found there (``existed``). Should
+        the new workers die too, the shares still left are stored in this process, as threads
+        would: a worker's death is never the writes' fault, and must not count against them."""
         if not self.processes:
             pool = self._executor()
             threads = [
@@ -146,12 +148,17 @@ class FileWriters:
             return self._results(threads)
         chunks = _chunks(pieces, 4 * self.size)
         pending = [self._submit_chunk(store, chunk, row_group_rows) for chunk in chunks]
-        wait(pending)
-        lost = [index for index, f in enumerate(pending) if isinstance(f.exception(), BrokenProcessPool)]
-        if lost:
+        for last_try in (False, True):
+            wait(pending)
+            lost = [index for index, f in enumerate(pending) if isinstance(f.exception(), BrokenProcessPool)]
+            if not lost:
+                break
             self._replace_broken()
+            if last_try:
+                logger.warning("ingest's worker processes keep dying: %d shares of files stored here", len(lost))
             for index in lost:
-                pending[index] = self._submit_chunk(store, chunks[index], row_group_rows)
+                retry = _stored_here if last_try else self._submit_chunk
+                pending[index] = retry(store, chunks[index], row_group_rows)
         return self._results(pending)
 
     def _results(self, pending: list[Future[list[StoredFile]]]) -> list[StoredFile]:
@@ -181,7 +188,12 @@ class FileWriters:
             # worker ("OSError: handle is closed", "ValueError: bad value(s) in fds_to_keep"): it
             # is as broken, and the share goes to new workers as a dead worker's does.
             self._replace_broken()
+        try:
             return self._executor().submit(_store_sent, store, stream, described, row_group_rows)
+        except (BrokenProcessPool, OSError, ValueError) as exc:
+            lost: Future[list[StoredFile]] = Future()  # ``store`` stores it here
+            lost.set_exception(exc if isinstance(exc, BrokenProcessPool) else BrokenProcessPool(str(exc)))
+            return lost
 
     def start(self) -> None:
         """Start the workers now (a process imports Arrow and Parquet for about half a second)."""
@@ -214,6 +226,16 @@ class FileWriters:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _stored_here(store: ObjectStore, chunk: Sequence[Piece], row_group_rows: int) -> Future[list[StoredFile]]:
+    """A share stored in this process, as a finished future."""
+    done: Future[list[StoredFile]] = Future()
+    try:
+        done.set_result([store_file(store, key, table, tags, row_group_rows) for key, table, tags in chunk])
+    except Exception as exc:
+        done.set_exception(exc)
+    return done
 
 
 def _chunks(pieces: Sequence[Piece], count: int) -> list[list[Piece]]:
