@@ -117,8 +117,7 @@ def _utc(table: pa.Table) -> pa.Table:
     """DuckDB names the zone 'Etc/UTC' where the API says 'UTC', and leaves a UTC wall clock
     zone-less where the API's Arrow answer says UTC: the instants are what we compare."""
     fields = [
-        f.with_type(pa.timestamp(f.type.unit, tz="UTC")) if pa.types.is_timestamp(f.type) else f
-        for f in table.schema
+        f.with_type(pa.timestamp(f.type.unit, tz="UTC")) if pa.types.is_timestamp(f.type) else f for f in table.schema
     ]
     return table.cast(pa.schema(fields))
 
