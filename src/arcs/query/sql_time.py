@@ -222,20 +222,11 @@ def _zoned_after(tokens: list[Token], index: int, stop: int) -> bool:
 
 def _has_zone_argument(tokens: list[Token], opening: int, end: int) -> bool:
     """Whether a ``time_bucket(width, ts, ...)`` call has a third argument that is a zone (a string)."""
-    depth = 0
-    commas = 0
-    for index in range(opening, end):
-        text = tokens[index].text if tokens[index].kind == "punct" else ""
-        if text == "(":
-            depth += 1
-        elif text == ")":
-            depth -= 1
-        elif text == "," and depth == 1:
-            commas += 1
-            if commas == 2:
-                third = _significant(tokens, index + 1, end)
-                return third < end and tokens[third].kind == "string"
-    return False
+    commas = _top_level_commas(tokens, opening, end)
+    if len(commas) < 2:
+        return False
+    third = _significant(tokens, commas[1] + 1, end)
+    return third < end and tokens[third].kind == "string"
 
 
 def _top_level_commas(tokens: list[Token], opening: int, end: int) -> list[int]:
