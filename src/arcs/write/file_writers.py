@@ -95,11 +95,11 @@ def _store_sent(
     """``store_file`` for each piece, in a worker process: the pieces' rows one after the other in
     ``stream`` (an Arrow IPC stream), each piece's key, row count and tags beside it."""
     table = pa.ipc.open_stream(stream).read_all()
-    stored, start = [], 0
+    sliced, start = [], 0
     for key, rows, tags in pieces:
-        stored.append(store_file(store, key, table.slice(start, rows), tags, row_group_rows))
+        sliced.append((key, table.slice(start, rows), tags))
         start += rows
-    return stored
+    return _store_here(store, sliced, row_group_rows)
 
 
 def _ready() -> None:
@@ -141,11 +141,7 @@ class FileWriters:
         would: a worker's death is never the writes' fault, and must not count against them."""
         if not self.processes:
             pool = self._executor()
-            threads = [
-                pool.submit(lambda piece: [store_file(store, piece[0], piece[1], piece[2], row_group_rows)], piece)
-                for piece in pieces
-            ]
-            return self._results(threads)
+            return self._results([pool.submit(_store_here, store, [piece], row_group_rows) for piece in pieces])
         chunks = _chunks(pieces, 4 * self.size)
         pending = [self._submit_chunk(store, chunk, row_group_rows) for chunk in chunks]
         for last_try in (False, True):
@@ -161,12 +157,11 @@ class FileWriters:
                 pending[index] = retry(store, chunks[index], row_group_rows)
         return self._results(pending)
 
-    def _results(self, pending: list[Future[list[StoredFile]]]) -> list[StoredFile]:
+    @staticmethod
+    def _results(pending: list[Future[list[StoredFile]]]) -> list[StoredFile]:
         wait(pending)
         errors = [exc for f in pending if (exc := f.exception()) is not None]
         if errors:
-            if any(isinstance(exc, BrokenProcessPool) for exc in errors):
-                self._replace_broken()  # the next attempt gets new workers
             raise errors[0]
         return [stored for f in pending for stored in f.result()]
 
@@ -228,11 +223,16 @@ class FileWriters:
             pool.shutdown(wait=True, cancel_futures=True)
 
 
+def _store_here(store: ObjectStore, pieces: Sequence[Piece], row_group_rows: int) -> list[StoredFile]:
+    """``pieces`` stored in this process (a thread's task, or a share no worker could keep)."""
+    return [store_file(store, key, table, tags, row_group_rows) for key, table, tags in pieces]
+
+
 def _stored_here(store: ObjectStore, chunk: Sequence[Piece], row_group_rows: int) -> Future[list[StoredFile]]:
     """A share stored in this process, as a finished future."""
     done: Future[list[StoredFile]] = Future()
     try:
-        done.set_result([store_file(store, key, table, tags, row_group_rows) for key, table, tags in chunk])
+        done.set_result(_store_here(store, chunk, row_group_rows))
     except Exception as exc:
         done.set_exception(exc)
     return done

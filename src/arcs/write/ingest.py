@@ -325,16 +325,20 @@ class Ingestor:
                 pieces.append((database, measurement, table.slice(start, stop - start), list(tags)))
         # Every file is durable before this returns (the commit record follows); a failure is
         # raised once all have finished, so none is still being written when the attempt fails.
+        keys = [
+            self._key(commit_id, index, database, measurement, rows)
+            for index, (database, measurement, rows, _tags) in enumerate(pieces)
+        ]
         if self._writers is None or len(pieces) < 2:
-            return [self._write_file(commit_id, index, *piece) for index, piece in enumerate(pieces)]
-        keys = [self._key(commit_id, index, *piece) for index, piece in enumerate(pieces)]
+            return [self._write_file(commit_id, key, *piece) for key, piece in zip(keys, pieces, strict=True)]
         stored = self._writers.store(
             self.store,
             [(key, rows, tags) for key, (_d, _m, rows, tags) in zip(keys, pieces, strict=True)],
             self.row_group_rows,
         )
         records = [
-            self._record(commit_id, key, *piece, done) for key, piece, done in zip(keys, pieces, stored, strict=True)
+            self._record(commit_id, key, database, measurement, rows, done)
+            for key, (database, measurement, rows, _tags), done in zip(keys, pieces, stored, strict=True)
         ]
         errors: list[BaseException] = []
         for _record in records:
@@ -346,28 +350,20 @@ class Ingestor:
             raise errors[0]
         return records
 
-    def _key(self, commit_id: str, index: int, database: str, measurement: str, rows: pa.Table, _tags: object) -> str:
+    def _key(self, commit_id: str, index: int, database: str, measurement: str, rows: pa.Table) -> str:
         hour = layout.hour_from_nanos(rows.column(TIME_COLUMN)[0].value)
         return layout.data_key(self.prefix, database, measurement, hour, f"{commit_id}-{index:04d}.parquet")
 
     def _write_file(
-        self, commit_id: str, index: int, database: str, measurement: str, rows: pa.Table, tags: list[str]
+        self, commit_id: str, key: str, database: str, measurement: str, rows: pa.Table, tags: list[str]
     ) -> FileRecord:
-        key = self._key(commit_id, index, database, measurement, rows, tags)
         stored = store_file(self.store, key, rows, tags, self.row_group_rows)
-        record = self._record(commit_id, key, database, measurement, rows, tags, stored)
+        record = self._record(commit_id, key, database, measurement, rows, stored)
         self._fault("file-written")
         return record
 
     def _record(
-        self,
-        commit_id: str,
-        key: str,
-        database: str,
-        measurement: str,
-        rows: pa.Table,
-        _tags: object,
-        stored: StoredFile,
+        self, commit_id: str, key: str, database: str, measurement: str, rows: pa.Table, stored: StoredFile
     ) -> FileRecord:
         """The catalog's record of a stored file (``rows``: its rows before points written twice were
         merged, which keeps their first and last times)."""

@@ -39,10 +39,10 @@ def write_durably(path: Path, data: bytes | memoryview) -> Path:
             view = view[os.write(fd, view) :]
         os.fsync(fd)
     except BaseException:
-        os.close(fd)
         tmp.unlink(missing_ok=True)  # a full disk keeps no partial file behind
         raise
-    os.close(fd)
+    finally:
+        os.close(fd)
     return tmp
 
 
