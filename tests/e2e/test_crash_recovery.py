@@ -151,6 +151,22 @@ def _workers(server_pid: int) -> list[int]:
     return found
 
 
+def _started_workers(server_pid: int) -> list[int]:
+    """The server's ingest workers, once it has started them (it starts one a core, two here)."""
+    deadline = time.monotonic() + 30
+    while len(_workers(server_pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return _workers(server_pid)
+
+
+def _hours_body(measurement: str, batch: int) -> bytes:
+    """2,000 points 72 s apart, 40 hours a body: many files in each ingest attempt."""
+    return "\n".join(
+        f"{measurement},host=h{i % 5} v={i}i {1_700_000_000_000_000_000 + (batch * 2000 + i) * 72_000_000_000}"
+        for i in range(2000)
+    ).encode()
+
+
 def _gone(pids: list[int], timeout: float = 10) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -167,18 +183,10 @@ def test_an_ingest_worker_killed_while_writes_arrive_loses_and_repeats_nothing(t
     client = Client(server.url)
     accepted = 0
     try:
-        deadline = time.monotonic() + 30
-        while len(_workers(server.process.pid)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        victims = _workers(server.process.pid)
+        victims = _started_workers(server.process.pid)
         assert victims, "no worker processes"
         for batch in range(30):
-            # each body spans 40 hours: many files per ingest attempt
-            body = "\n".join(
-                f"workers,host=h{i % 5} v={i}i {1_700_000_000_000_000_000 + (batch * 2000 + i) * 72_000_000_000}"
-                for i in range(2000)
-            )
-            assert client.write("/api/v1/write/line-protocol", body.encode()).status_code == 204
+            assert client.write("/api/v1/write/line-protocol", _hours_body("workers", batch)).status_code == 204
             accepted += 2000
             if batch == 10:
                 os.kill(victims[0], signal.SIGKILL)
@@ -210,11 +218,7 @@ def test_ingest_workers_killed_again_and_again_dead_letter_nothing(tmp_path: Pat
     thread.start()
     try:
         for batch in range(40):
-            body = "\n".join(
-                f"doomed,host=h{i % 5} v={i}i {1_700_000_000_000_000_000 + (batch * 2000 + i) * 72_000_000_000}"
-                for i in range(2000)
-            )
-            assert client.write("/api/v1/write/line-protocol", body.encode()).status_code == 204
+            assert client.write("/api/v1/write/line-protocol", _hours_body("doomed", batch)).status_code == 204
             accepted += 2000
         assert client.wait_count("doomed", accepted, timeout=20) == accepted  # killing all along
         stop.set()
@@ -231,10 +235,7 @@ def test_ingest_workers_killed_again_and_again_dead_letter_nothing(tmp_path: Pat
 def test_kill_9_of_the_server_ends_its_ingest_workers(tmp_path: Path) -> None:
     server = standalone(tmp_path / "data").start()
     assert server.process is not None
-    deadline = time.monotonic() + 30
-    while len(_workers(server.process.pid)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    workers = _workers(server.process.pid)
+    workers = _started_workers(server.process.pid)
     assert workers
     server.kill()
     assert _gone(workers), "ingest workers outlived their server"

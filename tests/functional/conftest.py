@@ -13,9 +13,19 @@ from arcs.adapters.aws.wiring import AwsResources
 from arcs.emulation import load_handler
 from arcs.emulation.local import function_environment
 from arcs.http.api import lambda_app
-from arcs.runtime import lambda_runtime
+from arcs.runtime import LocalRuntime, lambda_runtime, local_runtime
+from arcs.settings import Settings
 from tests.conftest import ACCESS_KEY, SECRET_KEY, AwsEnv
 from tests.functional.lambdas import PREFIX, Handlers, Lambda
+
+
+@pytest.fixture
+def runtime(tmp_path: Path) -> Iterator[LocalRuntime]:
+    """A standalone server's runtime on a fresh data directory (no server: its parts are called)."""
+    runtime = local_runtime(Settings(data_dir=tmp_path / "data"))
+    yield runtime
+    runtime.engine.close()
+    runtime.sqlite.close()
 
 
 @pytest.fixture(scope="module")

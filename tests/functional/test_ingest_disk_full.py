@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import pickle
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -15,20 +14,11 @@ import pytest
 from arcs.adapters.local import objects
 from arcs.errors import DiskFull, StorageFault
 from arcs.http.server import IngestLoop
-from arcs.runtime import LocalRuntime, local_runtime
-from arcs.settings import Settings
+from arcs.runtime import LocalRuntime
 from arcs.write.decoders import WireFormat
 from arcs.write.edge import WriteRequest
 
 pytestmark = pytest.mark.functional
-
-
-@pytest.fixture
-def runtime(tmp_path: Path) -> Iterator[LocalRuntime]:
-    runtime = local_runtime(Settings(data_dir=tmp_path / "data"))
-    yield runtime
-    runtime.engine.close()
-    runtime.sqlite.close()
 
 
 def test_a_full_disk_keeps_acknowledged_writes_queued_not_dead_lettered(

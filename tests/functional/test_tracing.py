@@ -20,8 +20,7 @@ from aws_lambda_powertools.tracing.base import BaseProvider
 
 from arcs import tracing
 from arcs.http.server import IngestLoop
-from arcs.runtime import LocalRuntime, local_runtime
-from arcs.settings import Settings
+from arcs.runtime import LocalRuntime
 from arcs.write.decoders import WireFormat
 from arcs.write.edge import WriteRequest
 
@@ -82,14 +81,6 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> Iterator[RecordingProvider]:
     monkeypatch.setattr(tracing, "tracer", lambda: recording)
     yield provider
     Tracer._reset_config()
-
-
-@pytest.fixture
-def runtime(tmp_path: Path) -> Iterator[LocalRuntime]:
-    runtime = local_runtime(Settings(data_dir=tmp_path / "data"))
-    yield runtime
-    runtime.engine.close()
-    runtime.sqlite.close()
 
 
 def ingest(runtime: LocalRuntime) -> None:
